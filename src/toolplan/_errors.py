@@ -1,0 +1,213 @@
+"""toolplan's exceptions: one tree, each with a stable ``code``.
+
+```
+ToolplanError                      root; every error toolplan raises on purpose
+├── UserError                      the developer misused the API (fix the code, not the model)
+│   └── OptionalDependencyError    an extra is not installed; the message names the pip command
+├── ModelFacingError               a signal the model can act on (it is shown to the model)
+│   ├── PlanValidationError        a plan is invalid; `.issues` lists every problem; zero tools ran
+│   └── ToolError                  a tool call failed (raised inside tools or code to fail a call)
+│       └── UnknownToolError       a call named a tool that is not registered
+└── RunError                       a run failed for a reason outside the model's control
+    ├── ToolTimeoutError           a tool call exceeded its timeout
+    ├── LimitExceededError         a limit or budget was exhausted (max calls, cost, deadline)
+    ├── ModelHTTPError             a model provider answered with an error status
+    │   └── ModelAuthError         the provider rejected the credentials (never retried)
+    ├── ModelConnectionError       the provider could not be reached or timed out
+    ├── UnexpectedModelBehavior    a model (or test model) did something the run cannot continue with
+    └── SandboxError               a code runner failed or killed the code (the limit is named)
+```
+
+Messages say what happened and then what to do about it. Constructors have no side effects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+__all__ = (
+    "LimitExceededError",
+    "ModelAuthError",
+    "ModelConnectionError",
+    "ModelFacingError",
+    "ModelHTTPError",
+    "OptionalDependencyError",
+    "PlanIssue",
+    "PlanValidationError",
+    "RunError",
+    "SandboxError",
+    "ToolError",
+    "ToolTimeoutError",
+    "ToolplanError",
+    "UnexpectedModelBehavior",
+    "UnknownToolError",
+    "UserError",
+)
+
+
+class ToolplanError(Exception):
+    """Root of every error toolplan raises on purpose."""
+
+    code: ClassVar[str] = "toolplan_error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able ``{"code", "message"}`` for boundaries (CLI, service, model)."""
+        return {"code": self.code, "message": self.message}
+
+
+class UserError(ToolplanError):
+    """The developer used the API wrongly; the message says how to call it instead."""
+
+    code = "user_error"
+
+
+class OptionalDependencyError(UserError, ImportError):
+    """An optional extra is missing; the message names the ``pip install`` command."""
+
+    code = "missing_dependency"
+
+    def __init__(self, feature: str, extra: str, *, package: str | None = None) -> None:
+        what = f" (package {package!r})" if package else ""
+        super().__init__(
+            f"{feature} needs an optional dependency{what} that is not installed. "
+            f'Install it with: pip install "toolplan[{extra}]"'
+        )
+        self.extra = extra
+
+
+class ModelFacingError(ToolplanError):
+    """An error whose message is meant for the model, so it can repair its next move."""
+
+    code = "model_facing_error"
+
+
+Severity = Literal["error", "warning"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanIssue:
+    """One problem found in a plan: a stable code, the step it concerns and an actionable sentence."""
+
+    code: str
+    message: str
+    step: str | None = None
+    severity: Severity = "error"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form used by the CLI, the service and the model."""
+        return {"code": self.code, "step": self.step, "message": self.message}
+
+    def __str__(self) -> str:
+        where = f"step {self.step!r}: " if self.step is not None else ""
+        return f"[{self.code}] {where}{self.message}"
+
+
+class PlanValidationError(ModelFacingError):
+    """A plan is invalid. ``issues`` lists every problem at once; no tool has run."""
+
+    code = "invalid_plan"
+
+    def __init__(self, issues: Sequence[PlanIssue]) -> None:
+        self.issues: tuple[PlanIssue, ...] = tuple(i for i in issues if i.severity == "error")
+        self.warnings: tuple[PlanIssue, ...] = tuple(i for i in issues if i.severity == "warning")
+        n = len(self.issues)
+        lines = "\n".join(f"- {issue}" for issue in self.issues)
+        super().__init__(
+            f"The plan is invalid ({n} problem{'s' if n != 1 else ''}); no tool was called. "
+            f"Fix every problem below and submit the whole plan again:\n{lines}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"status": "invalid", "errors": [...]}`` as the CLI and the model see it."""
+        return {
+            "status": "invalid",
+            "errors": [i.to_dict() for i in self.issues],
+            "warnings": [i.to_dict() for i in self.warnings],
+        }
+
+
+class ToolError(ModelFacingError):
+    """A tool call failed. Raise it from a tool to fail the call with a message for the model."""
+
+    code = "tool_error"
+
+    def __init__(self, message: str, *, tool: str | None = None) -> None:
+        super().__init__(message)
+        self.tool = tool
+
+
+class UnknownToolError(ToolError):
+    """A call named a tool that is not registered."""
+
+    code = "unknown_tool"
+
+    def __init__(self, name: str, known: Sequence[str]) -> None:
+        listing = ", ".join(sorted(known)) or "(none)"
+        super().__init__(f"Unknown tool {name!r}. Known tools: {listing}.", tool=name)
+
+
+class RunError(ToolplanError):
+    """A run failed for a reason outside the model's control."""
+
+    code = "run_error"
+
+
+class ToolTimeoutError(RunError):
+    """A tool call exceeded its timeout."""
+
+    code = "timeout"
+
+
+class LimitExceededError(RunError):
+    """A limit or budget was exhausted; the message names the limit and how to raise it."""
+
+    code = "limit_exceeded"
+
+    def __init__(self, message: str, *, limit: str) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+
+class ModelHTTPError(RunError):
+    """A model provider answered with an error status."""
+
+    code = "model_http_error"
+
+    def __init__(self, message: str, *, status_code: int, model_name: str | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.model_name = model_name
+
+
+class ModelAuthError(ModelHTTPError):
+    """The provider rejected the credentials; check the API key. Never retried."""
+
+    code = "model_auth_error"
+
+
+class ModelConnectionError(RunError):
+    """The provider could not be reached or did not answer in time."""
+
+    code = "model_connection_error"
+
+
+class UnexpectedModelBehavior(RunError):
+    """A model did something the run cannot continue with (malformed output, exhausted script, ...)."""
+
+    code = "unexpected_model_behavior"
+
+
+class SandboxError(RunError):
+    """A code runner failed or killed the code; ``limit`` names the limit that was hit, if any."""
+
+    code = "sandbox_error"
+
+    def __init__(self, message: str, *, limit: str | None = None) -> None:
+        super().__init__(message)
+        self.limit = limit

@@ -1,0 +1,23 @@
+"""Tools: typed functions and multi-function tools the model can call."""
+
+from ._definition import ToolAnnotations as ToolAnnotations
+from ._definition import ToolDefinition as ToolDefinition
+from ._function import FunctionTool as FunctionTool
+from ._function import tool as tool
+from ._registry import Tool as Tool
+from ._registry import ToolRegistry as ToolRegistry
+from ._registry import ToolsLike as ToolsLike
+from ._registry import ValidatingTool as ValidatingTool
+from ._result import ToolResult as ToolResult
+
+__all__ = (
+    "FunctionTool",
+    "Tool",
+    "ToolAnnotations",
+    "ToolDefinition",
+    "ToolRegistry",
+    "ToolResult",
+    "ToolsLike",
+    "ValidatingTool",
+    "tool",
+)

@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._errors import UserError
+
+__all__ = ("ToolAnnotations", "ToolDefinition")
+
+DEFAULT_IDEMPOTENT_RETRIES = 2
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolAnnotations:
+    """How a tool behaves, for the scheduler, budgets and policies.
+
+    Attributes:
+        read_only: The tool does not change its environment (MCP ``readOnlyHint``).
+        idempotent: Calling it twice with the same arguments has the effect of calling it once;
+            only idempotent tools are retried automatically.
+        destructive: The tool may destroy data (MCP ``destructiveHint``).
+        cost: Budget units one call consumes (counted against a plan's ``max_cost``).
+        timeout: Seconds one call may take before it fails as ``timed_out``; None for no limit.
+        retry: Extra attempts after a failure (idempotent tools only); None means 2 for
+            idempotent tools and 0 otherwise.
+        concurrency: At most this many calls of the tool run at once; None for no per-tool limit.
+        general: A general-purpose tool (policies may prefer it when a budget is tight).
+    """
+
+    read_only: bool = False
+    idempotent: bool = False
+    destructive: bool = False
+    cost: float = 1.0
+    timeout: float | None = None
+    retry: int | None = None
+    concurrency: int | None = None
+    general: bool = False
+
+    def __post_init__(self) -> None:
+        if self.cost < 0:
+            raise UserError(f"Tool cost must be >= 0, got {self.cost}.")
+        if self.timeout is not None and self.timeout <= 0:
+            raise UserError(f"Tool timeout must be a positive number of seconds, got {self.timeout}.")
+        if self.concurrency is not None and self.concurrency < 1:
+            raise UserError(f"Tool concurrency must be >= 1 (or None for no limit), got {self.concurrency}.")
+        if self.retry is not None:
+            if self.retry < 0:
+                raise UserError(f"Tool retry must be >= 0, got {self.retry}.")
+            if self.retry > 0 and not self.idempotent:
+                raise UserError(
+                    f"retry={self.retry} needs idempotent=True: toolplan only retries tools that are safe "
+                    "to call twice. Mark the tool idempotent, or let individual plan steps ask for retries."
+                )
+
+    @property
+    def retries(self) -> int:
+        """Automatic extra attempts after a failure."""
+        if not self.idempotent:
+            return 0
+        return DEFAULT_IDEMPOTENT_RETRIES if self.retry is None else self.retry
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolDefinition:
+    """What a model sees of one tool function: name, description and JSON Schemas."""
+
+    name: str
+    description: str = ""
+    parameters_json_schema: Mapping[str, Any] = field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+    output_json_schema: Mapping[str, Any] | None = None
+    annotations: ToolAnnotations = field(default_factory=ToolAnnotations)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain JSON-able form (name, description, parameters[, output])."""
+        out: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description,
+            "parameters": dict(self.parameters_json_schema),
+        }
+        if self.output_json_schema is not None:
+            out["output"] = dict(self.output_json_schema)
+        return out

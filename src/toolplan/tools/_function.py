@@ -1,0 +1,281 @@
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, cast, get_type_hints, overload
+
+import pydantic
+import pydantic_core
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
+
+from .._errors import ToolError, UserError
+from .._threads import run_in_thread
+from ._definition import ToolAnnotations, ToolDefinition
+from ._result import ToolResult
+
+__all__ = ("FunctionTool", "tool", "to_jsonable")
+
+TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def to_jsonable(value: Any) -> Any:
+    """Turn a tool's return value into JSON data (models, dataclasses, dates ... become plain)."""
+    if isinstance(value, _PLAIN):
+        return value
+    return pydantic_core.to_jsonable_python(value, fallback=str)
+
+
+def _strip_titles(schema: Any) -> Any:
+    # pydantic adds a "title" to every schema; models do not need them and they cost tokens.
+    if isinstance(schema, dict):
+        items = cast(dict[str, Any], schema).items()
+        return {k: _strip_titles(v) for k, v in items if not (k == "title" and isinstance(v, str))}
+    if isinstance(schema, list):
+        return [_strip_titles(v) for v in cast(list[Any], schema)]
+    return schema
+
+
+_SECTION_RE = re.compile(r"^\s*(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?|Notes?):\s*$")
+_ARG_RE = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """Split a Google-style docstring into (description, {parameter: description})."""
+    lines = inspect.cleandoc(doc).splitlines()
+    description: list[str] = []
+    params: dict[str, str] = {}
+    section: str | None = None
+    current: str | None = None
+    arg_indent: int | None = None
+    for line in lines:
+        m = _SECTION_RE.match(line)
+        if m:
+            section, current, arg_indent = m.group(1), None, None
+            continue
+        if section is None:
+            description.append(line)
+        elif section in ("Args", "Arguments", "Parameters") and line.strip():
+            indent = len(line) - len(line.lstrip())
+            am = _ARG_RE.match(line)
+            if am and (arg_indent is None or indent <= arg_indent):
+                arg_indent = indent
+                current = am.group(1).lstrip("*")
+                params[current] = am.group(2).strip()
+            elif current is not None:
+                params[current] = f"{params[current]} {line.strip()}".strip()
+    return "\n".join(description).strip(), params
+
+
+class FunctionTool:
+    """A tool made from one typed Python function (sync or async). Build it with `@tool`."""
+
+    __slots__ = ("_accepts_none", "_is_async", "_model", "_param_names", "definition", "function")
+
+    def __init__(
+        self,
+        function: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        annotations: ToolAnnotations | None = None,
+    ) -> None:
+        if not callable(function):
+            raise UserError(f"@tool needs a function, got {type(function).__name__}.")
+        tool_name = name or getattr(function, "__name__", "")
+        if not TOOL_NAME_RE.match(tool_name):
+            raise UserError(
+                f"Invalid tool name {tool_name!r}: use 1-64 letters, digits, '_' or '-' "
+                "(pass name=... to @tool to choose another)."
+            )
+        self.function = function
+        self._is_async = inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
+            getattr(function, "__call__", None)  # noqa: B004 - callable objects with async __call__
+        )
+        doc_description, param_docs = _parse_docstring(inspect.getdoc(function) or "")
+        self._model, self._param_names = _build_arguments_model(function, tool_name, param_docs)
+        parameters = _strip_titles(self._model.model_json_schema())
+        parameters.setdefault("properties", {})
+        self.definition = ToolDefinition(
+            name=tool_name,
+            description=description if description is not None else doc_description,
+            parameters_json_schema=parameters,
+            output_json_schema=_output_schema(function),
+            annotations=annotations or ToolAnnotations(),
+        )
+
+    @property
+    def name(self) -> str:
+        """The tool's name as the model sees it."""
+        return self.definition.name
+
+    def definitions(self) -> Sequence[ToolDefinition]:
+        """The one function this tool exposes."""
+        return (self.definition,)
+
+    def validate_arguments(self, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate (and coerce) arguments; raise `ToolError` naming every bad field."""
+        try:
+            model = self._model.model_validate(arguments)
+        except pydantic.ValidationError as exc:
+            raise ToolError(_describe_validation_error(self.name, exc), tool=self.name) from None
+        return {k: getattr(model, k) for k in self._param_names}
+
+    def argument_problems(self, name: str, arguments: Mapping[str, Any], deferred: frozenset[str]) -> list[str]:
+        """Problems with the literal ``arguments``; keys in ``deferred`` are filled in later (references)."""
+        try:
+            self._model.model_validate(arguments)
+        except pydantic.ValidationError as exc:
+            problems: list[str] = []
+            for err in exc.errors(include_url=False):
+                loc = err["loc"]
+                if loc and loc[0] in deferred:
+                    continue
+                problems.append(_describe_error(err))
+            return problems
+        return []
+
+    async def execute(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
+        """Validate the arguments, call the function, and wrap what it returns."""
+        kwargs = self.validate_arguments(name, arguments)
+        if self._is_async:
+            value = await self.function(**kwargs)
+        else:
+            value = await run_in_thread(self.function, **kwargs)
+        if isinstance(value, ToolResult):
+            return ToolResult(to_jsonable(value.content), value.error)
+        return ToolResult(to_jsonable(value))
+
+    async def __call__(self, **kwargs: Any) -> Any:
+        """Call the tool directly (validated), returning its content or raising `ToolError`."""
+        result = await self.execute(self.name, kwargs)
+        if result.error is not None:
+            raise ToolError(result.error, tool=self.name)
+        return result.content
+
+    def __repr__(self) -> str:
+        return f"FunctionTool({self.name!r})"
+
+
+def _build_arguments_model(
+    function: Callable[..., Any], tool_name: str, param_docs: Mapping[str, str]
+) -> tuple[type[BaseModel], tuple[str, ...]]:
+    try:
+        signature = inspect.signature(function)
+        hints = get_type_hints(function, include_extras=True)
+    except (TypeError, ValueError, NameError) as exc:
+        raise UserError(f"Cannot read the signature of tool {tool_name!r}: {exc}") from None
+    fields: dict[str, Any] = {}
+    for param in signature.parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise UserError(
+                f"Tool {tool_name!r} takes *{param.name}: tools need named, typed parameters "
+                "so the model can be given a schema. Replace it with explicit parameters."
+            )
+        if param.kind is param.POSITIONAL_ONLY:
+            raise UserError(f"Tool {tool_name!r}: parameter {param.name!r} is positional-only; tools are called by name.")
+        annotation = hints.get(param.name, Any)
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        doc = param_docs.get(param.name)
+        fields[param.name] = (annotation, Field(default, description=doc) if doc else default)
+    model = create_model(  # type: ignore[call-overload]
+        f"{tool_name}_arguments",
+        __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=False),
+        **fields,
+    )
+    return cast(type[BaseModel], model), tuple(fields)
+
+
+def _output_schema(function: Callable[..., Any]) -> dict[str, Any] | None:
+    try:
+        ret = get_type_hints(function, include_extras=True).get("return")
+    except (TypeError, NameError):
+        return None
+    if ret is None or ret is Any or ret is ToolResult or ret is type(None):
+        return None
+    if inspect.iscoroutinefunction(function) and getattr(ret, "__origin__", None) is Awaitable:
+        return None
+    try:
+        return cast(dict[str, Any], _strip_titles(TypeAdapter(ret).json_schema()))
+    except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError):
+        # The return type has no JSON Schema (an arbitrary class): the tool still works, the
+        # model just is not told the output's shape.
+        return None
+
+
+def _describe_error(err: Any) -> str:
+    loc = ".".join(str(p) for p in err["loc"]) or "(arguments)"
+    if err["type"] == "missing":
+        return f"missing required argument {loc!r}"
+    if err["type"] == "extra_forbidden":
+        return f"unexpected argument {loc!r}"
+    return f"argument {loc!r}: {err['msg']} (got {err.get('input')!r})"
+
+
+def _describe_validation_error(tool_name: str, exc: pydantic.ValidationError) -> str:
+    problems = "; ".join(_describe_error(e) for e in exc.errors(include_url=False))
+    return f"Invalid arguments for tool {tool_name!r}: {problems}. Call it again with arguments matching its schema."
+
+
+@overload
+def tool(function: Callable[..., Any], /) -> FunctionTool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool = False,
+    idempotent: bool = False,
+    destructive: bool = False,
+    cost: float = 1.0,
+    timeout: float | None = None,
+    retry: int | None = None,
+    concurrency: int | None = None,
+    general: bool = False,
+) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+
+
+def tool(
+    function: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool = False,
+    idempotent: bool = False,
+    destructive: bool = False,
+    cost: float = 1.0,
+    timeout: float | None = None,
+    retry: int | None = None,
+    concurrency: int | None = None,
+    general: bool = False,
+) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
+    """Turn a typed function (sync or async) into a tool.
+
+    The name is the function's name, the description its docstring (Google-style ``Args:`` become
+    parameter descriptions), the parameter schema comes from the type hints (validated with
+    pydantic, with its usual coercions) and the output schema from the return annotation.
+
+    Use bare (``@tool``) or with options (``@tool(idempotent=True, timeout=5)``); see
+    `ToolAnnotations` for what each option means.
+    """
+    annotations = ToolAnnotations(
+        read_only=read_only,
+        idempotent=idempotent,
+        destructive=destructive,
+        cost=cost,
+        timeout=timeout,
+        retry=retry,
+        concurrency=concurrency,
+        general=general,
+    )
+
+    def decorate(fn: Callable[..., Any]) -> FunctionTool:
+        return FunctionTool(fn, name=name, description=description, annotations=annotations)
+
+    if function is not None:
+        return decorate(function)
+    return decorate
