@@ -4,6 +4,7 @@ The model writes a declarative plan; toolplan validates it, runs it as a depende
 maximal safe parallelism, keeps failures local and returns only the outputs the model asked for.
 """
 
+from ._errors import InvalidArgumentsError as InvalidArgumentsError
 from ._errors import LimitExceededError as LimitExceededError
 from ._errors import ModelAuthError as ModelAuthError
 from ._errors import ModelConnectionError as ModelConnectionError
@@ -31,6 +32,7 @@ from .tools import tool as tool
 
 __all__ = (
     "FunctionTool",
+    "InvalidArgumentsError",
     "LimitExceededError",
     "ModelAuthError",
     "ModelConnectionError",

@@ -7,6 +7,7 @@ ToolplanError                      root; every error toolplan raises on purpose
 ├── ModelFacingError               a signal the model can act on (it is shown to the model)
 │   ├── PlanValidationError        a plan is invalid; `.issues` lists every problem; zero tools ran
 │   └── ToolError                  a tool call failed (raised inside tools or code to fail a call)
+│       ├── InvalidArgumentsError  the arguments do not match the tool's schema
 │       └── UnknownToolError       a call named a tool that is not registered
 └── RunError                       a run failed for a reason outside the model's control
     ├── ToolTimeoutError           a tool call exceeded its timeout
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 __all__ = (
+    "InvalidArgumentsError",
     "LimitExceededError",
     "ModelAuthError",
     "ModelConnectionError",
@@ -140,6 +142,12 @@ class ToolError(ModelFacingError):
     def __init__(self, message: str, *, tool: str | None = None) -> None:
         super().__init__(message)
         self.tool = tool
+
+
+class InvalidArgumentsError(ToolError):
+    """The arguments of a call do not match the tool's schema."""
+
+    code = "invalid_arguments"
 
 
 class UnknownToolError(ToolError):

@@ -67,9 +67,7 @@ class ToolDefinition:
 
     name: str
     description: str = ""
-    parameters_json_schema: Mapping[str, Any] = field(
-        default_factory=lambda: {"type": "object", "properties": {}}
-    )
+    parameters_json_schema: Mapping[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
     output_json_schema: Mapping[str, Any] | None = None
     annotations: ToolAnnotations = field(default_factory=ToolAnnotations)
 

@@ -9,7 +9,7 @@ import pydantic
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 
-from .._errors import ToolError, UserError
+from .._errors import InvalidArgumentsError, ToolError, UserError
 from .._threads import run_in_thread
 from ._definition import ToolAnnotations, ToolDefinition
 from ._result import ToolResult
@@ -33,7 +33,7 @@ def _strip_titles(schema: Any) -> Any:
         items = cast(dict[str, Any], schema).items()
         return {k: _strip_titles(v) for k, v in items if not (k == "title" and isinstance(v, str))}
     if isinstance(schema, list):
-        return [_strip_titles(v) for v in cast(list[Any], schema)]
+        return [_strip_titles(v) for v in schema]
     return schema
 
 
@@ -83,7 +83,7 @@ class FunctionTool:
     ) -> None:
         if not callable(function):
             raise UserError(f"@tool needs a function, got {type(function).__name__}.")
-        tool_name = name or getattr(function, "__name__", "")
+        tool_name: str = name or str(getattr(function, "__name__", ""))
         if not TOOL_NAME_RE.match(tool_name):
             raise UserError(
                 f"Invalid tool name {tool_name!r}: use 1-64 letters, digits, '_' or '-' "
@@ -119,7 +119,7 @@ class FunctionTool:
         try:
             model = self._model.model_validate(arguments)
         except pydantic.ValidationError as exc:
-            raise ToolError(_describe_validation_error(self.name, exc), tool=self.name) from None
+            raise InvalidArgumentsError(_describe_validation_error(self.name, exc), tool=self.name) from None
         return {k: getattr(model, k) for k in self._param_names}
 
     def argument_problems(self, name: str, arguments: Mapping[str, Any], deferred: frozenset[str]) -> list[str]:
@@ -174,12 +174,14 @@ def _build_arguments_model(
                 "so the model can be given a schema. Replace it with explicit parameters."
             )
         if param.kind is param.POSITIONAL_ONLY:
-            raise UserError(f"Tool {tool_name!r}: parameter {param.name!r} is positional-only; tools are called by name.")
+            raise UserError(
+                f"Tool {tool_name!r}: parameter {param.name!r} is positional-only; tools are called by name."
+            )
         annotation = hints.get(param.name, Any)
         default = ... if param.default is inspect.Parameter.empty else param.default
         doc = param_docs.get(param.name)
         fields[param.name] = (annotation, Field(default, description=doc) if doc else default)
-    model = create_model(  # type: ignore[call-overload]
+    model = create_model(
         f"{tool_name}_arguments",
         __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=False),
         **fields,

@@ -44,8 +44,12 @@ ToolsLike: TypeAlias = "ToolRegistry | Sequence[Tool | Callable[..., Any]] | Map
 def _as_tool(obj: Any, name: str | None = None) -> Tool:
     if isinstance(obj, FunctionTool):
         if name is not None and name != obj.name:
-            return FunctionTool(obj.function, name=name, description=obj.definition.description,
-                                annotations=obj.definition.annotations)
+            return FunctionTool(
+                obj.function,
+                name=name,
+                description=obj.definition.description,
+                annotations=obj.definition.annotations,
+            )
         return obj
     if isinstance(obj, Tool):
         if name is not None:
@@ -97,10 +101,11 @@ class ToolRegistry:
         elif isinstance(tools, Mapping):
             for name, obj in tools.items():
                 self.add(obj, name=name)
-        elif isinstance(tools, (str, bytes)) or not isinstance(tools, Sequence):
-            self.add(tools)  # type: ignore[arg-type]  # a single tool passed where a list was expected
         else:
-            for obj in tools:
+            items: Any = tools
+            if not isinstance(items, Sequence):  # a single tool passed where a list was expected
+                items = [items]
+            for obj in items:
                 self.add(obj)
 
     def __contains__(self, name: object) -> bool:

@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+from ._result import PlanResult, StepError, StepResult
+
+__all__ = (
+    "EventHandler",
+    "PlanEvent",
+    "PlanFinished",
+    "PlanStarted",
+    "StepFinished",
+    "StepRetrying",
+    "StepStarted",
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanStarted:
+    """A plan began; ``steps`` lists its step ids in plan order."""
+
+    kind: Literal["plan_started"] = "plan_started"
+    run_id: str
+    steps: tuple[str, ...]
+    at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepStarted:
+    """A step's tool call started (``attempt`` counts from 1; fallbacks report their own tool)."""
+
+    kind: Literal["step_started"] = "step_started"
+    run_id: str
+    step_id: str
+    tool: str
+    attempt: int
+    at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepRetrying:
+    """A step failed and will be tried again after ``delay`` seconds."""
+
+    kind: Literal["step_retrying"] = "step_retrying"
+    run_id: str
+    step_id: str
+    attempt: int
+    error: StepError
+    delay: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepFinished:
+    """A step reached a terminal state (including ``skipped`` and ``not_run``)."""
+
+    kind: Literal["step_finished"] = "step_finished"
+    run_id: str
+    result: StepResult
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanFinished:
+    """A plan ended; ``result`` holds every step's record."""
+
+    kind: Literal["plan_finished"] = "plan_finished"
+    run_id: str
+    result: PlanResult
+
+
+PlanEvent: TypeAlias = PlanStarted | StepStarted | StepRetrying | StepFinished | PlanFinished
+EventHandler: TypeAlias = Callable[[PlanEvent], None]

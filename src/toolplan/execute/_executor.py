@@ -1,0 +1,488 @@
+"""The async shell around the scheduler: one task group per plan, eager dataflow, fail-forward."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import random
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any, cast
+
+from .._errors import UserError
+from ..plan import DEFAULT_MAX_STEPS, Budget, CompiledPlan, CompiledStep, Dialect, FailureMode, compile_plan
+from ..plan._refs import Ref, resolve
+from ..tools import ToolRegistry, ToolsLike
+from ._events import (
+    EventHandler,
+    PlanEvent,
+    PlanFinished,
+    PlanStarted,
+    StepFinished,
+    StepRetrying,
+    StepStarted,
+)
+from ._invoke import CallOutcome, ToolInvoker
+from ._result import ErrorKind, PlanResult, PlanStatus, StepError, StepResult, StepStatus
+from ._scheduler import Scheduler
+
+__all__ = (
+    "DEFAULT_MAX_CONCURRENCY",
+    "PlanStream",
+    "execute_compiled",
+    "execute_plan",
+    "execute_plan_sync",
+    "no_retry_backoff",
+    "prepare",
+    "stream_plan",
+)
+
+DEFAULT_MAX_CONCURRENCY = 20
+RETRYABLE = frozenset({"infrastructure", "timeout"})
+_no_backoff: contextvars.ContextVar[bool] = contextvars.ContextVar("toolplan_no_backoff", default=False)
+
+
+@contextmanager
+def no_retry_backoff() -> Iterator[None]:
+    """Within this block step retries happen without waiting (for tests)."""
+    token = _no_backoff.set(True)
+    try:
+        yield
+    finally:
+        _no_backoff.reset(token)
+
+
+def _backoff(attempt: int, initial: float) -> float:
+    if _no_backoff.get() or initial <= 0:
+        return 0.0
+    base = min(initial * 2 ** (attempt - 1), 10.0)
+    jitter: float = 0.8 + 0.4 * random.random()
+    return float(base) * jitter  # jitter, not cryptography
+
+
+class _PlanRun:
+    def __init__(
+        self,
+        compiled: CompiledPlan,
+        invoker: ToolInvoker,
+        *,
+        max_concurrency: int,
+        deadline: float | None,
+        failure_mode: FailureMode,
+        on_event: EventHandler | None,
+        retry_delay: float,
+    ) -> None:
+        plan = compiled.plan
+        self.compiled = compiled
+        self.invoker = invoker
+        self.deadline = deadline
+        self.on_event = on_event
+        self.retry_delay = retry_delay
+        tool_limits: dict[str, int] = {}
+        for cs in compiled.steps.values():
+            limit = invoker.annotations(cs.step.tool).concurrency
+            if limit is not None:
+                tool_limits[cs.step.tool] = limit
+        if plan.max_concurrency is not None:
+            max_concurrency = min(max_concurrency, plan.max_concurrency)
+        self.sched = Scheduler(
+            max_concurrency=max_concurrency, tool_limits=tool_limits, fail_fast=failure_mode == "fail_fast"
+        )
+        self.outputs: dict[str, Any] = {}
+        self.results: dict[str, StepResult] = {}
+        self.tasks: dict[str, asyncio.Task[None]] = {}
+        self.cancelled_by_us: set[str] = set()
+        self.started_at: dict[str, float] = {}
+        self.run_id = uuid.uuid4().hex[:16]
+        self._mono0 = time.perf_counter()
+        self._epoch0 = time.time()
+        self._tg: asyncio.TaskGroup | None = None
+        self._reported = 0
+
+    def now(self) -> float:
+        return self._epoch0 + (time.perf_counter() - self._mono0)
+
+    def emit(self, event: PlanEvent) -> None:
+        if self.on_event is not None:
+            self.on_event(event)
+
+    async def run(self) -> PlanResult:
+        plan = self.compiled.plan
+        start = self.now()
+        if self.on_event is not None:
+            self.emit(PlanStarted(run_id=self.run_id, steps=plan.step_ids, at=start))
+        for sid, cs in self.compiled.steps.items():
+            self.sched.add(sid, cs.step.tool, cs.deps)
+        try:
+            async with asyncio.timeout(self.deadline), asyncio.TaskGroup() as tg:
+                self._tg = tg
+                self._launch()
+        except TimeoutError:
+            self._end_unfinished(
+                f"Not started: the plan deadline of {self.deadline:g}s passed.",
+                "timed_out",
+                StepError(
+                    kind="timeout",
+                    message=f"The plan deadline of {self.deadline:g}s passed while the step was running.",
+                ),
+            )
+        except asyncio.CancelledError:
+            self._end_unfinished(
+                "Not started: the run was cancelled.",
+                "cancelled",
+                StepError(kind="cancelled", message="The run was cancelled while the step was running."),
+            )
+            self._finalize(start, "cancelled")
+            raise
+        return self._finalize(start, None)
+
+    # -- scheduling -----------------------------------------------------------------------------
+
+    def _launch(self) -> None:
+        tg = self._tg
+        assert tg is not None
+        for sid in self.sched.take_ready():
+            self.started_at[sid] = self.now()
+            self.tasks[sid] = tg.create_task(self._step(sid))
+
+    def _report_ended(self) -> None:
+        """Create records for steps the scheduler ended without running them (skipped, not run)."""
+        ended = self.sched.ended
+        while self._reported < len(ended):
+            sid = ended[self._reported]
+            self._reported += 1
+            node = self.sched.nodes[sid]
+            if sid not in self.results and node.state in ("skipped", "not_run", "cancelled"):
+                kind: ErrorKind = (
+                    "skipped" if node.state == "skipped" else "cancelled" if node.state == "cancelled" else "not_run"
+                )
+                self._record(
+                    StepResult(
+                        id=sid,
+                        tool=self.compiled.steps[sid].step.tool,
+                        status=node.state,
+                        error=StepError(kind=kind, message=self.sched.reasons.get(sid, node.state)),
+                    )
+                )
+
+    def _record(self, result: StepResult) -> None:
+        self.results[result.id] = result
+        if result.ok:
+            self.outputs[result.id] = result.output
+        if self.on_event is not None:
+            self.emit(StepFinished(run_id=self.run_id, result=result))
+
+    async def _step(self, sid: str) -> None:
+        cs = self.compiled.steps[sid]
+        try:
+            result = await self._execute(cs)
+        except asyncio.CancelledError:
+            if sid not in self.cancelled_by_us:
+                raise
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            reason = self.sched.stopped or "Cancelled."
+            self.sched.cancel(sid, reason)
+            self._record(
+                StepResult(
+                    id=sid,
+                    tool=cs.step.tool,
+                    status="cancelled",
+                    error=StepError(kind="cancelled", message=reason.replace("Not started", "Cancelled")),
+                    started_at=self.started_at[sid],
+                    ended_at=self.now(),
+                )
+            )
+            self._report_ended()
+            return
+        if result.status == "not_run":
+            self.sched.refuse(sid, result.error.message if result.error else "not run")
+        else:
+            self.sched.finish(sid, succeeded=result.ok)
+        self._record(result)
+        if self.sched.stopped is not None and not result.ok:
+            for other in self.sched.nodes:
+                if self.sched.state(other) == "running" and other != sid and other in self.tasks:
+                    self.cancelled_by_us.add(other)
+                    self.tasks[other].cancel()
+        self._report_ended()
+        self._launch()
+
+    def _end_unfinished(self, reason: str, running_status: StepStatus, running_error: StepError) -> None:
+        running = self.sched.stop(reason)
+        ended = self.now()
+        for sid in running:
+            self.sched.cancel(sid, running_error.message)
+            self._record(
+                StepResult(
+                    id=sid,
+                    tool=self.compiled.steps[sid].step.tool,
+                    status=running_status,
+                    error=running_error,
+                    started_at=self.started_at.get(sid),
+                    ended_at=ended,
+                )
+            )
+        self._report_ended()
+
+    def _finalize(self, start: float, forced: PlanStatus | None) -> PlanResult:
+        self._report_ended()
+        plan = self.compiled.plan
+        steps = {sid: self.results[sid] for sid in self.compiled.steps}
+        durations = {sid: r.duration or 0.0 for sid, r in steps.items()}
+        path, length = self.compiled.critical_path(durations)
+        status: PlanStatus = forced or ("succeeded" if all(r.ok for r in steps.values()) else "failed")
+        result = PlanResult(
+            status=status,
+            steps=steps,
+            output_steps=plan.outputs,
+            run_id=self.run_id,
+            dialect=plan.dialect,
+            started_at=start,
+            ended_at=self.now(),
+            waves=tuple(tuple(w) for w in self.compiled.waves()),
+            critical_path=tuple(path),
+            critical_path_duration=length,
+            warnings=self.compiled.warnings,
+        )
+        if self.on_event is not None:
+            self.emit(PlanFinished(run_id=self.run_id, result=result))
+        return result
+
+    # -- one step -------------------------------------------------------------------------------
+
+    async def _execute(self, cs: CompiledStep) -> StepResult:
+        step = cs.step
+        plan = self.compiled.plan
+        warnings: list[str] = []
+
+        def missing(ref: Ref) -> None:
+            warnings.append(f"{ref.text} resolved to nothing (no such field in {ref.step!r}'s output).")
+
+        args = resolve(cs.arguments, self.outputs, missing=plan.missing_field, on_missing=missing)
+        invoker = self.invoker
+        retries = step.retry if step.retry is not None else invoker.annotations(step.tool).retries
+        timeout = invoker.timeout_for(step.tool, step.timeout)
+        attempt = 0
+        while True:
+            attempt += 1
+            if self.on_event is not None:
+                self.emit(
+                    StepStarted(run_id=self.run_id, step_id=step.id, tool=step.tool, attempt=attempt, at=self.now())
+                )
+            outcome = await invoker.call(step.tool, args, timeout=timeout)
+            error = outcome.error
+            if error is None or attempt > retries or error.kind not in RETRYABLE:
+                break
+            delay = _backoff(attempt, self.retry_delay)
+            if self.on_event is not None:
+                self.emit(StepRetrying(run_id=self.run_id, step_id=step.id, attempt=attempt, error=error, delay=delay))
+            await asyncio.sleep(delay)
+        used_fallback = False
+        if outcome.error is not None and step.fallback is not None and not _refused_at_start(outcome, attempt):
+            fb = step.fallback
+            assert cs.fallback_arguments is not None
+            fb_args = resolve(cs.fallback_arguments, self.outputs, missing=plan.missing_field, on_missing=missing)
+            attempt += 1
+            if self.on_event is not None:
+                self.emit(
+                    StepStarted(run_id=self.run_id, step_id=step.id, tool=fb.tool, attempt=attempt, at=self.now())
+                )
+            fb_outcome = await invoker.call(fb.tool, fb_args, timeout=invoker.timeout_for(fb.tool, step.timeout))
+            if fb_outcome.error is None:
+                outcome, used_fallback = fb_outcome, True
+            elif outcome.error is not None:
+                outcome = CallOutcome(
+                    error=StepError(
+                        kind=fb_outcome.error.kind,
+                        message=f"{outcome.error.message} "
+                        f"The fallback {fb.tool!r} failed too: {fb_outcome.error.message}",
+                    )
+                )
+        error = outcome.error
+        status: StepStatus
+        if error is None:
+            status = "succeeded"
+        elif _refused_at_start(outcome, attempt):
+            status = "not_run"
+        elif error.kind == "timeout":
+            status = "timed_out"
+        else:
+            status = "failed"
+        return StepResult(
+            id=step.id,
+            tool=step.tool,
+            status=status,
+            output=outcome.output,
+            error=error,
+            attempts=0 if status == "not_run" else attempt,
+            started_at=self.started_at[step.id],
+            ended_at=self.now(),
+            arguments=cast(dict[str, Any], args),
+            used_fallback=used_fallback,
+            warnings=tuple(warnings),
+        )
+
+
+def _refused_at_start(outcome: CallOutcome, attempt: int) -> bool:
+    return attempt == 1 and outcome.error is not None and outcome.error.kind == "limit"
+
+
+async def execute_compiled(
+    compiled: CompiledPlan,
+    invoker: ToolInvoker,
+    *,
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    timeout: float | None = None,
+    failure_mode: FailureMode | None = None,
+    on_event: EventHandler | None = None,
+    retry_delay: float = 0.1,
+) -> PlanResult:
+    """Run an already compiled plan with a given invoker (shared budget and limits)."""
+    budget_latency = invoker.meter.budget.max_latency
+    deadlines = [d for d in (timeout, budget_latency) if d is not None]
+    run = _PlanRun(
+        compiled,
+        invoker,
+        max_concurrency=max_concurrency,
+        deadline=min(deadlines) if deadlines else None,
+        failure_mode=failure_mode or compiled.plan.failure_mode,
+        on_event=on_event,
+        retry_delay=retry_delay,
+    )
+    return await run.run()
+
+
+def prepare(
+    plan: Any,
+    tools: ToolsLike,
+    *,
+    step_timeout: float | None = None,
+    budget: Budget | None = None,
+    max_steps: int | None = None,
+    dialect: Dialect | None = None,
+) -> tuple[CompiledPlan, ToolInvoker]:
+    """Validate and compile a plan, and build the invoker that will run its calls."""
+    registry = ToolRegistry.of(tools)
+    compiled = compile_plan(plan, registry, dialect=dialect, max_steps=max_steps or DEFAULT_MAX_STEPS)
+    effective = (budget or Budget()).merged(compiled.plan.budget)
+    return compiled, ToolInvoker(registry, budget=effective, default_timeout=step_timeout)
+
+
+async def execute_plan(
+    plan: Any,
+    tools: ToolsLike,
+    *,
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    timeout: float | None = None,
+    step_timeout: float | None = None,
+    failure_mode: FailureMode | None = None,
+    budget: Budget | None = None,
+    max_steps: int | None = None,
+    dialect: Dialect | None = None,
+    on_event: EventHandler | None = None,
+    retry_delay: float = 0.1,
+) -> PlanResult:
+    """Validate and run a plan; return every step's record.
+
+    Args:
+        plan: A dict, JSON text or `Plan`, in any dialect (detected unless ``dialect`` is given).
+        tools: Functions, tools, a list or dict of them, or a `ToolRegistry`.
+        max_concurrency: Steps running at once (the plan's own ``max_concurrency`` may lower it).
+        timeout: Plan deadline in seconds: unstarted steps end ``not_run``, running ones ``timed_out``.
+        step_timeout: Default per-call timeout (a step's or tool's own timeout wins).
+        failure_mode: ``"fail_forward"`` (siblings go on) or ``"fail_fast"``; default from the plan.
+        budget: Limits on calls, cost and latency (combined with the plan's own, the tighter wins).
+        max_steps: Most steps a plan may have (default 50; batch plans are always limited to 50).
+        dialect: Force ``"native"``, ``"chaining"`` or ``"batch"``.
+        on_event: Called synchronously with each `PlanEvent`.
+        retry_delay: First retry backoff in seconds (doubles each attempt, with jitter).
+
+    Raises:
+        PlanValidationError: the plan is invalid; ``.issues`` lists every problem and no tool ran.
+    """
+    if max_concurrency < 1:
+        raise UserError(f"max_concurrency must be >= 1, got {max_concurrency}.")
+    compiled, invoker = prepare(
+        plan, tools, step_timeout=step_timeout, budget=budget, max_steps=max_steps, dialect=dialect
+    )
+    return await execute_compiled(
+        compiled,
+        invoker,
+        max_concurrency=max_concurrency,
+        timeout=timeout,
+        failure_mode=failure_mode,
+        on_event=on_event,
+        retry_delay=retry_delay,
+    )
+
+
+def execute_plan_sync(plan: Any, tools: ToolsLike, **options: Any) -> PlanResult:
+    """`execute_plan` for synchronous code (runs its own event loop).
+
+    Raises:
+        UserError: called from inside a running event loop (use ``await execute_plan(...)`` there).
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(execute_plan(plan, tools, **options))
+    raise UserError("execute_plan_sync() cannot run inside an event loop; use `await execute_plan(...)` instead.")
+
+
+class PlanStream:
+    """Events of a running plan, as an async iterator; ``result`` is set when the plan ends."""
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[PlanEvent | None] = asyncio.Queue()
+        self.result: PlanResult | None = None
+
+    def _put(self, event: PlanEvent) -> None:
+        if isinstance(event, PlanFinished):
+            self.result = event.result
+        self._queue.put_nowait(event)
+
+    def __aiter__(self) -> AsyncIterator[PlanEvent]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[PlanEvent]:
+        while True:
+            event = await self._queue.get()
+            if event is None:
+                return
+            yield event
+
+
+@asynccontextmanager
+async def stream_plan(plan: Any, tools: ToolsLike, **options: Any) -> AsyncIterator[PlanStream]:
+    """Run a plan in the background of this block and iterate over its events.
+
+    ```python
+    async with stream_plan(plan, tools) as events:
+        async for event in events:
+            ...
+    result = events.result
+    ```
+    Leaving the block early cancels the plan. Validation errors raise on entry, before any tool runs.
+    """
+    prepare_keys = ("step_timeout", "budget", "max_steps", "dialect")
+    compiled, invoker = prepare(plan, tools, **{k: options.pop(k) for k in prepare_keys if k in options})
+    stream = PlanStream()
+    callback: Callable[[PlanEvent], None] | None = options.pop("on_event", None)
+
+    def on_event(event: PlanEvent) -> None:
+        if callback is not None:
+            callback(event)
+        stream._put(event)
+
+    async with asyncio.TaskGroup() as tg:
+        task = tg.create_task(execute_compiled(compiled, invoker, on_event=on_event, **options))
+        task.add_done_callback(lambda _t: stream._queue.put_nowait(None))
+        try:
+            yield stream
+        finally:
+            if not task.done():
+                task.cancel()

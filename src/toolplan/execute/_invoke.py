@@ -1,0 +1,153 @@
+"""The one path every tool call takes: plan steps, fallbacks, code mode and agent calls.
+
+It looks the tool up, charges the budget, holds the tool's concurrency slot, applies the timeout
+and turns every way a call can end into a `CallOutcome`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._errors import InvalidArgumentsError, ToolError, UnknownToolError
+from ..plan import Budget
+from ..tools import ToolAnnotations, ToolRegistry
+from ._result import StepError
+
+__all__ = ("BudgetMeter", "CallOutcome", "ToolInvoker")
+
+_DEFAULT_ANNOTATIONS = ToolAnnotations()
+
+
+@dataclass(frozen=True, slots=True)
+class CallOutcome:
+    """How one tool call ended."""
+
+    output: Any = None
+    error: StepError | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the call succeeded."""
+        return self.error is None
+
+
+@dataclass(slots=True)
+class BudgetMeter:
+    """Counts calls and cost against a `Budget` (pure bookkeeping)."""
+
+    budget: Budget = field(default_factory=Budget)
+    calls: int = 0
+    cost: float = 0.0
+    calls_by_tool: dict[str, int] = field(default_factory=dict[str, int])
+
+    def refusal(self, tool: str, cost: float) -> str | None:
+        """Why a call to ``tool`` may not start, or None if the budget allows it."""
+        b = self.budget
+        if b.max_tool_calls is not None and self.calls >= b.max_tool_calls:
+            return f"Budget exhausted: max_tool_calls={b.max_tool_calls} calls already made."
+        per_tool = b.max_tool_calls_per_tool.get(tool)
+        if per_tool is not None and self.calls_by_tool.get(tool, 0) >= per_tool:
+            return f"Budget exhausted: at most {per_tool} calls of {tool!r} are allowed."
+        if b.max_cost is not None and self.cost + cost > b.max_cost + 1e-12:
+            return (
+                f"Budget exhausted: a call of {tool!r} costs {cost:g} and "
+                f"{self.cost:g} of max_cost={b.max_cost:g} is already spent."
+            )
+        return None
+
+    def spend(self, tool: str, cost: float) -> str | None:
+        """Charge one call, or return why it is refused (nothing is charged then)."""
+        reason = self.refusal(tool, cost)
+        if reason is None:
+            self.calls += 1
+            self.cost += cost
+            self.calls_by_tool[tool] = self.calls_by_tool.get(tool, 0) + 1
+        return reason
+
+
+class ToolInvoker:
+    """Calls tools with the shared limits of one run (budget, per-tool concurrency, timeouts)."""
+
+    __slots__ = ("_semaphores", "default_timeout", "meter", "registry")
+
+    def __init__(
+        self, registry: ToolRegistry, *, budget: Budget | None = None, default_timeout: float | None = None
+    ) -> None:
+        self.registry = registry
+        self.meter = BudgetMeter(budget or Budget())
+        self.default_timeout = default_timeout
+        self._semaphores: dict[str, asyncio.Semaphore] = {}
+
+    def annotations(self, tool: str) -> ToolAnnotations:
+        """The tool's annotations (defaults for unknown tools)."""
+        definition = self.registry.get(tool)
+        return definition.annotations if definition is not None else _DEFAULT_ANNOTATIONS
+
+    def timeout_for(self, tool: str, step_timeout: float | None = None) -> float | None:
+        """The effective timeout: the step's, else the tool's, else the run default."""
+        if step_timeout is not None:
+            return step_timeout
+        annotated = self.annotations(tool).timeout
+        return annotated if annotated is not None else self.default_timeout
+
+    async def call(self, tool: str, arguments: Mapping[str, Any], *, timeout: float | None = None) -> CallOutcome:
+        """Make one call of ``tool``; never raises for tool failures (only for cancellation)."""
+        definition = self.registry.get(tool)
+        if definition is None:
+            return CallOutcome(
+                error=StepError(kind="unknown_tool", message=str(UnknownToolError(tool, self.registry.names)))
+            )
+        annotations = definition.annotations
+        refused = self.meter.spend(tool, annotations.cost)
+        if refused is not None:
+            return CallOutcome(error=StepError(kind="limit", message=refused))
+        limit = annotations.concurrency
+        if limit is None:
+            return await self._call(tool, arguments, timeout)
+        sem = self._semaphores.get(tool)
+        if sem is None:
+            sem = self._semaphores[tool] = asyncio.Semaphore(limit)
+        async with sem:
+            return await self._call(tool, arguments, timeout)
+
+    async def _call(self, tool: str, arguments: Mapping[str, Any], timeout: float | None) -> CallOutcome:
+        try:
+            if timeout is None:
+                result = await self.registry.execute(tool, arguments)
+            else:
+                async with asyncio.timeout(timeout) as cm:
+                    try:
+                        result = await self.registry.execute(tool, arguments)
+                    except TimeoutError:
+                        if cm.expired():
+                            raise
+                        return _infrastructure(tool, TimeoutError("the tool raised TimeoutError"))
+        except TimeoutError:
+            return CallOutcome(
+                error=StepError(
+                    kind="timeout",
+                    message=f"Tool {tool!r} did not finish within {timeout:g}s and was cancelled. "
+                    "Retry later, or give the step a longer 'timeout'.",
+                )
+            )
+        except InvalidArgumentsError as exc:
+            return CallOutcome(error=StepError(kind="invalid_arguments", message=exc.message))
+        except UnknownToolError as exc:
+            return CallOutcome(error=StepError(kind="unknown_tool", message=exc.message))
+        except ToolError as exc:
+            return CallOutcome(error=StepError(kind="business", message=exc.message))
+        except Exception as exc:
+            return _infrastructure(tool, exc)
+        if result.error is not None:
+            return CallOutcome(output=result.content, error=StepError(kind="business", message=result.error))
+        return CallOutcome(output=result.content)
+
+
+def _infrastructure(tool: str, exc: BaseException) -> CallOutcome:
+    detail = str(exc) or "(no message)"
+    return CallOutcome(
+        error=StepError(kind="infrastructure", message=f"Tool {tool!r} raised {type(exc).__name__}: {detail}")
+    )

@@ -1,0 +1,204 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .._errors import PlanIssue
+from ..plan import Dialect
+
+__all__ = ("ErrorKind", "PlanResult", "PlanStatus", "StepError", "StepResult", "StepStatus", "cap_text")
+
+StepStatus = Literal["pending", "running", "succeeded", "failed", "timed_out", "cancelled", "skipped", "not_run"]
+PlanStatus = Literal["succeeded", "failed", "cancelled"]
+ErrorKind = Literal[
+    "business",  # the tool returned a ToolResult with an error, or raised ToolError
+    "infrastructure",  # the tool raised an unexpected exception
+    "invalid_arguments",  # resolved arguments did not match the tool's schema
+    "unknown_tool",
+    "timeout",
+    "cancelled",
+    "skipped",
+    "not_run",
+    "limit",  # a budget or limit refused the call
+]
+
+DEFAULT_MAX_VALUE_CHARS = 4000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepError:
+    """Why a step did not succeed."""
+
+    kind: ErrorKind
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"kind", "message"}``."""
+        return {"kind": self.kind, "message": self.message}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepResult:
+    """The record of one step: what ran, how it ended, and what it produced."""
+
+    id: str
+    tool: str
+    status: StepStatus
+    output: Any = None
+    error: StepError | None = None
+    attempts: int = 0
+    started_at: float | None = None
+    ended_at: float | None = None
+    arguments: Mapping[str, Any] | None = None
+    used_fallback: bool = False
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """True when the step succeeded."""
+        return self.status == "succeeded"
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds from start to end, when the step ran."""
+        if self.started_at is None or self.ended_at is None:
+            return None
+        return self.ended_at - self.started_at
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form used by the CLI and the store."""
+        out: dict[str, Any] = {
+            "id": self.id,
+            "tool": self.tool,
+            "status": self.status,
+            "output": self.output,
+            "error": self.error.to_dict() if self.error else None,
+            "attempts": self.attempts,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+        }
+        if self.used_fallback:
+            out["used_fallback"] = True
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
+        return out
+
+
+def cap_text(text: str, limit: int) -> str:
+    """``text`` cut to about ``limit`` characters, keeping head and tail and marking the cut."""
+    if len(text) <= limit:
+        return text
+    keep = max(limit - 40, 20)
+    head, tail = keep * 2 // 3, keep // 3
+    cut = len(text) - head - tail
+    return f"{text[:head]}…[{cut} chars cut]…{text[len(text) - tail :]}"
+
+
+def _cap_value(value: Any, limit: int) -> Any:
+    text = (
+        value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+    )
+    if len(text) <= limit:
+        return value
+    return cap_text(text, limit)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanResult:
+    """The record of a plan run: every step's result plus plan-level facts."""
+
+    status: PlanStatus
+    steps: Mapping[str, StepResult]
+    output_steps: tuple[str, ...]
+    run_id: str = ""
+    dialect: Dialect = "native"
+    started_at: float = 0.0
+    ended_at: float = 0.0
+    waves: tuple[tuple[str, ...], ...] = ()
+    critical_path: tuple[str, ...] = ()
+    critical_path_duration: float = 0.0
+    warnings: tuple[PlanIssue, ...] = field(default=())
+
+    @property
+    def ok(self) -> bool:
+        """True when every step succeeded."""
+        return self.status == "succeeded"
+
+    @property
+    def outputs(self) -> dict[str, Any]:
+        """Output step id → value, for the output steps that succeeded (in ``output_steps`` order)."""
+        return {sid: self.steps[sid].output for sid in self.output_steps if self.steps[sid].ok}
+
+    @property
+    def errors(self) -> dict[str, StepError]:
+        """Step id → error, for every step that did not succeed (plan order)."""
+        return {sid: r.error for sid, r in self.steps.items() if r.error is not None}
+
+    @property
+    def duration(self) -> float:
+        """Wall time of the whole plan in seconds."""
+        return self.ended_at - self.started_at
+
+    @property
+    def parallelism(self) -> float:
+        """Achieved parallelism: total step time divided by the plan's wall time."""
+        busy = sum(r.duration or 0.0 for r in self.steps.values())
+        return busy / self.duration if self.duration > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything as JSON data (the CLI's ``--json`` shape)."""
+        return {
+            "status": self.status,
+            "run_id": self.run_id,
+            "outputs": self.outputs,
+            "steps": [r.to_dict() for r in self.steps.values()],
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "duration": self.duration,
+            "waves": [list(w) for w in self.waves],
+            "critical_path": list(self.critical_path),
+            "critical_path_duration": self.critical_path_duration,
+            "parallelism": round(self.parallelism, 3),
+            "warnings": [w.to_dict() for w in self.warnings],
+        }
+
+    def summary(self, *, max_value_chars: int = DEFAULT_MAX_VALUE_CHARS) -> dict[str, Any]:
+        """What goes back to the model: output values (capped) and the errors of failed steps.
+
+        Batch plans (``execute_plan``) get their documented array form instead; see `batch_summary`.
+        """
+        out: dict[str, Any] = {"status": self.status}
+        out["outputs"] = {sid: _cap_value(v, max_value_chars) for sid, v in self.outputs.items()}
+        errors = {sid: f"{self.steps[sid].status}: {e.message}" for sid, e in self.errors.items()}
+        if errors:
+            out["errors"] = errors
+        return out
+
+    def batch_summary(self, *, max_value_chars: int = DEFAULT_MAX_VALUE_CHARS) -> list[dict[str, Any]]:
+        """``[{"step", "tool", "status": "ok"|"error", "result"|"error"}]`` in step order."""
+        items: list[dict[str, Any]] = []
+        for i, r in enumerate(self.steps.values()):
+            if r.ok:
+                items.append(
+                    {
+                        "step": i,
+                        "tool": r.tool,
+                        "status": "ok",
+                        "result": _cap_value(r.output, max_value_chars),
+                    }
+                )
+            else:
+                message = r.error.message if r.error else r.status
+                items.append({"step": i, "tool": r.tool, "status": "error", "error": message})
+        return items
+
+    def to_model_text(self, *, max_value_chars: int = DEFAULT_MAX_VALUE_CHARS) -> str:
+        """The compact JSON text a meta-tool returns to the model."""
+        data: Any = (
+            self.batch_summary(max_value_chars=max_value_chars)
+            if self.dialect == "batch"
+            else self.summary(max_value_chars=max_value_chars)
+        )
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=str)

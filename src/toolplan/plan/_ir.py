@@ -1,0 +1,154 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = (
+    "META_TOOL_NAMES",
+    "Budget",
+    "Dialect",
+    "FailureMode",
+    "Fallback",
+    "MissingField",
+    "Plan",
+    "Step",
+)
+
+Dialect = Literal["native", "chaining", "batch"]
+FailureMode = Literal["fail_forward", "fail_fast"]
+# What a reference to a missing field becomes: null (native) or its own template text (chaining).
+MissingField = Literal["null", "keep"]
+
+#: Tools that run plans or code. A plan may not call them (no recursion).
+META_TOOL_NAMES = frozenset({"execute_tool_plan", "execute_plan", "execute_code"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fallback:
+    """Another call to make when a step fails; its result stands in for the step's."""
+
+    kind: Literal["fallback"] = "fallback"
+    tool: str
+    arguments: Mapping[str, Any] = field(default_factory=dict[str, Any])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Budget:
+    """Limits enforced while a plan runs; steps that would exceed them end as ``not_run``."""
+
+    kind: Literal["budget"] = "budget"
+    max_tool_calls: int | None = None
+    max_tool_calls_per_tool: Mapping[str, int] = field(default_factory=dict[str, int])
+    max_cost: float | None = None
+    max_latency: float | None = None
+
+    def merged(self, other: Budget | None) -> Budget:
+        """The tighter of two budgets, limit by limit."""
+        if other is None:
+            return self
+
+        def low(a: Any, b: Any) -> Any:
+            return b if a is None else a if b is None else min(a, b)
+
+        per_tool = dict(self.max_tool_calls_per_tool)
+        for name, n in other.max_tool_calls_per_tool.items():
+            per_tool[name] = low(per_tool.get(name), n)
+        return Budget(
+            max_tool_calls=low(self.max_tool_calls, other.max_tool_calls),
+            max_tool_calls_per_tool=per_tool,
+            max_cost=low(self.max_cost, other.max_cost),
+            max_latency=low(self.max_latency, other.max_latency),
+        )
+
+    @property
+    def unlimited(self) -> bool:
+        """True when no limit is set."""
+        return (
+            self.max_tool_calls is None
+            and not self.max_tool_calls_per_tool
+            and self.max_cost is None
+            and self.max_latency is None
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Step:
+    """One tool call of a plan. ``arguments`` is the JSON object as written, references included."""
+
+    kind: Literal["step"] = "step"
+    id: str
+    tool: str
+    arguments: Mapping[str, Any] = field(default_factory=dict[str, Any])
+    depends_on: tuple[str, ...] = ()
+    timeout: float | None = None
+    retry: int | None = None
+    fallback: Fallback | None = None
+    rationale: str | None = None
+    expected_outcome: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan:
+    """A parsed plan, whatever dialect it was written in.
+
+    ``output_steps`` empty means every step is an output.
+    """
+
+    kind: Literal["plan"] = "plan"
+    steps: tuple[Step, ...]
+    output_steps: tuple[str, ...] = ()
+    goal: str | None = None
+    budget: Budget | None = None
+    policy: str | None = None
+    max_concurrency: int | None = None
+    failure_mode: FailureMode = "fail_forward"
+    dialect: Dialect = "native"
+    missing_field: MissingField = "null"
+
+    @property
+    def step_ids(self) -> tuple[str, ...]:
+        """Step ids in plan order."""
+        return tuple(s.id for s in self.steps)
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        """The ids whose values go back to the model (all steps when ``output_steps`` is empty)."""
+        return self.output_steps or self.step_ids
+
+    def step(self, step_id: str) -> Step:
+        """The step with id ``step_id`` (KeyError if absent)."""
+        for s in self.steps:
+            if s.id == step_id:
+                return s
+        raise KeyError(step_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan in the native dialect, as JSON data."""
+        steps: list[dict[str, Any]] = []
+        for s in self.steps:
+            d: dict[str, Any] = {"id": s.id, "tool": s.tool, "arguments": dict(s.arguments)}
+            if s.depends_on:
+                d["depends_on"] = list(s.depends_on)
+            for name in ("timeout", "retry", "rationale", "expected_outcome"):
+                value = getattr(s, name)
+                if value is not None:
+                    d[name] = value
+            if s.fallback is not None:
+                d["fallback"] = {"tool": s.fallback.tool, "arguments": dict(s.fallback.arguments)}
+            steps.append(d)
+        out: dict[str, Any] = {"steps": steps}
+        if self.output_steps:
+            out["output_steps"] = list(self.output_steps)
+        if self.goal is not None:
+            out["goal"] = self.goal
+        if self.max_concurrency is not None:
+            out["max_concurrency"] = self.max_concurrency
+        if self.failure_mode != "fail_forward":
+            out["failure_mode"] = self.failure_mode
+        return out
+
+    def to_json(self) -> str:
+        """`to_dict` as compact JSON text."""
+        return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False)

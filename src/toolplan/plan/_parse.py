@@ -1,0 +1,355 @@
+"""Dialect parsers: native, chaining and parallel batch, all into the same `Plan` IR.
+
+Parsing is lenient about structure so that validation can report every problem at once: each
+problem becomes a `PlanIssue` and parsing goes on with a placeholder.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any, cast
+
+from .._errors import PlanIssue
+from ._ir import Budget, Dialect, FailureMode, Fallback, Plan, Step
+
+__all__ = ("BATCH_MAX_STEPS", "ID_RE", "detect_dialect", "parse_source")
+
+ID_RE = re.compile(r"^[A-Za-z0-9_-]+$")
+BATCH_MAX_STEPS = 50
+
+_NATIVE_STEP_KEYS = frozenset(
+    {"id", "tool", "arguments", "depends_on", "timeout", "retry", "fallback", "rationale", "expected_outcome"}
+)
+
+
+class _Issues(list[PlanIssue]):
+    def error(self, code: str, message: str, step: str | None = None) -> None:
+        self.append(PlanIssue(code=code, message=message, step=step))
+
+    def warn(self, code: str, message: str, step: str | None = None) -> None:
+        self.append(PlanIssue(code=code, message=message, step=step, severity="warning"))
+
+
+def _load(source: str | bytes, issues: _Issues) -> Any:
+    try:
+        return json.loads(source)
+    except ValueError as exc:
+        issues.error("invalid_json", f"The plan is not valid JSON ({exc}). Send the plan as one JSON object.")
+        return None
+
+
+def detect_dialect(data: Mapping[str, Any]) -> Dialect | None:
+    """Guess the dialect of a plan object, or None when it matches none."""
+    if isinstance(data.get("tools"), list):
+        return "chaining"
+    steps = data.get("steps")
+    if isinstance(steps, list):
+        dicts = [cast(dict[str, Any], s) for s in steps if isinstance(s, dict)]
+        if dicts and all("args" in s and "id" not in s and "arguments" not in s for s in dicts):
+            return "batch"
+        return "native"
+    return None
+
+
+def parse_source(source: Any, *, dialect: Dialect | None = None) -> tuple[Plan | None, list[PlanIssue]]:
+    """Parse a dict, JSON text or `Plan` into a `Plan` plus every structural problem found."""
+    issues = _Issues()
+    if isinstance(source, Plan):
+        return source, issues
+    data = _load(source, issues) if isinstance(source, (str, bytes)) else source
+    if issues:
+        return None, issues
+    if not isinstance(data, dict):
+        issues.error(
+            "invalid_plan",
+            f"A plan must be a JSON object with a 'steps' list, got {type(data).__name__}.",
+        )
+        return None, issues
+    obj = cast(dict[str, Any], data)
+    if "plannedSequence" in obj:
+        issues.error(
+            "declared_plan",
+            "This is a declared plan (plannedSequence): it describes intended calls for an audit and cannot "
+            "be executed. Send an executable plan with 'steps' instead.",
+        )
+        return None, issues
+    kind = dialect or detect_dialect(obj)
+    if kind is None:
+        issues.error(
+            "invalid_plan",
+            'The plan has no \'steps\' list. Write {"steps": [{"id": ..., "tool": ..., '
+            '"arguments": {...}}], "output_steps": [...]}.',
+        )
+        return None, issues
+    if kind == "chaining":
+        return _parse_chaining(obj, issues), issues
+    if kind == "batch":
+        return _parse_batch(obj, issues), issues
+    return _parse_native(obj, issues), issues
+
+
+def _arguments(raw: Any, where: str, step: str | None, issues: _Issues) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    if isinstance(raw, str):
+        text = raw.strip()
+        if not text:
+            return {}
+        try:
+            raw = json.loads(text)
+        except ValueError as exc:
+            issues.error(
+                "invalid_arguments_json",
+                f"{where} is a string that is not valid JSON ({exc}). Give arguments as a JSON object.",
+                step,
+            )
+            return {}
+    if not isinstance(raw, dict):
+        issues.error(
+            "invalid_arguments_json",
+            f"{where} must be a JSON object of argument names to values, got {type(raw).__name__}.",
+            step,
+        )
+        return {}
+    return cast(dict[str, Any], raw)
+
+
+def _str_list(raw: Any, field: str, step: str | None, issues: _Issues) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if isinstance(raw, str):
+        return (raw,)
+    if isinstance(raw, list) and all(isinstance(x, str) for x in raw):
+        return tuple(cast(list[str], raw))
+    issues.error("invalid_field", f"'{field}' must be a step id or a list of step ids.", step)
+    return ()
+
+
+def _number(raw: Any, field: str, step: str | None, issues: _Issues, *, integer: bool = False) -> Any:
+    if raw is None:
+        return None
+    ok_type = isinstance(raw, int) if integer else isinstance(raw, (int, float))
+    if isinstance(raw, bool) or not ok_type or raw < 0 or (field != "retry" and raw == 0):
+        want = "a non-negative integer" if integer else "a positive number of seconds"
+        issues.error("invalid_field", f"'{field}' must be {want}, got {raw!r}.", step)
+        return None
+    return raw
+
+
+def _step_id(raw: Any, index: int, issues: _Issues) -> str:
+    if not isinstance(raw, str) or not raw.strip():
+        issues.error(
+            "missing_id",
+            f"Step #{index + 1} has no 'id'. Give every step a unique id such as 's{index + 1}'.",
+        )
+        return f"#{index + 1}"
+    if not ID_RE.match(raw):
+        issues.error(
+            "invalid_id",
+            f"Step id {raw!r} may only use letters, digits, '_' and '-'. Rename it (e.g. "
+            f"{re.sub(r'[^A-Za-z0-9_-]+', '_', raw).strip('_') or 's' + str(index + 1)!r}).",
+            raw,
+        )
+    return raw
+
+
+def _tool_name(raw: Any, step: str, issues: _Issues) -> str:
+    if not isinstance(raw, str) or not raw.strip():
+        issues.error("missing_tool", "The step has no 'tool'. Name one of the available tools.", step)
+        return ""
+    return raw
+
+
+def _parse_native(data: dict[str, Any], issues: _Issues) -> Plan:
+    raw_steps = data.get("steps")
+    if not isinstance(raw_steps, list):
+        issues.error("invalid_plan", "'steps' must be a list of step objects.")
+        raw_steps = []
+    steps: list[Step] = []
+    for i, raw in enumerate(raw_steps):
+        if not isinstance(raw, dict):
+            issues.error("invalid_step", f"Step #{i + 1} must be an object with 'id', 'tool' and 'arguments'.")
+            continue
+        s = cast(dict[str, Any], raw)
+        sid = _step_id(s.get("id"), i, issues)
+        args_raw = s.get("arguments")
+        if args_raw is None and "args" in s:
+            issues.warn("alias", "'args' was read as 'arguments'; write 'arguments' in native plans.", sid)
+            args_raw = s["args"]
+        for key in s:
+            if key not in _NATIVE_STEP_KEYS and key != "args":
+                issues.warn("unknown_field", f"Field {key!r} is not part of a step and was ignored.", sid)
+        fallback = None
+        if s.get("fallback") is not None:
+            fb = s["fallback"]
+            if isinstance(fb, dict):
+                fbd = cast(dict[str, Any], fb)
+                fallback = Fallback(
+                    tool=_tool_name(fbd.get("tool"), sid, issues),
+                    arguments=_arguments(fbd.get("arguments"), "The fallback's 'arguments'", sid, issues),
+                )
+            else:
+                issues.error("invalid_field", '\'fallback\' must be an object {"tool": ..., "arguments": {...}}.', sid)
+        steps.append(
+            Step(
+                id=sid,
+                tool=_tool_name(s.get("tool"), sid, issues),
+                arguments=_arguments(args_raw, "'arguments'", sid, issues),
+                depends_on=_str_list(s.get("depends_on"), "depends_on", sid, issues),
+                timeout=_number(s.get("timeout"), "timeout", sid, issues),
+                retry=_number(s.get("retry"), "retry", sid, issues, integer=True),
+                fallback=fallback,
+                rationale=s.get("rationale") if isinstance(s.get("rationale"), str) else None,
+                expected_outcome=s.get("expected_outcome") if isinstance(s.get("expected_outcome"), str) else None,
+            )
+        )
+    return Plan(
+        steps=tuple(steps),
+        output_steps=_str_list(data.get("output_steps"), "output_steps", None, issues),
+        goal=data.get("goal") if isinstance(data.get("goal"), str) else None,
+        budget=_budget(data.get("budget"), issues),
+        policy=data.get("policy") if isinstance(data.get("policy"), str) else None,
+        max_concurrency=_positive_int(data.get("max_concurrency"), "max_concurrency", issues),
+        failure_mode=_failure_mode(data.get("failure_mode"), "fail_forward", issues),
+        dialect="native",
+        missing_field="null",
+    )
+
+
+def _positive_int(raw: Any, field: str, issues: _Issues) -> int | None:
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+        issues.error("invalid_field", f"'{field}' must be a positive integer, got {raw!r}.")
+        return None
+    return raw
+
+
+def _failure_mode(raw: Any, default: FailureMode, issues: _Issues) -> FailureMode:
+    if raw is None:
+        return default
+    if raw in ("fail_forward", "fail_fast"):
+        return cast(FailureMode, raw)
+    issues.error("invalid_field", f"'failure_mode' must be 'fail_forward' or 'fail_fast', got {raw!r}.")
+    return default
+
+
+def _budget(raw: Any, issues: _Issues) -> Budget | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        issues.error("invalid_field", "'budget' must be an object such as {\"max_tool_calls\": 10}.")
+        return None
+    b = cast(dict[str, Any], raw)
+    per_tool = b.get("max_tool_calls_per_tool") or {}
+    if not isinstance(per_tool, dict) or not all(
+        isinstance(v, int) and v >= 0 for v in cast(dict[str, Any], per_tool).values()
+    ):
+        issues.error("invalid_field", "'budget.max_tool_calls_per_tool' must map tool names to counts.")
+        per_tool = {}
+    for key in b:
+        if key not in ("max_tool_calls", "max_tool_calls_per_tool", "max_cost", "max_latency"):
+            issues.warn("unknown_field", f"Budget field {key!r} is unknown and was ignored.")
+    calls = b.get("max_tool_calls")
+    if calls is not None and (isinstance(calls, bool) or not isinstance(calls, int) or calls < 0):
+        issues.error("invalid_field", f"'budget.max_tool_calls' must be a non-negative integer, got {calls!r}.")
+        calls = None
+    return Budget(
+        max_tool_calls=calls,
+        max_tool_calls_per_tool=cast(dict[str, int], per_tool),
+        max_cost=_number(b.get("max_cost"), "budget.max_cost", None, issues),
+        max_latency=_number(b.get("max_latency"), "budget.max_latency", None, issues),
+    )
+
+
+def _parse_chaining(data: dict[str, Any], issues: _Issues) -> Plan:
+    raw_tools = data.get("tools") or []
+    steps: list[Step] = []
+    counts: dict[str, int] = {}
+    for i, raw in enumerate(raw_tools):
+        if not isinstance(raw, dict):
+            issues.error("invalid_step", f"tools[{i}] must be an object with 'name' and 'parameters'.")
+            continue
+        t = cast(dict[str, Any], raw)
+        name = _tool_name(t.get("name"), f"tools[{i}]", issues)
+        counts[name] = counts.get(name, 0) + 1
+        sid = name if counts[name] == 1 else f"{name}_{counts[name]}"
+        steps.append(
+            Step(
+                id=sid,
+                tool=name,
+                arguments=_arguments(t.get("parameters"), "'parameters'", sid, issues),
+                depends_on=_str_list(t.get("dependsOn"), "dependsOn", sid, issues),
+            )
+        )
+    order = data.get("executionOrder")
+    if order is not None:
+        _check_execution_order(order, steps, issues)
+    return Plan(
+        steps=tuple(steps),
+        output_steps=_str_list(data.get("output_steps"), "output_steps", None, issues),
+        failure_mode=_failure_mode(data.get("failure_mode"), "fail_fast", issues),
+        dialect="chaining",
+        missing_field="keep",
+    )
+
+
+def _check_execution_order(order: Any, steps: list[Step], issues: _Issues) -> None:
+    if not isinstance(order, list) or not all(isinstance(x, str) for x in order):
+        issues.error("invalid_execution_order", "'executionOrder' must be a list of tool names.")
+        return
+    ids = [s.id for s in steps]
+    seen_names: dict[str, int] = {}
+    resolved: list[str] = []
+    for entry in cast(list[str], order):
+        if entry in ids and entry not in resolved:
+            resolved.append(entry)
+            continue
+        seen_names[entry] = seen_names.get(entry, 0) + 1
+        k = seen_names[entry]
+        resolved.append(entry if k == 1 else f"{entry}_{k}")
+    if sorted(resolved) != sorted(ids):
+        missing = [i for i in ids if i not in resolved]
+        extra = [r for r in resolved if r not in ids]
+        issues.error(
+            "invalid_execution_order",
+            f"'executionOrder' must list every step exactly once (missing: {missing or 'none'}, "
+            f"unknown or repeated: {extra or 'none'}).",
+        )
+        return
+    position = {sid: i for i, sid in enumerate(resolved)}
+    for s in steps:
+        for dep in s.depends_on:
+            if dep in position and position[dep] > position[s.id]:
+                issues.error(
+                    "invalid_execution_order",
+                    f"'executionOrder' runs {s.id!r} before {dep!r}, which it depends on. "
+                    "List every step after its dependencies.",
+                    s.id,
+                )
+
+
+def _parse_batch(data: dict[str, Any], issues: _Issues) -> Plan:
+    raw_steps = data.get("steps") or []
+    if len(raw_steps) > BATCH_MAX_STEPS:
+        issues.error(
+            "too_many_steps",
+            f"A batch may have at most {BATCH_MAX_STEPS} steps, got {len(raw_steps)}. Split it into several batches.",
+        )
+    steps: list[Step] = []
+    for i, raw in enumerate(raw_steps):
+        sid = str(i)
+        if not isinstance(raw, dict):
+            issues.error("invalid_step", f"Step #{i} must be an object with 'tool' and 'args'.", sid)
+            continue
+        s = cast(dict[str, Any], raw)
+        steps.append(
+            Step(
+                id=sid,
+                tool=_tool_name(s.get("tool"), sid, issues),
+                arguments=_arguments(s.get("args"), "'args'", sid, issues),
+            )
+        )
+    return Plan(steps=tuple(steps), dialect="batch")

@@ -1,0 +1,261 @@
+"""Validation: every problem of a plan at once, before any side effect."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._errors import PlanIssue, PlanValidationError
+from ..tools import ToolRegistry, ToolsLike
+from ._graph import critical_path, find_cycles, mermaid, waves
+from ._ir import META_TOOL_NAMES, Dialect, Plan, Step
+from ._parse import parse_source
+from ._refs import Compiled, Literal, compile_arguments
+
+__all__ = (
+    "DEFAULT_MAX_STEPS",
+    "CompiledPlan",
+    "CompiledStep",
+    "ValidationReport",
+    "compile_plan",
+    "parse_plan",
+    "validate_plan",
+)
+
+DEFAULT_MAX_STEPS = 50
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompiledStep:
+    """A step with its arguments compiled and its dependencies (references plus depends_on) known."""
+
+    step: Step
+    arguments: Compiled
+    fallback_arguments: Compiled | None
+    deps: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompiledPlan:
+    """A valid plan, ready to execute."""
+
+    plan: Plan
+    steps: Mapping[str, CompiledStep]
+    warnings: tuple[PlanIssue, ...] = ()
+    deps: Mapping[str, tuple[str, ...]] = field(default_factory=dict[str, tuple[str, ...]])
+
+    def waves(self) -> list[list[str]]:
+        """Kahn levels, for display and sequential mode."""
+        return waves(self.deps)
+
+    def critical_path(self, durations: Mapping[str, float] | None = None) -> tuple[list[str], float]:
+        """The heaviest chain of dependencies (unit weights without ``durations``)."""
+        return critical_path(self.deps, durations)
+
+    def mermaid(self) -> str:
+        """Mermaid flowchart text of the DAG with its waves."""
+        return mermaid(self.deps, {s: f"{s}: {c.step.tool}" for s, c in self.steps.items()})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ValidationReport:
+    """What `validate_plan` found: errors (the plan cannot run) and warnings (it can)."""
+
+    plan: Plan | None
+    errors: tuple[PlanIssue, ...]
+    warnings: tuple[PlanIssue, ...]
+    compiled: CompiledPlan | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when there is no error."""
+        return not self.errors
+
+    def raise_for_errors(self) -> CompiledPlan:
+        """The compiled plan, or `PlanValidationError` listing every error."""
+        if self.errors or self.compiled is None:
+            raise PlanValidationError([*self.errors, *self.warnings])
+        return self.compiled
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"status": "valid"|"invalid", "errors": [...], "warnings": [...]}``."""
+        return {
+            "status": "valid" if self.ok else "invalid",
+            "errors": [e.to_dict() for e in self.errors],
+            "warnings": [w.to_dict() for w in self.warnings],
+        }
+
+
+def parse_plan(source: Any, *, dialect: Dialect | None = None) -> Plan:
+    """Parse a plan (dict, JSON text or `Plan`, in any dialect) into the IR.
+
+    Raises:
+        PlanValidationError: the plan is structurally invalid; ``.issues`` lists every problem.
+    """
+    plan, issues = parse_source(source, dialect=dialect)
+    if plan is None or any(i.severity == "error" for i in issues):
+        raise PlanValidationError(issues)
+    return plan
+
+
+def validate_plan(
+    source: Any,
+    tools: ToolsLike | None = None,
+    *,
+    dialect: Dialect | None = None,
+    max_steps: int = DEFAULT_MAX_STEPS,
+) -> ValidationReport:
+    """Check a plan against the tools without running anything, and report every problem at once."""
+    plan, parse_issues = parse_source(source, dialect=dialect)
+    issues = list(parse_issues)
+    if plan is None:
+        return _report(None, issues, None)
+    registry = ToolRegistry.of(tools) if tools is not None else None
+    compiled = _check(plan, registry, max_steps, issues)
+    return _report(plan, issues, compiled)
+
+
+def compile_plan(
+    source: Any,
+    tools: ToolsLike | None = None,
+    *,
+    dialect: Dialect | None = None,
+    max_steps: int = DEFAULT_MAX_STEPS,
+) -> CompiledPlan:
+    """Validate and compile, raising `PlanValidationError` with every problem if the plan is invalid."""
+    return validate_plan(source, tools, dialect=dialect, max_steps=max_steps).raise_for_errors()
+
+
+def _report(plan: Plan | None, issues: list[PlanIssue], compiled: CompiledPlan | None) -> ValidationReport:
+    errors = tuple(i for i in issues if i.severity == "error")
+    return ValidationReport(
+        plan=plan,
+        errors=errors,
+        warnings=tuple(i for i in issues if i.severity == "warning"),
+        compiled=None if errors else compiled,
+    )
+
+
+def _check_tool(name: str, sid: str, registry: ToolRegistry | None, issues: list[PlanIssue], what: str) -> bool:
+    if not name:
+        return False  # reported by the parser
+    if name in META_TOOL_NAMES:
+        issues.append(
+            PlanIssue(
+                code="meta_tool",
+                step=sid,
+                message=f"{what} calls {name!r}, which runs plans or code itself; plans cannot nest. "
+                "Put the calls you need directly into this plan as steps.",
+            )
+        )
+        return False
+    if registry is not None and name not in registry:
+        close = difflib.get_close_matches(name, registry.names, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        issues.append(
+            PlanIssue(
+                code="unknown_tool",
+                step=sid,
+                message=f"{what} calls unknown tool {name!r}.{hint} "
+                f"Known tools: {', '.join(registry.names) or '(none)'}.",
+            )
+        )
+        return False
+    return True
+
+
+def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: list[PlanIssue]) -> CompiledPlan:
+    if not plan.steps:
+        issues.append(PlanIssue(code="empty_plan", message="The plan has no steps. Add at least one step."))
+    if len(plan.steps) > max_steps and plan.dialect != "batch":
+        issues.append(
+            PlanIssue(
+                code="too_many_steps",
+                message=f"The plan has {len(plan.steps)} steps; the limit is {max_steps}. "
+                "Split the work into smaller plans.",
+            )
+        )
+    ids: list[str] = []
+    for s in plan.steps:
+        if s.id in ids:
+            issues.append(
+                PlanIssue(
+                    code="duplicate_id",
+                    step=s.id,
+                    message=f"Step id {s.id!r} is used more than once. Make ids unique.",
+                )
+            )
+        else:
+            ids.append(s.id)
+    id_set = frozenset(ids)
+
+    compiled_steps: dict[str, CompiledStep] = {}
+    deps: dict[str, tuple[str, ...]] = {}
+    for s in plan.steps:
+        if s.id in compiled_steps:
+            continue  # duplicate, reported above
+
+        def warn(code: str, message: str, sid: str = s.id) -> None:
+            issues.append(PlanIssue(code=code, step=sid, message=message, severity="warning"))
+
+        def error(code: str, message: str, sid: str = s.id) -> None:
+            issues.append(PlanIssue(code=code, step=sid, message=message))
+
+        tool_ok = _check_tool(s.tool, s.id, registry, issues, "The step")
+        if plan.dialect == "batch":  # no data flow between batch steps
+            args: Compiled = Literal(dict(s.arguments))
+            refs: frozenset[str] = frozenset()
+            deferred: frozenset[str] = frozenset()
+        else:
+            args, refs, deferred = compile_arguments(s.arguments, id_set, warn=warn, error=error)
+        if tool_ok and registry is not None:
+            literal = {k: v for k, v in s.arguments.items() if k not in deferred}
+            for problem in registry.argument_problems(s.tool, literal, deferred):
+                error("invalid_arguments", f"Arguments for tool {s.tool!r} are invalid: {problem}.")
+        fb_args: Compiled | None = None
+        if s.fallback is not None:
+            fb_ok = _check_tool(s.fallback.tool, s.id, registry, issues, "The step's fallback")
+            fb_args, fb_refs, fb_deferred = compile_arguments(s.fallback.arguments, id_set, warn=warn, error=error)
+            refs |= fb_refs
+            if fb_ok and registry is not None:
+                literal = {k: v for k, v in s.fallback.arguments.items() if k not in fb_deferred}
+                for problem in registry.argument_problems(s.fallback.tool, literal, fb_deferred):
+                    error(
+                        "invalid_arguments",
+                        f"Fallback arguments for tool {s.fallback.tool!r} are invalid: {problem}.",
+                    )
+        for d in s.depends_on:
+            if d not in id_set:
+                error("unknown_dependency", f"'depends_on' names step {d!r}, which is not in the plan.")
+        if s.id in refs or s.id in s.depends_on:
+            error(
+                "self_reference",
+                f"Step {s.id!r} refers to its own output; a step can only use earlier results.",
+            )
+        step_deps = tuple(dict.fromkeys([*(d for d in s.depends_on if d in id_set), *sorted(refs)]))
+        deps[s.id] = tuple(d for d in step_deps if d != s.id)
+        compiled_steps[s.id] = CompiledStep(step=s, arguments=args, fallback_arguments=fb_args, deps=deps[s.id])
+
+    for cycle in find_cycles(deps):
+        issues.append(
+            PlanIssue(
+                code="cycle",
+                step=cycle[0],
+                message=f"Steps form a cycle: {' -> '.join(cycle)}. Remove one reference or dependency to break it.",
+            )
+        )
+    seen_out: set[str] = set()
+    for out in plan.output_steps:
+        if out not in id_set:
+            issues.append(
+                PlanIssue(
+                    code="unknown_output_step",
+                    step=out,
+                    message=f"'output_steps' names {out!r}, which is not a step. Known steps: {', '.join(ids)}.",
+                )
+            )
+        seen_out.add(out)
+    warnings = tuple(i for i in issues if i.severity == "warning")
+    return CompiledPlan(plan=plan, steps=compiled_steps, warnings=warnings, deps=deps)
