@@ -1,0 +1,357 @@
+"""`SubprocessRunner`: model code in a confined CPython child process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import shutil
+import signal
+import socket
+import sys
+import sysconfig
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from .._errors import SandboxError, ToolplanError
+from .._threads import run_in_thread
+from ._platform import network_namespace_prefix
+from ._protocol import MessageTooLarge, encode, read_message
+from ._types import CodeLimits, CodeResult, LogBuffer, ToolCaller
+
+__all__ = ("SubprocessRunner",)
+
+_CHILD = Path(__file__).with_name("_child.py")
+_OUTPUT_KILL_FACTOR = 64
+
+_DESCRIPTION = """\
+Runs Python 3 (full CPython, standard library only) in an isolated process. Available functions:
+- call_tool(name, args=None) -> the tool's value (dicts stay dicts); raises ToolCallError (with .tool,
+  .message) if the tool fails.
+- call_tools_parallel([(name, args), ...]) -> list of values in input order, run concurrently; a failed
+  call appears as a ToolCallError object in the list.
+- set_result(value) -> return a JSON-serialisable value (call it once, at the end).
+print() output is returned as logs (capped). The current directory is a fresh, empty workspace and the
+only place you can write; files elsewhere, network, subprocesses and ctypes are refused."""
+
+
+class SubprocessRunner:
+    """Runs model code in a child CPython process under layered confinement.
+
+    Layers, strongest first: a network namespace (``unshare -n``, where permitted), Landlock
+    (file-system and TCP rules), seccomp-BPF (no exec, fork, sockets, ptrace, namespaces), rlimits
+    (memory, CPU, files, file size), a wall-time kill of the whole process group, a scrubbed
+    environment and a fresh workspace; plus an audit hook inside the interpreter for clear refusals
+    (not a boundary on its own). See ``docs/code-mode.md`` for the threat model.
+
+    Args:
+        limits: Defaults for `run` when it is given none.
+        python: The interpreter to run; defaults to the current one.
+        network_namespace: ``None`` uses one when the platform allows it, ``False`` never, ``True``
+            requires it (`run` raises `SandboxError` if it is unavailable).
+        landlock: Apply Landlock rules when the kernel supports them.
+        seccomp: Apply the seccomp filter (x86-64 only).
+        audit_hook: Install the in-interpreter guard. Turn it off only to test the kernel layers
+            alone: without it refusals are bare ``PermissionError``s with no advice for the model.
+    """
+
+    name = "subprocess"
+
+    def __init__(
+        self,
+        *,
+        limits: CodeLimits | None = None,
+        python: str | None = None,
+        network_namespace: bool | None = None,
+        landlock: bool = True,
+        seccomp: bool = True,
+        audit_hook: bool = True,
+    ) -> None:
+        self.limits = limits or CodeLimits()
+        self.python = python or sys.executable
+        self.network_namespace = network_namespace
+        self.landlock = landlock
+        self.seccomp = seccomp
+        self.audit_hook = audit_hook
+        self.layers: tuple[str, ...] = ()
+        """The confinement layers the last run actually got (e.g. ``("netns", "landlock", ...)``)."""
+
+    def describe(self) -> str:
+        """The ``execute_code`` description of this runner for the model."""
+        return _DESCRIPTION
+
+    async def run(self, code: str, *, call_tool: ToolCaller, limits: CodeLimits | None = None) -> CodeResult:
+        """Run ``code`` in a fresh child process and workspace; see `CodeRunner.run`.
+
+        Raises:
+            SandboxError: The sandbox itself could not be started (not a failure of the code).
+        """
+        limits = limits or self.limits
+        started = time.monotonic()
+        prefix: tuple[str, ...] = ()
+        if self.network_namespace is not False and not limits.allow_network:
+            prefix = await network_namespace_prefix()
+            if not prefix and self.network_namespace:
+                raise SandboxError(
+                    "A network namespace was required but `unshare -n` is not permitted here. "
+                    "Run as root or allow unprivileged user namespaces, or pass network_namespace=None."
+                )
+        workspace = await run_in_thread(_make_workspace)
+        try:
+            run = _Run(self, code, call_tool, limits, workspace, prefix)
+            result = await run.execute(started)
+            self.layers = run.layers
+            return result
+        finally:
+            await run_in_thread(shutil.rmtree, workspace, ignore_errors=True)
+
+
+def _make_workspace() -> str:
+    return os.path.realpath(tempfile.mkdtemp(prefix="toolplan-code-"))
+
+
+def _read_roots() -> list[str]:
+    paths = sysconfig.get_paths()
+    roots = {paths["stdlib"], paths["platstdlib"], os.path.dirname(os.__file__)}
+    roots.update(p for p in sys.path if p.endswith("lib-dynload"))
+    return [*sorted(roots), "/dev/null", "/dev/urandom"]
+
+
+class _Run:
+    """State of one run; everything it starts is owned by `execute`."""
+
+    def __init__(
+        self,
+        runner: SubprocessRunner,
+        code: str,
+        call_tool: ToolCaller,
+        limits: CodeLimits,
+        workspace: str,
+        prefix: tuple[str, ...],
+    ) -> None:
+        self.runner, self.code, self.call_tool, self.limits = runner, code, call_tool, limits
+        self.workspace, self.prefix = workspace, prefix
+        self.logs = LogBuffer(limits.max_output)
+        self.result: Any = None
+        self.result_set = False
+        self.error: str | None = None
+        self.error_kind: str | None = None
+        self.done = False
+        self.ready = False
+        self.layers: tuple[str, ...] = ()
+        self.limit: str | None = None
+        self.limit_message: str | None = None
+        self.tool_calls = 0
+        self.proc: asyncio.subprocess.Process | None = None
+        self.write_lock = asyncio.Lock()
+        self.writer: asyncio.StreamWriter | None = None
+        self.answers: set[asyncio.Task[None]] = set()
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    async def execute(self, started: float) -> CodeResult:
+        host_sock, child_sock = socket.socketpair()
+        try:
+            self.proc = await asyncio.create_subprocess_exec(
+                *self.prefix,
+                self.runner.python,
+                "-I",
+                "-S",
+                "-B",
+                "-X",
+                "utf8",
+                str(_CHILD),
+                str(child_sock.fileno()),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                cwd=self.workspace,
+                env=self._env(),
+                start_new_session=True,
+                pass_fds=(child_sock.fileno(),),
+            )
+        finally:
+            child_sock.close()
+        try:
+            reader, self.writer = await asyncio.open_connection(sock=host_sock)
+            try:
+                async with asyncio.timeout(self.limits.wall_time):
+                    async with asyncio.TaskGroup() as tg:
+                        tg.create_task(self._pump_output())
+                        tg.create_task(self._serve(reader, tg))
+                        with contextlib.suppress(ConnectionError, OSError):
+                            await self._send(self._config())
+                        await self.proc.wait()
+                        self._killpg()  # anything the code left behind in its process group
+                        for task in self.answers:
+                            task.cancel()  # tool calls the code can no longer receive
+            except TimeoutError:
+                self._kill(
+                    "wall_time",
+                    f"The code was stopped after {self.limits.wall_time:g} s of wall time. "
+                    "Do less per run, or make slow loops faster.",
+                )
+        finally:
+            self._killpg()
+            if self.writer is not None:
+                self.writer.close()
+            host_sock.close()
+            if self.proc.returncode is None:
+                await asyncio.wait_for(self.proc.wait(), timeout=10)
+        return self._result(time.monotonic() - started)
+
+    def _env(self) -> dict[str, str]:
+        return {
+            "PATH": "/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "LC_ALL": "C.UTF-8",
+            "HOME": self.workspace,
+            "TMPDIR": self.workspace,
+        }
+
+    def _config(self) -> dict[str, Any]:
+        lim = self.limits
+        return {
+            "op": "start",
+            "code": self.code,
+            "workspace": self.workspace,
+            "read_roots": _read_roots(),
+            "allow_network": lim.allow_network,
+            "memory": lim.memory,
+            "cpu_seconds": max(1, math.ceil(lim.effective_cpu_time)),
+            "open_files": lim.max_open_files,
+            "file_size": lim.max_file_size,
+            "landlock": self.runner.landlock,
+            "seccomp": self.runner.seccomp,
+            "audit_hook": self.runner.audit_hook,
+        }
+
+    def _killpg(self) -> None:
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+
+    def _kill(self, limit: str, message: str) -> None:
+        if self.limit is None and not self.done:
+            self.limit, self.limit_message = limit, message
+        self._killpg()
+
+    # -- channels ----------------------------------------------------------------------------------
+    async def _pump_output(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        ceiling = self.limits.max_output * _OUTPUT_KILL_FACTOR
+        while chunk := await self.proc.stdout.read(65536):
+            self.logs.write(chunk)
+            if self.logs.total > ceiling:
+                self._kill(
+                    "output",
+                    f"The code printed more than {ceiling} bytes and was stopped. Print summaries, "
+                    "not whole data sets, and return data with set_result(value).",
+                )
+                return
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        assert self.writer is not None
+        async with self.write_lock:
+            self.writer.write(encode(message))
+            await self.writer.drain()
+
+    async def _serve(self, reader: asyncio.StreamReader, tg: asyncio.TaskGroup) -> None:
+        max_bytes = self.limits.max_message_bytes
+        while True:
+            try:
+                message = await read_message(reader, max_bytes)
+            except MessageTooLarge as exc:
+                self._kill(
+                    "message_size",
+                    f"The code sent a message of {exc.size} bytes to the host (a tool call's arguments "
+                    f"or a result); the limit is {max_bytes}. Return less data, or summarise it first.",
+                )
+                return
+            except ValueError as exc:
+                self._kill("protocol", f"The code broke the sandbox protocol ({exc}).")
+                return
+            if message is None:
+                return
+            op = message["op"]
+            if op == "ready":
+                self.ready = True
+                self.layers = (*(("netns",) if self.prefix else ()), *map(str, message.get("layers", [])))
+            elif op == "result":
+                self.result, self.result_set = message.get("value"), True
+            elif op == "done":
+                self.done = True
+                self.error, self.error_kind = message.get("error"), message.get("kind")
+            elif op in ("call", "parallel"):
+                self.answers.add(tg.create_task(self._answer(message)))
+            else:
+                self._kill("protocol", f"The code sent an unknown message {op!r}.")
+                return
+
+    async def _answer(self, message: dict[str, Any]) -> None:
+        if message["op"] == "call":
+            calls = [(message.get("tool"), message.get("args"))]
+        else:
+            raw = message.get("calls")
+            calls = [tuple(c) if isinstance(c, list) and len(c) == 2 else (None, None) for c in raw or []]
+        if self.tool_calls + len(calls) > self.limits.max_tool_calls:
+            self._kill(
+                "tool_calls",
+                f"The code tried to make more than {self.limits.max_tool_calls} tool calls in one run.",
+            )
+            return
+        self.tool_calls += len(calls)
+        outcomes = await asyncio.gather(*(self._invoke(name, args) for name, args in calls))
+        reply: dict[str, Any] = {"id": message.get("id")}
+        if message["op"] == "call":
+            reply.update(outcomes[0])
+        else:
+            reply.update(ok=True, results=outcomes)
+        with contextlib.suppress(ConnectionError, OSError):  # the child is gone; execute() reports it
+            await self._send(reply)
+
+    async def _invoke(self, name: Any, args: Any) -> dict[str, Any]:
+        if not isinstance(name, str) or not isinstance(args, dict):
+            return {"ok": False, "error": {"code": "bad_call", "message": "expected (name: str, args: dict)"}}
+        try:
+            value = await self.call_tool(name, args)
+        except ToolplanError as exc:
+            return {"ok": False, "error": {"code": exc.code, "message": exc.message}}
+        except Exception as exc:  # a tool's own bug is the code's error, not the host's
+            return {"ok": False, "error": {"code": "tool_exception", "message": f"{type(exc).__name__}: {exc}"}}
+        return {"ok": True, "value": value}
+
+    # -- outcome -----------------------------------------------------------------------------------
+    def _result(self, duration: float) -> CodeResult:
+        assert self.proc is not None
+        rc = self.proc.returncode
+        error, limit = self.error, self.limit
+        if limit is not None:
+            error = self.limit_message
+        elif not self.ready:
+            raise SandboxError(
+                f"The sandbox process failed to start (exit status {rc}). Its output:\n{self.logs.text()}"
+            )
+        elif not self.done:
+            if rc in (-signal.SIGXCPU, -signal.SIGKILL):
+                limit = "cpu_time"
+                error = (
+                    f"The code used more than {self.limits.effective_cpu_time:g} s of CPU time and was "
+                    "stopped. Do less work per run."
+                )
+            else:
+                error = f"The code's process ended unexpectedly (exit status {rc})."
+        elif self.error_kind == "MemoryError":
+            limit = "memory"
+            error = f"{error}\nThe code ran out of memory (limit {self.limits.memory} bytes); use less data."
+        return CodeResult(
+            result=self.result,
+            result_set=self.result_set,
+            logs=self.logs.text(),
+            error=error,
+            limit=limit,
+            tool_calls=self.tool_calls,
+            duration=duration,
+        )
