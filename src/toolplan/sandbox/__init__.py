@@ -5,6 +5,7 @@ in the Monty interpreter (``pip install "toolplan[monty]"``), the recommended ru
 Both implement `CodeRunner`; the ``execute_code`` meta-tool drives whichever it is given.
 """
 
+from ._monty import MontyRunner as MontyRunner
 from ._subprocess import SubprocessRunner as SubprocessRunner
 from ._types import CodeLimits as CodeLimits
 from ._types import CodeResult as CodeResult
