@@ -1,0 +1,279 @@
+"""The ``toolplan`` command: run, validate and graph plans, and a demo."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import sys
+from collections.abc import Iterator
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+
+from .._errors import PlanValidationError
+from .._version import __version__
+from ..execute import PlanResult, execute_plan
+from ..plan import DEFAULT_MAX_STEPS, ValidationReport, validate_plan
+from ..tools import ToolRegistry
+from ._loader import CliInputError, load_plan, load_tools
+from ._render import print_errors, print_issues, print_json, print_outputs, print_summary, say, step_table
+
+__all__ = ("app", "main")
+
+EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
+
+app = typer.Typer(
+    name="toolplan",
+    help="Validate, run and inspect toolplan plans: many tool calls from one model turn.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+class DialectChoice(enum.StrEnum):
+    """Plan dialects the CLI accepts."""
+
+    native = "native"
+    chaining = "chaining"
+    batch = "batch"
+
+
+PlanArg = Annotated[str, typer.Argument(metavar="PLAN.json", help="The plan file, or '-' to read it from stdin.")]
+ToolsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tools",
+        "-t",
+        metavar="FILE.py[:NAME]",
+        help="Python file of tools; NAME picks a list, dict or ToolRegistry in it "
+        "(default: the file's public functions and @tool objects).",
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON only (machine-readable).")]
+DialectOpt = Annotated[
+    DialectChoice | None, typer.Option("--dialect", help="Force a dialect (default: detected from the plan).")
+]
+MaxStepsOpt = Annotated[
+    int | None, typer.Option("--max-steps", help=f"Most steps a plan may have (default {DEFAULT_MAX_STEPS}).")
+]
+
+_out = Console(highlight=False)
+_err = Console(stderr=True, highlight=False)
+
+
+def _fail(message: str) -> NoReturn:
+    """Print a one-line error to stderr and exit with code 2."""
+    sys.stderr.write(f"Error: {message}\n")
+    raise typer.Exit(EXIT_INVALID)
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr(enabled: bool) -> Iterator[None]:
+    """While enabled, whatever tools print goes to stderr, so stdout holds only the JSON."""
+    if not enabled:
+        yield
+        return
+    with contextlib.redirect_stdout(sys.stderr):
+        yield
+
+
+def _version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"toolplan {__version__}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit."),
+    ] = False,
+) -> None:
+    """Validate, run and inspect toolplan plans: many tool calls from one model turn."""
+
+
+def _inputs(plan_path: str, tools_spec: str | None) -> tuple[Any, ToolRegistry | None]:
+    try:
+        data = load_plan(plan_path)
+        registry = load_tools(tools_spec) if tools_spec is not None else None
+    except CliInputError as exc:
+        _fail(exc.message)
+    return data, registry
+
+
+def _validate(
+    data: Any, registry: ToolRegistry | None, dialect: DialectChoice | None, max_steps: int | None
+) -> ValidationReport:
+    if max_steps is not None and max_steps < 1:
+        _fail(f"--max-steps must be at least 1, got {max_steps}.")
+    return validate_plan(
+        data,
+        registry,
+        dialect=dialect.value if dialect is not None else None,
+        max_steps=max_steps or DEFAULT_MAX_STEPS,
+    )
+
+
+def _report_invalid(report: ValidationReport, as_json: bool) -> NoReturn:
+    if as_json:
+        print_json(_out, PlanValidationError([*report.errors, *report.warnings]).to_dict())
+    else:
+        n = len(report.errors)
+        say(_err, f"The plan is invalid ({n} problem{'s' if n != 1 else ''}); no tool was run:", "bold red")
+        print_issues(_err, report.errors, style="red")
+        if report.warnings:
+            say(_err, "Warnings:", "bold yellow")
+            print_issues(_err, report.warnings, style="yellow")
+    raise typer.Exit(EXIT_INVALID)
+
+
+def _positive(name: str, value: float | None) -> None:
+    if value is not None and value <= 0:
+        _fail(f"{name} must be a positive number of seconds, got {value:g}.")
+
+
+@app.command()
+def run(
+    plan: PlanArg,
+    tools: ToolsOpt = None,
+    as_json: JsonOpt = False,
+    max_concurrency: Annotated[int, typer.Option("--max-concurrency", help="Most steps running at once.")] = 20,
+    timeout: Annotated[
+        float | None, typer.Option("--timeout", help="Plan deadline in seconds (unstarted steps end not_run).")
+    ] = None,
+    step_timeout: Annotated[
+        float | None, typer.Option("--step-timeout", help="Default timeout of each tool call in seconds.")
+    ] = None,
+    fail_fast: Annotated[
+        bool, typer.Option("--fail-fast", help="Stop at the first failure and cancel running steps.")
+    ] = False,
+    dialect: DialectOpt = None,
+    max_steps: MaxStepsOpt = None,
+) -> None:
+    """Run a plan with the tools of a Python file.
+
+    Exit code 0 when every step succeeded, 1 when some failed, 2 when the plan or an input is invalid.
+    """
+    if tools is None:
+        _fail("run needs the tools to call: pass --tools FILE.py[:NAME].")
+    if max_concurrency < 1:
+        _fail(f"--max-concurrency must be at least 1, got {max_concurrency}.")
+    _positive("--timeout", timeout)
+    _positive("--step-timeout", step_timeout)
+    with _stdout_to_stderr(as_json):
+        data, registry = _inputs(plan, tools)
+        assert registry is not None
+        report = _validate(data, registry, dialect, max_steps)
+    if not report.ok:
+        _report_invalid(report, as_json)
+    if report.warnings and not as_json:
+        say(_err, "Warnings:", "bold yellow")
+        print_issues(_err, report.warnings, style="yellow")
+    live = sys.stdout.isatty() and not as_json
+    with _stdout_to_stderr(as_json):
+        result = _execute(
+            data,
+            registry,
+            live=live,
+            max_concurrency=max_concurrency,
+            timeout=timeout,
+            step_timeout=step_timeout,
+            failure_mode="fail_fast" if fail_fast else None,
+            budget=None,
+            max_steps=max_steps,
+            dialect=dialect.value if dialect is not None else None,
+        )
+    if as_json:
+        print_json(_out, result.to_dict())
+    else:
+        if not live:
+            _out.print(step_table(result, width=_out.width))
+        print_errors(_out, result)
+        print_outputs(_out, result)
+        print_summary(_out, result)
+    raise typer.Exit(EXIT_OK if result.ok else EXIT_FAILED)
+
+
+def _execute(data: Any, registry: ToolRegistry, *, live: bool, **options: Any) -> PlanResult:
+    from ._progress import ProgressView, live_progress
+
+    try:
+        if not live:
+            return asyncio.run(execute_plan(data, registry, **options))
+        view = ProgressView()
+        with live_progress(_out, view):
+            return asyncio.run(execute_plan(data, registry, on_event=view, **options))
+    except PlanValidationError as exc:  # already validated; kept so a mismatch never shows a traceback
+        _fail(" ".join(exc.message.split()))
+    except KeyboardInterrupt:
+        sys.stderr.write("Interrupted.\n")
+        raise typer.Exit(130) from None
+
+
+@app.command()
+def validate(
+    plan: PlanArg,
+    tools: ToolsOpt = None,
+    as_json: JsonOpt = False,
+    dialect: DialectOpt = None,
+    max_steps: MaxStepsOpt = None,
+) -> None:
+    """Check a plan without running anything (without --tools: its structure and references only).
+
+    Exit code 0 when the plan is valid, 2 when it is not.
+    """
+    with _stdout_to_stderr(as_json):
+        data, registry = _inputs(plan, tools)
+        report = _validate(data, registry, dialect, max_steps)
+    if as_json:
+        print_json(_out, report.to_dict())
+        raise typer.Exit(EXIT_OK if report.ok else EXIT_INVALID)
+    if not report.ok:
+        _report_invalid(report, as_json=False)
+    compiled = report.compiled
+    assert compiled is not None
+    n, w = len(compiled.steps), len(compiled.waves())
+    checked = "" if registry is not None else " (structure only: pass --tools to check tools and arguments)"
+    say(
+        _out,
+        f"The plan is valid: {n} step{'s' if n != 1 else ''} in {w} wave{'s' if w != 1 else ''}{checked}.",
+        "green",
+    )
+    if report.warnings:
+        say(_out, "Warnings:", "bold yellow")
+        print_issues(_out, report.warnings, style="yellow")
+    raise typer.Exit(EXIT_OK)
+
+
+@app.command()
+def graph(
+    plan: PlanArg,
+    tools: ToolsOpt = None,
+    dialect: DialectOpt = None,
+    max_steps: MaxStepsOpt = None,
+) -> None:
+    """Print the plan's dependency graph as Mermaid text, one subgraph per wave."""
+    data, registry = _inputs(plan, tools)
+    report = _validate(data, registry, dialect, max_steps)
+    if not report.ok or report.compiled is None:
+        _report_invalid(report, as_json=False)
+    sys.stdout.write(report.compiled.mermaid())
+    raise typer.Exit(EXIT_OK)
+
+
+@app.command()
+def demo() -> None:
+    """Run a built-in example plan with simulated latencies and show what parallelism buys."""
+    from ._demo import run_demo
+
+    raise typer.Exit(run_demo(_out))
+
+
+def main() -> None:
+    """Entry point of the ``toolplan`` console script."""
+    app(prog_name="toolplan")

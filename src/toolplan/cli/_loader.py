@@ -1,0 +1,175 @@
+"""Loading the CLI's inputs: a plan file (or stdin) and a Python file of tools.
+
+Every problem becomes a `CliInputError` whose message is one line saying what is wrong and how to
+fix it; the app prints it and exits with code 2.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import json
+import sys
+import traceback
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from .._errors import ToolplanError, UserError
+from ..tools import FunctionTool, Tool, ToolRegistry
+
+__all__ = ("CliInputError", "load_plan", "load_tools", "split_tools_spec")
+
+
+class CliInputError(UserError):
+    """A command-line input (file, option, tools spec) is unusable; the message is one line."""
+
+    code = "cli_input_error"
+
+
+def load_plan(path: str) -> Any:
+    """The JSON data of the plan at ``path`` (``-`` reads standard input)."""
+    where = "standard input" if path == "-" else f"plan file {path!r}"
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CliInputError(f"{where} does not exist. Check the path (use '-' to read the plan from stdin).") from None
+    except IsADirectoryError:
+        raise CliInputError(f"{where} is a directory. Give the path of a .json plan file.") from None
+    except UnicodeDecodeError:
+        raise CliInputError(f"{where} is not UTF-8 text. Give a JSON plan file.") from None
+    except OSError as exc:
+        raise CliInputError(f"Cannot read {where}: {exc.strerror or exc}.") from None
+    if not text.strip():
+        raise CliInputError(f'{where} is empty. Give a JSON plan such as {{"steps": [...]}}.')
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CliInputError(
+            f"{where} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}. Fix the JSON syntax."
+        ) from None
+
+
+def split_tools_spec(spec: str) -> tuple[str, str | None]:
+    """Split ``FILE.py[:NAME]`` into the path and the optional attribute name."""
+    head, sep, tail = spec.rpartition(":")
+    # "C:\\tools.py" has a colon too: only a Python identifier after the last colon is a NAME.
+    if sep and head and tail.isidentifier() and not head.endswith(("/", "\\")):
+        return head, tail
+    return spec, None
+
+
+def load_tools(spec: str) -> ToolRegistry:
+    """The tools named by ``FILE.py[:NAME]`` as a registry.
+
+    With ``NAME``, that attribute of the file (a list, dict or `ToolRegistry` of tools, or a single
+    tool). Without it, the file's public functions defined in the file itself plus its `Tool`
+    objects (``@tool`` functions included).
+    """
+    path_text, name = split_tools_spec(spec)
+    module = _import_file(path_text)
+    try:
+        if name is not None:
+            return _named_tools(module, path_text, name)
+        return _discovered_tools(module, path_text)
+    except CliInputError:
+        raise
+    except ToolplanError as exc:
+        raise CliInputError(f"The tools in {path_text!r} cannot be registered: {_one_line(exc.message)}") from None
+
+
+def _import_file(path_text: str) -> ModuleType:
+    path = Path(path_text)
+    if not path.is_file():
+        what = "is a directory" if path.is_dir() else "does not exist"
+        raise CliInputError(
+            f"Tools file {path_text!r} {what}. Pass --tools FILE.py[:NAME] with the path of a Python file."
+        )
+    if path.suffix != ".py":
+        raise CliInputError(f"Tools file {path_text!r} is not a .py file. Pass --tools FILE.py[:NAME].")
+    module_name = f"_toolplan_cli_tools_{path.stem}"
+    spec = importlib.util.spec_from_file_location(module_name, path.resolve())
+    if spec is None or spec.loader is None:
+        raise CliInputError(f"Cannot load tools file {path_text!r} as a Python module.")
+    module = importlib.util.module_from_spec(spec)
+    directory = str(path.resolve().parent)
+    sys.path.insert(0, directory)
+    sys.modules[module_name] = module  # dataclasses and pydantic look the module up while importing
+    try:
+        spec.loader.exec_module(module)
+    except BaseException as exc:  # any failure of user code is reported, never a traceback
+        sys.modules.pop(module_name, None)
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise CliInputError(
+            f"Importing tools file {path_text!r} failed{_location(exc, path)}: "
+            f"{type(exc).__name__}: {_one_line(str(exc)) or '(no message)'}. Fix the file and try again."
+        ) from None
+    finally:
+        if directory in sys.path:
+            sys.path.remove(directory)
+    return module
+
+
+def _location(exc: BaseException, path: Path) -> str:
+    if isinstance(exc, SyntaxError) and exc.lineno is not None:
+        return f" (line {exc.lineno})"
+    resolved = str(path.resolve())
+    lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if f.filename == resolved]
+    return f" (line {lines[-1]})" if lines else ""
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _named_tools(module: ModuleType, path_text: str, name: str) -> ToolRegistry:
+    if not hasattr(module, name):
+        public = sorted(n for n in vars(module) if not n.startswith("_"))
+        raise CliInputError(
+            f"Tools file {path_text!r} has no attribute {name!r}. Pass --tools {path_text}:NAME where NAME "
+            f"is one of: {', '.join(public) or '(none)'}."
+        )
+    obj = getattr(module, name)
+    if isinstance(obj, ToolRegistry):
+        return obj
+    if isinstance(obj, Mapping) or (isinstance(obj, Sequence) and not isinstance(obj, (str, bytes))):
+        return ToolRegistry(obj)
+    if _is_tool_object(obj) or inspect.isfunction(obj):
+        return ToolRegistry([obj])
+    raise CliInputError(
+        f"{path_text}:{name} is a {type(obj).__name__}; it must be a list, dict or ToolRegistry of tools "
+        "(or a single tool)."
+    )
+
+
+def _is_tool_object(obj: object) -> bool:
+    return isinstance(obj, FunctionTool) or (
+        not isinstance(obj, (type, ToolRegistry)) and not inspect.ismodule(obj) and isinstance(obj, Tool)
+    )
+
+
+def _discovered_tools(module: ModuleType, path_text: str) -> ToolRegistry:
+    found: list[object] = []
+    for attr, obj in vars(module).items():
+        if attr.startswith("_"):
+            continue
+        if _is_tool_object(obj) or (inspect.isfunction(obj) and obj.__module__ == module.__name__):
+            found.append(obj)
+    if not found:
+        raise CliInputError(
+            f"Tools file {path_text!r} defines no tools. Define public functions or @tool objects in it, "
+            f"or pass --tools {path_text}:NAME naming a list, dict or ToolRegistry."
+        )
+    registry = ToolRegistry()
+    for obj in found:
+        try:
+            registry.add(obj)  # type: ignore[arg-type]
+        except UserError as exc:
+            label = getattr(obj, "__name__", None) or getattr(obj, "name", type(obj).__name__)
+            raise CliInputError(
+                f"{path_text}: {label!r} cannot be a tool: {_one_line(exc.message)} If it is a helper, rename "
+                f"it with a leading '_' or pass --tools {path_text}:NAME naming the list of tools."
+            ) from None
+    return registry
