@@ -1,0 +1,45 @@
+"""``python -m bench overhead|makespan|roundtrips|streaming|all|report [--quick] [--out DIR]``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from . import common
+
+BENCHMARKS = ("overhead", "makespan", "roundtrips", "streaming")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    p.add_argument("benchmark", choices=[*BENCHMARKS, "all", "report"], help="which benchmark to run")
+    p.add_argument("--quick", action="store_true", help="tiny sizes and few repetitions (< 1 minute in all)")
+    p.add_argument("--out", default=str(common.RESULTS_DIR), help="results directory (default bench/results)")
+    p.add_argument("--reps", type=int, default=None, help="repetitions per contender (default per benchmark)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random DAGs and latencies")
+    p.add_argument("--sizes", type=int, nargs="*", help="overhead: plan sizes (default 10 100 1000 10000)")
+    p.add_argument(
+        "--langgraph-max", type=int, default=10_000, help="overhead: largest plan given to LangGraph (default 10000)"
+    )
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser().parse_args(argv)
+    todo = BENCHMARKS if args.benchmark == "all" else () if args.benchmark == "report" else (args.benchmark,)
+    for name in todo:
+        t0 = time.perf_counter()
+        module = __import__(f"bench.{name}", fromlist=["main"])
+        path = module.main(args, argv)
+        common.log(f"{name}: wrote {path} in {time.perf_counter() - t0:.1f}s")
+    from .report import write_report
+
+    common.log(f"wrote {write_report(Path(args.out))}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
