@@ -114,25 +114,21 @@ class ToolInvoker:
             return await self._call(tool, arguments, timeout)
 
     async def _call(self, tool: str, arguments: Mapping[str, Any], timeout: float | None) -> CallOutcome:
+        deadline = asyncio.timeout(timeout)
         try:
-            if timeout is None:
-                result = await self.registry.execute(tool, arguments)
-            else:
-                async with asyncio.timeout(timeout) as cm:
-                    try:
-                        result = await self.registry.execute(tool, arguments)
-                    except TimeoutError:
-                        if cm.expired():
-                            raise
-                        return _infrastructure(tool, TimeoutError("the tool raised TimeoutError"))
-        except TimeoutError:
-            return CallOutcome(
-                error=StepError(
-                    kind="timeout",
-                    message=f"Tool {tool!r} did not finish within {timeout:g}s and was cancelled. "
-                    "Retry later, or give the step a longer 'timeout'.",
+            try:
+                async with deadline:
+                    result = await self.registry.execute(tool, arguments)
+            except TimeoutError:
+                if timeout is None or not deadline.expired():
+                    raise  # the tool's own TimeoutError: an infrastructure error, handled below
+                return CallOutcome(
+                    error=StepError(
+                        kind="timeout",
+                        message=f"Tool {tool!r} did not finish within {timeout:g}s and was cancelled. "
+                        "Retry later, or give the step a longer 'timeout'.",
+                    )
                 )
-            )
         except InvalidArgumentsError as exc:
             return CallOutcome(error=StepError(kind="invalid_arguments", message=exc.message))
         except UnknownToolError as exc:

@@ -304,11 +304,8 @@ def _check_execution_order(order: Any, steps: list[Step], issues: _Issues) -> No
     seen_names: dict[str, int] = {}
     resolved: list[str] = []
     for entry in cast(list[str], order):
-        if entry in ids and entry not in resolved:
-            resolved.append(entry)
-            continue
-        seen_names[entry] = seen_names.get(entry, 0) + 1
-        k = seen_names[entry]
+        # The k-th mention of a repeated tool name is its k-th step (ids 'name', 'name_2', ...).
+        k = seen_names[entry] = seen_names.get(entry, 0) + 1
         resolved.append(entry if k == 1 else f"{entry}_{k}")
     if sorted(resolved) != sorted(ids):
         missing = [i for i in ids if i not in resolved]

@@ -100,12 +100,12 @@ class _Compiler:
         if isinstance(value, dict):
             items = tuple((k, self.compile(v)) for k, v in cast(dict[str, Any], value).items())
             if all(isinstance(c, Literal) for _, c in items):
-                return Literal(value)
+                return Literal({k: c.value for k, c in items if isinstance(c, Literal)})
             return _Dict(items)
         if isinstance(value, list):
             elems = tuple(self.compile(v) for v in value)
             if all(isinstance(c, Literal) for c in elems):
-                return Literal(value)
+                return Literal([c.value for c in elems if isinstance(c, Literal)])
             return _List(elems)
         return Literal(value)
 
@@ -186,7 +186,10 @@ def compile_arguments(
         if not isinstance(c, Literal):
             deferred.add(key)
         items.append((key, c))
-    compiled: Compiled = Literal(dict(arguments)) if not deferred else _Dict(tuple(items))
+    if deferred:
+        compiled: Compiled = _Dict(tuple(items))
+    else:
+        compiled = Literal({k: c.value for k, c in items if isinstance(c, Literal)})
     return compiled, frozenset(compiler.refs), frozenset(deferred)
 
 

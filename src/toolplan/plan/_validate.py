@@ -190,6 +190,7 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
         else:
             ids.append(s.id)
     id_set = frozenset(ids)
+    unreadable_args = {i.step for i in issues if i.code == "invalid_arguments_json"}
 
     compiled_steps: dict[str, CompiledStep] = {}
     deps: dict[str, tuple[str, ...]] = {}
@@ -210,7 +211,7 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
             deferred: frozenset[str] = frozenset()
         else:
             args, refs, deferred = compile_arguments(s.arguments, id_set, warn=warn, error=error)
-        if tool_ok and registry is not None:
+        if tool_ok and registry is not None and s.id not in unreadable_args:
             literal = {k: v for k, v in s.arguments.items() if k not in deferred}
             for problem in registry.argument_problems(s.tool, literal, deferred):
                 error("invalid_arguments", f"Arguments for tool {s.tool!r} are invalid: {problem}.")

@@ -1,0 +1,496 @@
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from toolplan import ToolResult, tool
+from toolplan.execute import (
+    PlanEvent,
+    PlanFinished,
+    StepFinished,
+    StepRetrying,
+    StepStarted,
+    execute_plan,
+    no_retry_backoff,
+    stream_plan,
+)
+from toolplan.plan import Budget
+
+
+@tool
+def add(a: float, b: float) -> float:
+    """Add two numbers."""
+    return a + b
+
+
+@tool
+async def echo(value: Any = None) -> Any:
+    """Return the value."""
+    return value
+
+
+@tool
+def boom(message: str = "boom") -> str:
+    """Always raise."""
+    raise RuntimeError(message)
+
+
+@tool
+def lookup(city: str) -> ToolResult:
+    """A business error for unknown cities."""
+    if city == "Atlantis":
+        return ToolResult.failure("City 'Atlantis' not found.")
+    return ToolResult({"city": city, "temp": len(city)})
+
+
+BASIC = [add, echo, boom, lookup]
+
+
+def ids_of(events: list[PlanEvent], kind: type[Any]) -> list[str]:
+    out: list[str] = []
+    for e in events:
+        if isinstance(e, kind):
+            out.append(e.result.id if isinstance(e, StepFinished) else e.step_id)
+    return out
+
+
+async def test_diamond() -> None:
+    plan = {
+        "steps": [
+            {"id": "a", "tool": "add", "arguments": {"a": 1, "b": 1}},
+            {"id": "b", "tool": "add", "arguments": {"a": "$ref:a", "b": 10}},
+            {"id": "c", "tool": "add", "arguments": {"a": "$ref:a", "b": 100}},
+            {"id": "d", "tool": "add", "arguments": {"a": "$ref:b", "b": "$ref:c"}},
+        ],
+        "output_steps": ["d"],
+    }
+    result = await execute_plan(plan, BASIC)
+    assert result.status == "succeeded"
+    assert result.outputs == {"d": 114}
+    assert result.waves == (("a",), ("b", "c"), ("d",))
+    assert result.critical_path[0] == "a" and result.critical_path[-1] == "d"
+
+
+async def test_chain_and_fan_out_fan_in_and_output_selection() -> None:
+    steps: list[dict[str, Any]] = [{"id": "s0", "tool": "add", "arguments": {"a": 0, "b": 1}}]
+    steps += [{"id": f"s{i}", "tool": "add", "arguments": {"a": f"$ref:s{i - 1}", "b": 1}} for i in range(1, 6)]
+    steps += [{"id": f"f{i}", "tool": "add", "arguments": {"a": "$ref:s5", "b": i}} for i in range(8)]
+    steps.append({"id": "sum", "tool": "echo", "arguments": {"value": [f"$ref:f{i}" for i in range(8)]}})
+    result = await execute_plan({"steps": steps, "output_steps": ["sum", "s5"]}, BASIC)
+    assert result.outputs == {"sum": [6 + i for i in range(8)], "s5": 6}
+    everything = await execute_plan({"steps": steps}, BASIC)
+    assert list(everything.outputs) == [s["id"] for s in steps]
+
+
+async def test_failure_skips_exactly_its_transitive_dependents() -> None:
+    plan = {
+        "steps": [
+            {"id": "s1", "tool": "boom", "arguments": {}},
+            {"id": "s2", "tool": "echo", "arguments": {"value": "$ref:s1"}},
+            {"id": "s3", "tool": "echo", "arguments": {"value": "{{s2}}"}},
+            {"id": "s4", "tool": "echo", "arguments": {"value": "independent"}},
+            {"id": "s5", "tool": "echo", "arguments": {"value": "$ref:s4"}},
+        ]
+    }
+    result = await execute_plan(plan, BASIC)
+    assert result.status == "failed"
+    status = {sid: r.status for sid, r in result.steps.items()}
+    assert status == {"s1": "failed", "s2": "skipped", "s3": "skipped", "s4": "succeeded", "s5": "succeeded"}
+    assert result.steps["s1"].error is not None and result.steps["s1"].error.kind == "infrastructure"
+    assert "RuntimeError: boom" in result.steps["s1"].error.message
+    assert result.steps["s2"].error is not None
+    assert "Skipped because dependency 's1' failed" in result.steps["s2"].error.message
+    assert result.outputs == {"s4": "independent", "s5": "independent"}
+    summary = result.summary()
+    assert summary["errors"]["s1"].startswith("failed: Tool 'boom' raised RuntimeError")
+    assert summary["errors"]["s3"] == "skipped: Skipped because dependency 's2' was skipped."
+
+
+async def test_business_error_fails_its_step() -> None:
+    plan = {
+        "steps": [
+            {"id": "a", "tool": "lookup", "arguments": {"city": "Atlantis"}},
+            {"id": "b", "tool": "lookup", "arguments": {"city": "Paris"}},
+            {"id": "c", "tool": "echo", "arguments": {"value": "$ref:a.temp"}},
+        ]
+    }
+    result = await execute_plan(plan, BASIC)
+    a = result.steps["a"]
+    assert a.status == "failed" and a.error is not None
+    assert (a.error.kind, a.error.message) == ("business", "City 'Atlantis' not found.")
+    assert result.steps["b"].output == {"city": "Paris", "temp": 5}
+    assert result.steps["c"].status == "skipped"
+
+
+async def test_invalid_resolved_arguments_fail_the_step() -> None:
+    plan = {
+        "steps": [
+            {"id": "a", "tool": "echo", "arguments": {"value": "not a number"}},
+            {"id": "b", "tool": "add", "arguments": {"a": "$ref:a", "b": 1}},
+        ]
+    }
+    result = await execute_plan(plan, BASIC)
+    err = result.steps["b"].error
+    assert err is not None and err.kind == "invalid_arguments"
+    assert "argument 'a'" in err.message
+
+
+async def test_eager_start_does_not_wait_for_a_wave() -> None:
+    """A -> C with B independent and slow: C must finish while B is still running."""
+    c_done = asyncio.Event()
+
+    @tool
+    async def fast(x: int) -> int:
+        return x
+
+    @tool
+    async def slow_until_c(x: int) -> int:
+        # Without eager scheduling C would wait for this wave to end: a deadlock, caught by the timeout.
+        await asyncio.wait_for(c_done.wait(), timeout=5)
+        return x
+
+    @tool
+    async def mark(x: int) -> int:
+        c_done.set()
+        return x
+
+    events: list[PlanEvent] = []
+    plan = {
+        "steps": [
+            {"id": "A", "tool": "fast", "arguments": {"x": 1}},
+            {"id": "B", "tool": "slow_until_c", "arguments": {"x": 2}},
+            {"id": "C", "tool": "mark", "arguments": {"x": "$ref:A"}},
+        ]
+    }
+    result = await execute_plan(plan, [fast, slow_until_c, mark], on_event=events.append)
+    assert result.status == "succeeded"
+    assert ids_of(events, StepFinished) == ["A", "C", "B"]
+
+
+async def test_step_timeout() -> None:
+    never = asyncio.Event()
+
+    @tool
+    async def hang() -> None:
+        await never.wait()
+
+    plan = {
+        "steps": [
+            {"id": "h", "tool": "hang", "arguments": {}, "timeout": 0.05},
+            {"id": "after", "tool": "echo", "arguments": {"value": "$ref:h"}},
+            {"id": "ok", "tool": "echo", "arguments": {"value": 1}},
+        ]
+    }
+    result = await execute_plan(plan, [hang, echo])
+    h = result.steps["h"]
+    assert h.status == "timed_out" and h.error is not None and h.error.kind == "timeout"
+    assert "0.05s" in h.error.message
+    assert result.steps["after"].status == "skipped"
+    assert result.steps["ok"].status == "succeeded"
+
+
+async def test_plan_deadline() -> None:
+    never = asyncio.Event()
+    started = asyncio.Event()
+
+    @tool
+    async def hang() -> None:
+        started.set()
+        await never.wait()
+
+    plan = {
+        "steps": [
+            {"id": "h", "tool": "hang", "arguments": {}},
+            {"id": "next", "tool": "echo", "arguments": {"value": "$ref:h"}},
+            {"id": "quick", "tool": "echo", "arguments": {"value": 1}},
+        ]
+    }
+    result = await execute_plan(plan, [hang, echo], timeout=0.1)
+    assert started.is_set()
+    assert result.steps["h"].status == "timed_out"
+    assert result.steps["next"].status == "not_run"
+    assert result.steps["quick"].status == "succeeded"
+    assert result.status == "failed"
+
+
+async def test_retries_only_for_idempotent_tools() -> None:
+    attempts = {"flaky": 0, "unsafe": 0}
+
+    @tool(idempotent=True)
+    def flaky() -> str:
+        attempts["flaky"] += 1
+        if attempts["flaky"] < 3:
+            raise ConnectionError("reset")
+        return "ok"
+
+    @tool
+    def unsafe() -> str:
+        attempts["unsafe"] += 1
+        raise ConnectionError("reset")
+
+    events: list[PlanEvent] = []
+    plan = {"steps": [{"id": "f", "tool": "flaky"}, {"id": "u", "tool": "unsafe"}]}
+    with no_retry_backoff():
+        result = await execute_plan(plan, [flaky, unsafe], on_event=events.append)
+    assert (result.steps["f"].status, result.steps["f"].attempts) == ("succeeded", 3)
+    assert (result.steps["u"].status, result.steps["u"].attempts) == ("failed", 1)
+    assert attempts == {"flaky": 3, "unsafe": 1}
+    assert [e.attempt for e in events if isinstance(e, StepRetrying)] == [1, 2]
+
+
+async def test_step_can_ask_for_retries_and_business_errors_are_not_retried() -> None:
+    calls = {"n": 0}
+
+    @tool
+    def once_broken() -> str:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise TimeoutError("slow upstream")
+        return "fine"
+
+    plan = {
+        "steps": [
+            {"id": "r", "tool": "once_broken", "retry": 1},
+            {"id": "b", "tool": "lookup", "arguments": {"city": "Atlantis"}, "retry": 3},
+        ]
+    }
+    with no_retry_backoff():
+        result = await execute_plan(plan, [once_broken, lookup])
+    assert (result.steps["r"].status, result.steps["r"].attempts) == ("succeeded", 2)
+    assert (result.steps["b"].status, result.steps["b"].attempts) == ("failed", 1)
+
+
+async def test_fallback_stands_in_for_the_failed_step() -> None:
+    plan = {
+        "steps": [
+            {
+                "id": "w",
+                "tool": "lookup",
+                "arguments": {"city": "Atlantis"},
+                "fallback": {"tool": "lookup", "arguments": {"city": "Rome"}},
+            },
+            {"id": "use", "tool": "echo", "arguments": {"value": "$ref:w.city"}},
+            {
+                "id": "both",
+                "tool": "boom",
+                "arguments": {},
+                "fallback": {"tool": "boom", "arguments": {"message": "b2"}},
+            },
+        ]
+    }
+    result = await execute_plan(plan, BASIC)
+    w = result.steps["w"]
+    assert (w.status, w.used_fallback, w.output, w.attempts) == ("succeeded", True, {"city": "Rome", "temp": 4}, 2)
+    assert result.steps["use"].output == "Rome"
+    both = result.steps["both"]
+    assert both.status == "failed" and both.error is not None
+    assert "RuntimeError: boom" in both.error.message and "b2" in both.error.message
+
+
+async def test_per_tool_concurrency_limit() -> None:
+    active = {"now": 0, "max": 0}
+
+    async def body() -> None:
+        active["now"] += 1
+        active["max"] = max(active["max"], active["now"])
+        for _ in range(3):
+            await asyncio.sleep(0)
+        active["now"] -= 1
+
+    @tool(concurrency=2)
+    async def limited(i: int) -> int:
+        await body()
+        return i
+
+    @tool
+    async def unlimited(i: int) -> int:
+        await body()
+        return i
+
+    for t, expected in ((limited, 2), (unlimited, 6)):
+        active["max"] = 0
+        plan = {"steps": [{"id": f"s{i}", "tool": t.name, "arguments": {"i": i}} for i in range(6)]}
+        result = await execute_plan(plan, [t])
+        assert result.status == "succeeded"
+        assert active["max"] == expected
+
+
+async def test_plan_wide_concurrency_limit() -> None:
+    active = {"now": 0, "max": 0}
+
+    @tool
+    async def work(i: int) -> int:
+        active["now"] += 1
+        active["max"] = max(active["max"], active["now"])
+        await asyncio.sleep(0)
+        active["now"] -= 1
+        return i
+
+    plan = {"steps": [{"id": f"s{i}", "tool": "work", "arguments": {"i": i}} for i in range(10)]}
+    await execute_plan(plan, [work], max_concurrency=3)
+    assert active["max"] == 3
+    active["max"] = 0
+    await execute_plan({**plan, "max_concurrency": 2}, [work])
+    assert active["max"] == 2
+
+
+async def test_cancellation_reaches_running_tools_and_records_every_step() -> None:
+    started = asyncio.Event()
+    cancelled: list[str] = []
+    never = asyncio.Event()
+
+    @tool
+    async def hang(name: str) -> None:
+        started.set()
+        try:
+            await never.wait()
+        except asyncio.CancelledError:
+            cancelled.append(name)
+            raise
+
+    events: list[PlanEvent] = []
+    plan = {
+        "steps": [
+            {"id": "a", "tool": "hang", "arguments": {"name": "a"}},
+            {"id": "b", "tool": "hang", "arguments": {"name": "b"}},
+            {"id": "c", "tool": "hang", "arguments": {"name": "$ref:a"}},
+        ]
+    }
+    task = asyncio.create_task(execute_plan(plan, [hang], on_event=events.append))
+    await started.wait()
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert sorted(cancelled) == ["a", "b"]
+    final = events[-1]
+    assert isinstance(final, PlanFinished)
+    assert final.result.status == "cancelled"
+    assert {sid: r.status for sid, r in final.result.steps.items()} == {
+        "a": "cancelled",
+        "b": "cancelled",
+        "c": "not_run",
+    }
+
+
+async def test_fail_fast_stops_starting_and_cancels_running() -> None:
+    never = asyncio.Event()
+    running = asyncio.Event()
+    cancelled: list[str] = []
+
+    @tool
+    async def hang() -> None:
+        running.set()
+        try:
+            await never.wait()
+        except asyncio.CancelledError:
+            cancelled.append("hang")
+            raise
+
+    @tool
+    async def fail_after_hang_started() -> None:
+        await running.wait()
+        raise RuntimeError("first failure")
+
+    plan = {
+        "steps": [
+            {"id": "h", "tool": "hang"},
+            {"id": "f", "tool": "fail_after_hang_started"},
+            {"id": "queued", "tool": "echo", "arguments": {"value": 1}},
+            {"id": "dep", "tool": "echo", "arguments": {"value": "$ref:f"}},
+        ]
+    }
+    result = await execute_plan(
+        plan, [hang, fail_after_hang_started, echo], failure_mode="fail_fast", max_concurrency=2
+    )
+    status = {sid: r.status for sid, r in result.steps.items()}
+    assert status == {"h": "cancelled", "f": "failed", "queued": "not_run", "dep": "skipped"}
+    assert cancelled == ["hang"]
+    assert result.steps["queued"].error is not None
+    assert "fail_fast" in result.steps["queued"].error.message
+
+
+async def test_budget_max_tool_calls_leaves_steps_not_run() -> None:
+    plan = {
+        "steps": [{"id": f"s{i}", "tool": "echo", "arguments": {"value": i}} for i in range(5)],
+        "budget": {"max_tool_calls": 3},
+    }
+    result = await execute_plan(plan, BASIC, max_concurrency=1)
+    assert [r.status for r in result.steps.values()] == ["succeeded"] * 3 + ["not_run"] * 2
+    err = result.steps["s4"].error
+    assert err is not None and err.kind == "limit" and "max_tool_calls=3" in err.message
+    tighter = await execute_plan(plan, BASIC, max_concurrency=1, budget=Budget(max_tool_calls=1))
+    assert [r.status for r in tighter.steps.values()].count("succeeded") == 1
+
+
+async def test_budget_max_cost() -> None:
+    @tool(cost=2.5)
+    def pricey(i: int) -> int:
+        return i
+
+    plan = {"steps": [{"id": f"p{i}", "tool": "pricey", "arguments": {"i": i}} for i in range(3)]}
+    result = await execute_plan(plan, [pricey], budget=Budget(max_cost=5), max_concurrency=1)
+    assert [r.status for r in result.steps.values()] == ["succeeded", "succeeded", "not_run"]
+
+
+async def test_sync_tools_run_off_the_event_loop() -> None:
+    import threading
+
+    loop_thread = threading.get_ident()
+
+    @tool
+    def where() -> bool:
+        return threading.get_ident() != loop_thread
+
+    result = await execute_plan({"steps": [{"id": "w", "tool": "where"}]}, [where])
+    assert result.outputs == {"w": True}
+
+
+async def test_events_order_and_stream() -> None:
+    plan = {
+        "steps": [
+            {"id": "a", "tool": "add", "arguments": {"a": 1, "b": 2}},
+            {"id": "b", "tool": "add", "arguments": {"a": "$ref:a", "b": 2}},
+        ]
+    }
+    kinds: list[str] = []
+    async with stream_plan(plan, BASIC) as events:
+        async for event in events:
+            kinds.append(event.kind)
+    assert kinds == [
+        "plan_started",
+        "step_started",
+        "step_finished",
+        "step_started",
+        "step_finished",
+        "plan_finished",
+    ]
+    assert events.result is not None and events.result.outputs == {"a": 3, "b": 5}
+
+
+async def test_stream_plan_raises_validation_errors_on_entry() -> None:
+    from toolplan import PlanValidationError
+
+    with pytest.raises(PlanValidationError):
+        async with stream_plan({"steps": [{"id": "a", "tool": "nope"}]}, BASIC):
+            pytest.fail("must not enter")
+
+
+async def test_model_summary_caps_long_values() -> None:
+    plan = {"steps": [{"id": "big", "tool": "echo", "arguments": {"value": "x" * 10_000 + "END"}}]}
+    result = await execute_plan(plan, BASIC)
+    text = result.summary(max_value_chars=200)["outputs"]["big"]
+    assert len(text) < 300
+    assert text.startswith("xxx") and text.endswith("END")
+    assert "chars cut]" in text
+    assert result.outputs["big"].endswith("END")  # the full value stays in the result
+
+
+def test_started_events_have_attempts() -> None:
+    events: list[PlanEvent] = []
+    from toolplan.execute import execute_plan_sync
+
+    execute_plan_sync({"steps": [{"id": "a", "tool": "echo"}]}, BASIC, on_event=events.append)
+    assert [e.attempt for e in events if isinstance(e, StepStarted)] == [1]

@@ -1,0 +1,119 @@
+"""Property tests: random DAGs with random failures, against a simple sequential reference."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from toolplan import ToolResult, tool
+from toolplan.execute import Scheduler, execute_plan
+
+
+@st.composite
+def dags(draw: st.DrawFn) -> tuple[list[list[int]], set[int]]:
+    n = draw(st.integers(min_value=1, max_value=25))
+    deps = [sorted(draw(st.sets(st.integers(0, i - 1), max_size=3))) if i else [] for i in range(n)]
+    failing = draw(st.sets(st.integers(0, n - 1), max_size=max(1, n // 3)))
+    return deps, failing
+
+
+def transitive_dependents(deps: list[list[int]], failing: set[int]) -> set[int]:
+    """Steps downstream of a step that actually failed (a failing step behind a failure is skipped)."""
+    skipped: set[int] = set()
+    failed: set[int] = set()
+    for i, ds in enumerate(deps):  # indices are a topological order
+        if any(d in failed or d in skipped for d in ds):
+            skipped.add(i)
+        elif i in failing:
+            failed.add(i)
+    return skipped
+
+
+def reference_run(deps: list[list[int]], failing: set[int]) -> dict[int, tuple[str, Any]]:
+    """Sequential, obviously correct semantics."""
+    out: dict[int, tuple[str, Any]] = {}
+    for i, ds in enumerate(deps):
+        if any(out[d][0] != "succeeded" for d in ds):
+            out[i] = ("skipped", None)
+        elif i in failing:
+            out[i] = ("failed", None)
+        else:
+            out[i] = ("succeeded", i + sum(out[d][1] for d in ds))
+    return out
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(dags(), st.integers(min_value=1, max_value=6), st.randoms(use_true_random=False))
+def test_random_dags_match_the_sequential_reference(
+    dag: tuple[list[list[int]], set[int]], concurrency: int, rnd: Any
+) -> None:
+    deps, failing = dag
+    started: list[int] = []
+    finished_ok: set[int] = set()
+
+    @tool
+    async def node(i: int, inputs: list[int]) -> ToolResult:
+        assert all(d in finished_ok for d in deps[i]), f"{i} started before its dependencies succeeded"
+        started.append(i)
+        for _ in range(rnd.randint(0, 3)):
+            await asyncio.sleep(0)
+        if i in failing:
+            return ToolResult.failure(f"node {i} fails")
+        finished_ok.add(i)
+        return ToolResult(i + sum(inputs))
+
+    plan = {
+        "steps": [
+            {"id": f"n{i}", "tool": "node", "arguments": {"i": i, "inputs": [f"$ref:n{d}" for d in ds]}}
+            for i, ds in enumerate(deps)
+        ]
+    }
+    result = asyncio.run(execute_plan(plan, [node], max_concurrency=concurrency))
+
+    assert len(started) == len(set(started)), "a step ran twice"
+    expected = reference_run(deps, failing)
+    got = {int(sid[1:]): (r.status, r.output if r.ok else None) for sid, r in result.steps.items()}
+    assert got == expected
+    skipped = {int(sid[1:]) for sid, r in result.steps.items() if r.status == "skipped"}
+    assert skipped == transitive_dependents(deps, failing)
+
+
+@settings(max_examples=300, deadline=None)
+@given(dags(), st.integers(min_value=1, max_value=4), st.randoms(use_true_random=False), st.booleans())
+def test_scheduler_core(dag: tuple[list[list[int]], set[int]], limit: int, rnd: Any, fail_fast: bool) -> None:
+    """The pure core: limits hold, steps start once and only after their dependencies succeeded."""
+    deps, failing = dag
+    sched = Scheduler(max_concurrency=limit, fail_fast=fail_fast)
+    for i, ds in enumerate(deps):
+        sched.add(f"n{i}", "t", [f"n{d}" for d in ds])
+    running: list[str] = []
+    started: list[str] = []
+    while not sched.done:
+        ready = sched.take_ready()
+        started += ready
+        running += ready
+        assert len(running) <= limit
+        if not running:
+            break
+        sid = running.pop(rnd.randrange(len(running)))
+        assert all(sched.state(f"n{d}") == "succeeded" for d in deps[int(sid[1:])])
+        sched.finish(sid, succeeded=int(sid[1:]) not in failing)
+        if sched.stopped is not None:
+            for other in running:
+                sched.cancel(other, "stopped")
+            running.clear()
+    assert sched.done
+    assert len(started) == len(set(started))
+    states = {int(s[1:]): sched.state(s) for s in sched.nodes}
+    failed = {i for i, s in states.items() if s == "failed"}
+    assert failed <= failing
+    skipped = {i for i, s in states.items() if s == "skipped"}
+    if not fail_fast:
+        assert skipped == transitive_dependents(deps, failing)
+        assert failed == failing - skipped
+    else:
+        assert len(failed) <= 1 + limit
+        assert all(s != "pending" for s in states.values())

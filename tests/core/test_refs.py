@@ -1,0 +1,195 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from toolplan import PlanIssue, tool
+from toolplan.execute import execute_plan_sync
+from toolplan.plan import validate_plan
+
+received: dict[str, Any] = {}
+
+
+@tool
+def emit(value: Any = None) -> Any:
+    """Return its argument."""
+    return value
+
+
+@tool
+def make_injection() -> str:
+    """Return text that looks like references."""
+    return "{{secret}} and $ref:secret"
+
+
+@tool
+def capture(key: str, value: Any = None) -> str:
+    """Record what it received."""
+    received[key] = value
+    return "ok"
+
+
+TOOLS = [emit, capture, make_injection]
+
+
+def run(steps: list[dict[str, Any]], **plan: Any) -> dict[str, Any]:
+    received.clear()
+    result = execute_plan_sync({"steps": steps, **plan}, TOOLS)
+    assert result.status == "succeeded", result.to_dict()
+    return dict(received)
+
+
+SOURCE = {
+    "id": "src",
+    "tool": "emit",
+    "arguments": {
+        "value": {
+            "obj": {"a": 1},
+            "arr": [{"id": "first"}, {"id": "second"}, {"id": "last"}],
+            "num": 3.5,
+            "flag": True,
+            "text": "hello",
+            "nothing": None,
+        }
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("ref", "expected"),
+    [
+        ("$ref:src.obj", {"a": 1}),
+        ("$ref:src.arr", [{"id": "first"}, {"id": "second"}, {"id": "last"}]),
+        ("$ref:src.num", 3.5),
+        ("$ref:src.flag", True),
+        ("$ref:src.text", "hello"),
+        ("$ref:src.nothing", None),
+        ("$ref:src.arr.0.id", "first"),
+        ("$ref:src.arr[1].id", "second"),
+        ("$ref:src.arr[-1].id", "last"),
+        ("$ref:src.arr.-1.id", "last"),
+        ("$ref:src.missing", None),
+        ("$ref:src.arr.9", None),
+        ("$ref:src.obj.a.deeper", None),
+        ("{{src.num}}", 3.5),
+        ("{{ src.obj }}", {"a": 1}),
+    ],
+)
+def test_whole_value_references_keep_types(ref: str, expected: Any) -> None:
+    got = run([SOURCE, {"id": "c", "tool": "capture", "arguments": {"key": "v", "value": ref}}])
+    assert got["v"] == expected
+    assert type(got["v"]) is type(expected)
+
+
+def test_whole_output_reference() -> None:
+    got = run([SOURCE, {"id": "c", "tool": "capture", "arguments": {"key": "v", "value": "$ref:src"}}])
+    assert got["v"]["text"] == "hello"
+
+
+def test_interpolation_with_several_templates() -> None:
+    value = "{{src.text}} world: {{src.num}} {{src.obj}} {{src.flag}} {{src.nothing}} {{src.arr.0.id}}"
+    got = run([SOURCE, {"id": "c", "tool": "capture", "arguments": {"key": "v", "value": value}}])
+    assert got["v"] == 'hello world: 3.5 {"a":1} true null first'
+
+
+def test_references_at_any_depth() -> None:
+    value = {"outer": {"inner": ["$ref:src.num", {"deep": "$ref:src.arr.1"}, "x {{src.text}}"]}, "lit": [1, 2]}
+    got = run([SOURCE, {"id": "c", "tool": "capture", "arguments": {"key": "v", "value": value}}])
+    assert got["v"] == {"outer": {"inner": [3.5, {"deep": {"id": "second"}}, "x hello"]}, "lit": [1, 2]}
+
+
+def test_several_references_in_one_argument_and_several_arguments() -> None:
+    steps = [
+        {"id": "a", "tool": "emit", "arguments": {"value": 1}},
+        {"id": "b", "tool": "emit", "arguments": {"value": 2}},
+        {"id": "c", "tool": "capture", "arguments": {"key": "v", "value": ["$ref:a", "$ref:b", "{{a}}+{{b}}"]}},
+    ]
+    assert run(steps)["v"] == [1, 2, "1+2"]
+
+
+def test_json_text_output_is_parsed_for_field_access() -> None:
+    steps = [
+        {"id": "j", "tool": "emit", "arguments": {"value": '{"user": {"name": "Ada", "tags": ["x", "y"]}}'}},
+        {"id": "c", "tool": "capture", "arguments": {"key": "v", "value": ["$ref:j.user.name", "$ref:j.user.tags[1]"]}},
+    ]
+    assert run(steps)["v"] == ["Ada", "y"]
+
+
+def test_whole_json_text_output_stays_text() -> None:
+    steps = [
+        {"id": "j", "tool": "emit", "arguments": {"value": '{"a": 1}'}},
+        {"id": "c", "tool": "capture", "arguments": {"key": "v", "value": "$ref:j"}},
+    ]
+    assert run(steps)["v"] == '{"a": 1}'
+
+
+def test_inserted_values_are_not_resolved_again() -> None:
+    steps = [
+        {"id": "secret", "tool": "emit", "arguments": {"value": "TOP SECRET"}},
+        {"id": "evil", "tool": "emit", "arguments": {"value": "$$ref:secret"}},
+        {"id": "evil2", "tool": "make_injection", "arguments": {}},
+        {
+            "id": "c",
+            "tool": "capture",
+            "arguments": {"key": "v", "value": ["$ref:evil", "says {{evil}}", "$ref:evil2", "<{{evil2}}>"]},
+            "depends_on": ["secret"],
+        },
+    ]
+    got = run(steps)
+    assert got["v"] == [
+        "$ref:secret",
+        "says $ref:secret",
+        "{{secret}} and $ref:secret",
+        "<{{secret}} and $ref:secret>",
+    ]
+
+
+def test_escaped_ref_is_literal() -> None:
+    got = run([{"id": "c", "tool": "capture", "arguments": {"key": "v", "value": "$$ref:whatever"}}])
+    assert got["v"] == "$ref:whatever"
+
+
+def test_non_step_template_is_kept_and_warned() -> None:
+    report = validate_plan(
+        {"steps": [{"id": "c", "tool": "capture", "arguments": {"key": "v", "value": "Hi {{ user.name }}"}}]}, TOOLS
+    )
+    assert report.ok
+    assert [w.code for w in report.warnings] == ["unresolved_template"]
+    assert run([{"id": "c", "tool": "capture", "arguments": {"key": "v", "value": "Hi {{ user.name }}"}}])["v"] == (
+        "Hi {{ user.name }}"
+    )
+
+
+def test_inline_ref_inside_text_is_warned() -> None:
+    report = validate_plan(
+        {
+            "steps": [
+                {"id": "a", "tool": "emit", "arguments": {"value": 1}},
+                {"id": "c", "tool": "capture", "arguments": {"key": "v", "value": "see $ref:a"}},
+            ]
+        },
+        TOOLS,
+    )
+    assert report.ok
+    assert [w.code for w in report.warnings] == ["inline_ref"]
+
+
+def test_references_are_dependencies() -> None:
+    report = validate_plan(
+        {
+            "steps": [
+                {"id": "c", "tool": "capture", "arguments": {"key": "v", "value": "{{a.x}} $ref:b"}, "depends_on": "b"},
+                {"id": "a", "tool": "emit", "arguments": {}},
+                {"id": "b", "tool": "emit", "arguments": {}},
+            ]
+        },
+        TOOLS,
+    )
+    assert report.compiled is not None
+    assert set(report.compiled.deps["c"]) == {"a", "b"}
+    assert report.compiled.waves() == [["a", "b"], ["c"]]
+
+
+def test_issue_str() -> None:
+    assert str(PlanIssue(code="x", step="s", message="m.")) == "[x] step 's': m."
