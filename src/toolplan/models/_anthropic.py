@@ -1,0 +1,355 @@
+"""Anthropic's messages API: ``tool_use`` / ``tool_result`` blocks, streamed ``input_json_delta``.
+
+The ``anthropic`` SDK is imported when a model is created, not when this module is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import weakref
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, cast
+
+from .._errors import OptionalDependencyError, ToolplanError, UserError
+from ..tools import ToolDefinition
+from ._guard import check_model_requests_allowed
+from ._messages import (
+    AssistantMessage,
+    FinishReason,
+    ModelMessage,
+    ModelResponse,
+    ModelStreamEvent,
+    SystemMessage,
+    ToolCall,
+    ToolReturnMessage,
+    Usage,
+    UserMessage,
+    tool_call_arguments_object,
+)
+from ._model import Model
+from ._retry import connection_error, error_detail, retry_call, retry_stream, status_error
+from ._settings import ModelSettings, RetryConfig
+from ._streaming import StreamBuilder
+
+if TYPE_CHECKING:
+    from anthropic import AsyncAnthropic
+
+__all__ = ("DEFAULT_MAX_TOKENS", "AnthropicModel")
+
+DEFAULT_MAX_TOKENS = 4096
+"""Anthropic requires ``max_tokens``; this is sent when `ModelSettings.max_tokens` is not set."""
+
+_FINISH: dict[str, FinishReason] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "refusal": "content_filter",
+}
+# Error types Anthropic sends inside a stream (the HTTP status was already 200).
+_STREAM_ERROR_STATUS = {
+    "overloaded_error": 529,
+    "api_error": 500,
+    "rate_limit_error": 429,
+    "timeout_error": 504,
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+}
+_TOOL_CHOICE = {"auto": {"type": "auto"}, "required": {"type": "any"}, "none": {"type": "none"}}
+
+
+def _import_anthropic() -> ModuleType:
+    try:
+        import anthropic
+    except ImportError:
+        raise OptionalDependencyError("AnthropicModel", extra="anthropic", package="anthropic") from None
+    return anthropic
+
+
+class AnthropicModel(Model):
+    """A Claude model behind Anthropic's messages API.
+
+    Args:
+        name: The model's name, e.g. ``"claude-sonnet-4-5"``.
+        api_key: The key; None reads ``ANTHROPIC_API_KEY``.
+        base_url: Another endpoint (a proxy, a test server); None means Anthropic's.
+        settings: Default settings for every request.
+        retry: How transient failures are retried (`RetryConfig()` by default: 5 tries, 120 s).
+        client: An ``anthropic.AsyncAnthropic`` client to use instead of creating one; its own
+            retries should be off (``max_retries=0``), and you close it.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        settings: ModelSettings | None = None,
+        retry: RetryConfig | None = None,
+        client: AsyncAnthropic | None = None,
+    ) -> None:
+        self._sdk = _import_anthropic()
+        if not name:
+            raise UserError("AnthropicModel needs a model name, e.g. AnthropicModel('claude-sonnet-4-5').")
+        self._name = name
+        self._api_key = api_key
+        self._base_url = base_url
+        self.settings = settings or ModelSettings()
+        self.retry = retry or RetryConfig()
+        self._given_client = client
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncAnthropic] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    @property
+    def name(self) -> str:
+        """The model's name."""
+        return self._name
+
+    @property
+    def provider(self) -> str:
+        """``"anthropic"``."""
+        return "anthropic"
+
+    def _client(self) -> AsyncAnthropic:
+        # One client per event loop, as for OpenAIModel.
+        if self._given_client is not None:
+            return self._given_client
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            try:
+                client = cast(
+                    "AsyncAnthropic",
+                    self._sdk.AsyncAnthropic(api_key=self._api_key, base_url=self._base_url, max_retries=0),
+                )
+            except self._sdk.AnthropicError as exc:
+                raise UserError(
+                    f"AnthropicModel({self._name!r}) cannot be set up ({exc}). Set the ANTHROPIC_API_KEY "
+                    "environment variable or pass api_key=..."
+                ) from None
+            self._clients[loop] = client
+        return client
+
+    async def aclose(self) -> None:
+        """Close the HTTP client of the running event loop (a given ``client`` is left open)."""
+        with contextlib.suppress(RuntimeError):
+            client = self._clients.pop(asyncio.get_running_loop(), None)
+            if client is not None:
+                await client.close()
+
+    async def request(
+        self,
+        messages: Sequence[ModelMessage],
+        tools: Sequence[ToolDefinition],
+        settings: ModelSettings | None = None,
+    ) -> ModelResponse:
+        """Send one messages request (retried on transient failures). See `Model.request`."""
+        check_model_requests_allowed(repr(self))
+        kwargs = self._kwargs(messages, tools, self.settings.merge(settings))
+        client = self._client()
+
+        async def once() -> Any:
+            try:
+                return await client.messages.create(**kwargs)
+            except self._sdk.APIError as exc:
+                raise self._error(exc) from exc
+
+        return self._response(await retry_call(once, self.retry, model=self._name))
+
+    async def stream(
+        self,
+        messages: Sequence[ModelMessage],
+        tools: Sequence[ToolDefinition],
+        settings: ModelSettings | None = None,
+    ) -> AsyncIterator[ModelStreamEvent]:
+        """Stream one messages request: text and ``input_json_delta`` pieces. See `Model.stream`."""
+        check_model_requests_allowed(repr(self))
+        kwargs = self._kwargs(messages, tools, self.settings.merge(settings))
+        kwargs["stream"] = True
+        client = self._client()
+
+        async def events() -> AsyncGenerator[ModelStreamEvent, None]:
+            state = _StreamState(StreamBuilder(model_name=self._name))
+            try:
+                response: Any = await client.messages.create(**kwargs)
+                async with response as raw_events:
+                    async for raw in raw_events:
+                        for event in state.feed(raw):
+                            yield event
+            except self._sdk.APIError as exc:
+                raise self._error(exc) from exc
+            yield state.builder.complete()
+
+        async with contextlib.aclosing(retry_stream(events, self.retry, model=self._name)) as stream:
+            async for event in stream:
+                yield event
+
+    # -- conversion ---------------------------------------------------------------------------
+
+    def _kwargs(
+        self, messages: Sequence[ModelMessage], tools: Sequence[ToolDefinition], s: ModelSettings
+    ) -> dict[str, Any]:
+        system = "\n\n".join(m.content for m in messages if isinstance(m, SystemMessage))
+        kwargs: dict[str, Any] = {
+            "model": self._name,
+            "messages": _messages(messages),
+            "max_tokens": s.max_tokens or DEFAULT_MAX_TOKENS,
+        }
+        if system:
+            kwargs["system"] = system
+        if tools:
+            kwargs["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": dict(t.parameters_json_schema)}
+                for t in tools
+            ]
+            if s.tool_choice is not None or s.parallel_tool_calls is False:
+                choice: dict[str, Any] = dict(_TOOL_CHOICE[s.tool_choice or "auto"])
+                if s.parallel_tool_calls is False and choice["type"] != "none":
+                    choice["disable_parallel_tool_use"] = True
+                kwargs["tool_choice"] = choice
+        for key in ("temperature", "top_p", "timeout", "extra_body", "extra_headers"):
+            value = getattr(s, key)
+            if value is not None:
+                kwargs[key] = dict(value) if key.startswith("extra_") else value
+        if s.stop is not None:
+            kwargs["stop_sequences"] = list(s.stop)
+        return kwargs
+
+    def _response(self, message: Any) -> ModelResponse:
+        texts: list[str] = []
+        calls: list[ToolCall] = []
+        for block in message.content:
+            if block.type == "text":
+                texts.append(block.text)
+            elif block.type == "tool_use":
+                calls.append(ToolCall(id=block.id, name=block.name, arguments=json.dumps(block.input)))
+        return ModelResponse(
+            message=AssistantMessage(content="".join(texts) or None, tool_calls=tuple(calls)),
+            usage=_usage(message.usage),
+            model_name=message.model or self._name,
+            finish_reason=_FINISH.get(message.stop_reason, "other") if message.stop_reason else None,
+        )
+
+    def _error(self, exc: Exception) -> ToolplanError:
+        sdk = self._sdk
+        where = self._base_url or "api.anthropic.com"
+        if isinstance(exc, sdk.APIStatusError):
+            status = exc.status_code
+            if status < 400:  # an error event inside a 200 stream
+                kind = error_detail_type(exc.body)
+                status = _STREAM_ERROR_STATUS.get(kind, 500)
+            return status_error("Anthropic", self._name, status, error_detail(exc.body, exc.message))
+        if isinstance(exc, sdk.APITimeoutError):
+            return connection_error("Anthropic", self._name, where, timed_out=True)
+        if isinstance(exc, sdk.APIConnectionError):
+            return connection_error("Anthropic", self._name, where, timed_out=False, detail=str(exc.__cause__ or exc))
+        return status_error("Anthropic", self._name, 500, error_detail(getattr(exc, "body", None), str(exc)))
+
+
+def error_detail_type(body: object) -> str:
+    """The ``error.type`` of an Anthropic error body, or ``""``."""
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict) and isinstance(error.get("type"), str):
+            return cast(str, error["type"])
+    return ""
+
+
+class _StreamState:
+    """Anthropic numbers content blocks (text and tool_use alike); tool calls get their own index."""
+
+    __slots__ = ("builder", "input_tokens", "tool_index")
+
+    def __init__(self, builder: StreamBuilder) -> None:
+        self.builder = builder
+        self.tool_index: dict[int, int] = {}
+        self.input_tokens = 0
+
+    def feed(self, raw: Any) -> list[ModelStreamEvent]:
+        builder = self.builder
+        kind = raw.type
+        if kind == "message_start":
+            builder.model_name = raw.message.model or builder.model_name
+            builder.usage = _usage(raw.message.usage)
+        elif kind == "content_block_start":
+            block = raw.content_block
+            if block.type == "tool_use":
+                index = self.tool_index.setdefault(raw.index, len(self.tool_index))
+                return builder.tool_call(index, id=block.id, name=block.name)
+            if block.type == "text":
+                return builder.text(block.text)
+        elif kind == "content_block_delta":
+            delta = raw.delta
+            if delta.type == "text_delta":
+                return builder.text(delta.text)
+            if delta.type == "input_json_delta" and raw.index in self.tool_index:
+                return builder.tool_call(self.tool_index[raw.index], arguments=delta.partial_json)
+        elif kind == "message_delta":
+            if raw.delta.stop_reason:
+                builder.finish_reason = _FINISH.get(raw.delta.stop_reason, "other")
+            usage = raw.usage
+            builder.usage = Usage(
+                requests=1,
+                input_tokens=max(builder.usage.input_tokens, _input_tokens(usage)),
+                output_tokens=usage.output_tokens or 0,
+            )
+        return []
+
+
+def _input_tokens(usage: Any) -> int:
+    return sum(
+        getattr(usage, key, None) or 0
+        for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    )
+
+
+def _usage(usage: Any) -> Usage:
+    if usage is None:
+        return Usage(requests=1)
+    return Usage(requests=1, input_tokens=_input_tokens(usage), output_tokens=usage.output_tokens or 0)
+
+
+def _messages(messages: Sequence[ModelMessage]) -> list[dict[str, Any]]:
+    """Anthropic's alternating user/assistant turns; tool results travel in the next user turn."""
+    out: list[dict[str, Any]] = []
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+
+    for message in messages:
+        if isinstance(message, SystemMessage):
+            continue  # sent as the `system` parameter
+        if isinstance(message, UserMessage):
+            add("user", [{"type": "text", "text": message.content}])
+        elif isinstance(message, ToolReturnMessage):
+            block: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": message.tool_call_id,
+                "content": message.content,
+            }
+            if message.is_error:
+                block["is_error"] = True
+            add("user", [block])
+        else:
+            blocks: list[dict[str, Any]] = []
+            if message.content:
+                blocks.append({"type": "text", "text": message.content})
+            blocks.extend(
+                {"type": "tool_use", "id": c.id, "name": c.name, "input": dict(tool_call_arguments_object(c))}
+                for c in message.tool_calls
+            )
+            if blocks:
+                add("assistant", blocks)
+    return out

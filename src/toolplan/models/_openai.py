@@ -1,0 +1,330 @@
+"""OpenAI chat completions, and every server that speaks them (Ollama, vLLM, llama.cpp server).
+
+The ``openai`` SDK is imported when a model is created, not when this module is: ``import
+toolplan.models`` stays free of optional dependencies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import weakref
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, cast
+
+from .._errors import OptionalDependencyError, ToolplanError, UnexpectedModelBehavior, UserError
+from ..tools import ToolDefinition
+from ._guard import check_model_requests_allowed
+from ._messages import (
+    AssistantMessage,
+    FinishReason,
+    ModelMessage,
+    ModelResponse,
+    ModelStreamEvent,
+    SystemMessage,
+    ToolCall,
+    ToolReturnMessage,
+    Usage,
+    UserMessage,
+)
+from ._model import Model
+from ._retry import connection_error, error_detail, retry_call, retry_stream, status_error
+from ._settings import ModelSettings, RetryConfig
+from ._streaming import StreamBuilder
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
+    from openai.types.completion_usage import CompletionUsage
+
+__all__ = ("OpenAIModel",)
+
+_LABELS = {"openai": "OpenAI", "ollama": "Ollama", "openai-compatible": "The OpenAI-compatible server"}
+_FINISH: dict[str, FinishReason] = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "content_filter": "content_filter",
+}
+
+
+def _import_openai() -> ModuleType:
+    try:
+        import openai
+    except ImportError:
+        raise OptionalDependencyError("OpenAIModel", extra="openai", package="openai") from None
+    return openai
+
+
+class OpenAIModel(Model):
+    """A model behind OpenAI's chat completions API, or any server compatible with it.
+
+    Args:
+        name: The model's name, e.g. ``"gpt-4o-mini"`` or the name a local server serves.
+        base_url: The API's base URL for compatible servers, e.g. ``"http://localhost:8000/v1"``
+            (vLLM) or ``"http://localhost:11434/v1"`` (Ollama). None means OpenAI (or the
+            ``OPENAI_BASE_URL`` environment variable).
+        api_key: The key; None reads ``OPENAI_API_KEY``. Servers without keys get a placeholder.
+        provider: A label for messages and traces; defaults to ``"openai"``, or
+            ``"openai-compatible"`` with a ``base_url``.
+        settings: Default settings for every request.
+        retry: How transient failures are retried (`RetryConfig()` by default: 5 tries, 120 s).
+        client: An ``openai.AsyncOpenAI`` client to use instead of creating one; its own retries
+            should be off (``max_retries=0``), and you close it.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        provider: str | None = None,
+        settings: ModelSettings | None = None,
+        retry: RetryConfig | None = None,
+        client: AsyncOpenAI | None = None,
+    ) -> None:
+        self._sdk = _import_openai()
+        if not name:
+            raise UserError("OpenAIModel needs a model name, e.g. OpenAIModel('gpt-4o-mini').")
+        self._name = name
+        self._base_url = base_url
+        self._api_key = api_key
+        self._provider = provider or ("openai" if base_url is None else "openai-compatible")
+        self.settings = settings or ModelSettings()
+        self.retry = retry or RetryConfig()
+        self._given_client = client
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = weakref.WeakKeyDictionary()
+        # OpenAI itself wants max_completion_tokens; compatible servers mostly know only max_tokens.
+        self._official_api = base_url is None and not os.environ.get("OPENAI_BASE_URL")
+
+    @property
+    def name(self) -> str:
+        """The model's name."""
+        return self._name
+
+    @property
+    def provider(self) -> str:
+        """``"openai"``, ``"ollama"``, ``"openai-compatible"`` or the label given."""
+        return self._provider
+
+    @property
+    def _label(self) -> str:
+        return _LABELS.get(self._provider, self._provider)
+
+    def _client(self) -> AsyncOpenAI:
+        # One client per event loop: an HTTP connection pool cannot outlive the loop it was made on
+        # (run_sync() and test frameworks create a loop per call).
+        if self._given_client is not None:
+            return self._given_client
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            api_key = self._api_key
+            if api_key is None and self._base_url is not None:
+                api_key = os.environ.get("OPENAI_API_KEY") or "not-needed"
+            try:
+                client = cast(
+                    "AsyncOpenAI",
+                    self._sdk.AsyncOpenAI(api_key=api_key, base_url=self._base_url, max_retries=0),
+                )
+            except self._sdk.OpenAIError as exc:
+                raise UserError(
+                    f"OpenAIModel({self._name!r}) has no API key ({exc}). Set the OPENAI_API_KEY "
+                    "environment variable or pass api_key=..."
+                ) from None
+            self._clients[loop] = client
+        return client
+
+    async def aclose(self) -> None:
+        """Close the HTTP client of the running event loop (a given ``client`` is left open)."""
+        with contextlib.suppress(RuntimeError):
+            client = self._clients.pop(asyncio.get_running_loop(), None)
+            if client is not None:
+                await client.close()
+
+    async def request(
+        self,
+        messages: Sequence[ModelMessage],
+        tools: Sequence[ToolDefinition],
+        settings: ModelSettings | None = None,
+    ) -> ModelResponse:
+        """Send one chat completion request (retried on transient failures). See `Model.request`."""
+        check_model_requests_allowed(repr(self))
+        kwargs = self._kwargs(messages, tools, self.settings.merge(settings), stream=False)
+        client = self._client()
+
+        async def once() -> ChatCompletion:
+            try:
+                return cast("ChatCompletion", await client.chat.completions.create(**kwargs))
+            except self._sdk.APIError as exc:
+                raise self._error(exc) from exc
+
+        completion = await retry_call(once, self.retry, model=self._name)
+        return self._response(completion)
+
+    async def stream(
+        self,
+        messages: Sequence[ModelMessage],
+        tools: Sequence[ToolDefinition],
+        settings: ModelSettings | None = None,
+    ) -> AsyncIterator[ModelStreamEvent]:
+        """Stream one chat completion: text and tool-call argument deltas. See `Model.stream`."""
+        check_model_requests_allowed(repr(self))
+        kwargs = self._kwargs(messages, tools, self.settings.merge(settings), stream=True)
+        client = self._client()
+
+        async def events() -> AsyncGenerator[ModelStreamEvent, None]:
+            builder = StreamBuilder(model_name=self._name)
+            received = False
+            try:
+                response = await client.chat.completions.create(**kwargs)
+                async with response as chunks:
+                    async for chunk in cast("AsyncIterator[ChatCompletionChunk]", chunks):
+                        received = True
+                        for event in self._chunk_events(builder, chunk):
+                            yield event
+            except self._sdk.APIError as exc:
+                raise self._error(exc) from exc
+            if not received:
+                raise UnexpectedModelBehavior(
+                    f"{self._label} ended the stream for model {self._name!r} without sending anything; "
+                    "the server probably failed while streaming. Check its logs, or try a non-streamed request."
+                )
+            yield builder.complete()
+
+        async with contextlib.aclosing(retry_stream(events, self.retry, model=self._name)) as stream:
+            async for event in stream:
+                yield event
+
+    # -- conversion ---------------------------------------------------------------------------
+
+    def _kwargs(
+        self, messages: Sequence[ModelMessage], tools: Sequence[ToolDefinition], s: ModelSettings, *, stream: bool
+    ) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "model": self._name,
+            "messages": [_message(m, null_content=self._official_api) for m in messages],
+        }
+        if tools:
+            kwargs["tools"] = [_tool(t) for t in tools]
+            if s.parallel_tool_calls is not None:
+                kwargs["parallel_tool_calls"] = s.parallel_tool_calls
+            if s.tool_choice is not None:
+                kwargs["tool_choice"] = s.tool_choice
+        if stream:
+            kwargs["stream"] = True
+            kwargs["stream_options"] = {"include_usage": True}
+        if s.max_tokens is not None:
+            kwargs["max_completion_tokens" if self._official_api else "max_tokens"] = s.max_tokens
+        for key in ("temperature", "top_p", "seed", "timeout", "extra_body", "extra_headers"):
+            value = getattr(s, key)
+            if value is not None:
+                kwargs[key] = dict(value) if key.startswith("extra_") else value
+        if s.stop is not None:
+            kwargs["stop"] = list(s.stop)
+        return kwargs
+
+    def _response(self, completion: ChatCompletion) -> ModelResponse:
+        if not completion.choices:
+            raise UnexpectedModelBehavior(
+                f"{self._label} returned no choices for model {self._name!r}; the answer cannot be used. "
+                "Check the server's logs."
+            )
+        choice = completion.choices[0]
+        calls: list[ToolCall] = []
+        for call in choice.message.tool_calls or ():
+            function = getattr(call, "function", None)
+            if function is not None:
+                calls.append(
+                    ToolCall(id=call.id, name=function.name, arguments=cast("str | None", function.arguments) or "")
+                )
+        return ModelResponse(
+            message=AssistantMessage(content=choice.message.content or None, tool_calls=tuple(calls)),
+            usage=_usage(completion.usage),
+            model_name=completion.model or self._name,
+            finish_reason=_finish(cast("str | None", choice.finish_reason)),
+        )
+
+    def _chunk_events(self, builder: StreamBuilder, chunk: ChatCompletionChunk) -> list[ModelStreamEvent]:
+        if chunk.model:
+            builder.model_name = chunk.model
+        if chunk.usage is not None:
+            builder.usage = _usage(chunk.usage)
+        events: list[ModelStreamEvent] = []
+        for choice in chunk.choices:
+            if choice.index != 0:
+                continue
+            delta = choice.delta
+            events += builder.text(delta.content)
+            for call in delta.tool_calls or ():
+                index = getattr(call, "index", None)
+                if index is None:  # some compatible servers leave it out: one call per chunk
+                    index = builder.tool_call_count if call.id else max(builder.tool_call_count - 1, 0)
+                function = call.function
+                events += builder.tool_call(
+                    index,
+                    id=call.id,
+                    name=function.name if function else None,
+                    arguments=function.arguments if function else None,
+                )
+            if choice.finish_reason:
+                builder.finish_reason = _finish(choice.finish_reason)
+        return events
+
+    def _error(self, exc: Exception) -> ToolplanError:
+        sdk = self._sdk
+        where = self._base_url or "api.openai.com"
+        if isinstance(exc, sdk.APIStatusError):
+            detail = error_detail(exc.body, exc.message)
+            return status_error(self._label, self._name, exc.status_code, detail)
+        if isinstance(exc, sdk.APITimeoutError):
+            return connection_error(self._label, self._name, where, timed_out=True)
+        if isinstance(exc, sdk.APIConnectionError):
+            return connection_error(self._label, self._name, where, timed_out=False, detail=str(exc.__cause__ or exc))
+        # An error object inside a stream: the status line said 200, so the body is all we know.
+        return status_error(self._label, self._name, 500, error_detail(getattr(exc, "body", None), str(exc)))
+
+
+def _finish(reason: str | None) -> FinishReason | None:
+    return _FINISH.get(reason, "other") if reason else None
+
+
+def _usage(usage: CompletionUsage | None) -> Usage:
+    if usage is None:
+        return Usage(requests=1)
+    return Usage(requests=1, input_tokens=usage.prompt_tokens or 0, output_tokens=usage.completion_tokens or 0)
+
+
+def _tool(tool: ToolDefinition) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": dict(tool.parameters_json_schema),
+        },
+    }
+
+
+def _message(message: ModelMessage, *, null_content: bool) -> dict[str, Any]:
+    if isinstance(message, SystemMessage):
+        return {"role": "system", "content": message.content}
+    if isinstance(message, UserMessage):
+        return {"role": "user", "content": message.content}
+    if isinstance(message, ToolReturnMessage):
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+    # OpenAI takes a null content next to tool calls; some compatible servers (llama.cpp) insist on
+    # a string, and their chat templates on the key being there.
+    out: dict[str, Any] = {"role": "assistant", "content": message.content}
+    if message.content is None and not null_content:
+        out["content"] = ""
+    if message.tool_calls:
+        out["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in message.tool_calls
+        ]
+    return out

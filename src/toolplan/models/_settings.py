@@ -1,0 +1,114 @@
+"""Per-request model settings and the retry configuration of a model."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
+
+from .._errors import UserError
+
+__all__ = ("ModelSettings", "RetryConfig", "ToolChoice")
+
+ToolChoice: TypeAlias = Literal["auto", "required", "none"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelSettings:
+    """Settings for a model request; None means the provider's default.
+
+    Settings given to a model's constructor are defaults; settings given to one request override
+    them field by field (`merge`).
+
+    Attributes:
+        temperature: Sampling temperature.
+        max_tokens: At most this many output tokens.
+        top_p: Nucleus sampling.
+        stop: Stop sequences.
+        seed: Sampling seed, where the provider supports it.
+        timeout: Seconds one HTTP request may take (each retry gets its own).
+        parallel_tool_calls: Whether the model may call several tools in one turn.
+        tool_choice: ``"auto"`` (model decides), ``"required"`` (must call a tool) or ``"none"``.
+        extra_body: Extra JSON fields for the request body (provider-specific options).
+        extra_headers: Extra HTTP headers.
+    """
+
+    temperature: float | None = None
+    max_tokens: int | None = None
+    top_p: float | None = None
+    stop: tuple[str, ...] | None = None
+    seed: int | None = None
+    timeout: float | None = None
+    parallel_tool_calls: bool | None = None
+    tool_choice: ToolChoice | None = None
+    extra_body: Mapping[str, Any] | None = None
+    extra_headers: Mapping[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise UserError(f"ModelSettings.max_tokens must be >= 1, got {self.max_tokens}.")
+        if self.timeout is not None and self.timeout <= 0:
+            raise UserError(f"ModelSettings.timeout must be a positive number of seconds, got {self.timeout}.")
+        if isinstance(self.stop, str):
+            raise UserError("ModelSettings.stop takes a tuple of strings, e.g. stop=('END',).")
+
+    def merge(self, override: ModelSettings | None) -> ModelSettings:
+        """These settings with every field that ``override`` sets replacing ours.
+
+        ``extra_body`` and ``extra_headers`` are merged key by key.
+        """
+        if override is None:
+            return self
+        changes: dict[str, Any] = {}
+        for f in dataclasses.fields(override):
+            value = getattr(override, f.name)
+            if value is None:
+                continue
+            mine = getattr(self, f.name)
+            if f.name in ("extra_body", "extra_headers") and mine is not None:
+                value = {**mine, **value}
+            changes[f.name] = value
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryConfig:
+    """How a model retries transient failures (429, 5xx, timeouts, connection errors).
+
+    The wait before retry ``n`` (1-based) is ``min(wait_max, wait_initial * wait_exp_base ** (n - 1))``
+    plus up to ``wait_jitter`` seconds at random: 1, 2, 4, 8 s by default. Authentication errors and
+    other 4xx answers are never retried. ``toolplan.testing.disable_retry_backoff()`` removes the
+    waits (for tests).
+
+    Attributes:
+        attempts: Tries in total, the first included; 1 disables retries.
+        wait_initial: Seconds to wait before the first retry.
+        wait_max: The longest wait between two tries.
+        wait_exp_base: Factor by which the wait grows.
+        wait_jitter: Up to this many random seconds are added to each wait.
+        deadline: Seconds for all tries and waits together (None: no overall limit). When it passes,
+            the request fails with `ModelConnectionError`.
+    """
+
+    attempts: int = 5
+    wait_initial: float = 1.0
+    wait_max: float = 16.0
+    wait_exp_base: float = 2.0
+    wait_jitter: float = 1.0
+    deadline: float | None = 120.0
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise UserError(f"RetryConfig.attempts counts the first try too and must be >= 1, got {self.attempts}.")
+        if min(self.wait_initial, self.wait_max, self.wait_jitter) < 0:
+            raise UserError("RetryConfig waits must be >= 0 seconds.")
+        if self.deadline is not None and self.deadline <= 0:
+            raise UserError(
+                f"RetryConfig.deadline must be a positive number of seconds (or None), got {self.deadline}."
+            )
+
+    @classmethod
+    def no_retries(cls, *, deadline: float | None = 120.0) -> RetryConfig:
+        """A configuration that tries once."""
+        return cls(attempts=1, deadline=deadline)
