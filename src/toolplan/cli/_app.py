@@ -119,16 +119,16 @@ def _validate(
     )
 
 
-def _report_invalid(report: ValidationReport, as_json: bool) -> NoReturn:
+def _report_invalid(report: ValidationReport, *, as_json: bool, console: Console) -> NoReturn:
     if as_json:
         print_json(_out, PlanValidationError([*report.errors, *report.warnings]).to_dict())
     else:
         n = len(report.errors)
-        say(_err, f"The plan is invalid ({n} problem{'s' if n != 1 else ''}); no tool was run:", "bold red")
-        print_issues(_err, report.errors, style="red")
+        say(console, f"The plan is invalid ({n} problem{'s' if n != 1 else ''}); no tool was run:", "bold red")
+        print_issues(console, report.errors, style="red")
         if report.warnings:
-            say(_err, "Warnings:", "bold yellow")
-            print_issues(_err, report.warnings, style="yellow")
+            say(console, "Warnings:", "bold yellow")
+            print_issues(console, report.warnings, style="yellow")
     raise typer.Exit(EXIT_INVALID)
 
 
@@ -170,7 +170,7 @@ def run(
         assert registry is not None
         report = _validate(data, registry, dialect, max_steps)
     if not report.ok:
-        _report_invalid(report, as_json)
+        _report_invalid(report, as_json=as_json, console=_err)
     if report.warnings and not as_json:
         say(_err, "Warnings:", "bold yellow")
         print_issues(_err, report.warnings, style="yellow")
@@ -234,7 +234,7 @@ def validate(
         print_json(_out, report.to_dict())
         raise typer.Exit(EXIT_OK if report.ok else EXIT_INVALID)
     if not report.ok:
-        _report_invalid(report, as_json=False)
+        _report_invalid(report, as_json=False, console=_out)
     compiled = report.compiled
     assert compiled is not None
     n, w = len(compiled.steps), len(compiled.waves())
@@ -261,7 +261,7 @@ def graph(
     data, registry = _inputs(plan, tools)
     report = _validate(data, registry, dialect, max_steps)
     if not report.ok or report.compiled is None:
-        _report_invalid(report, as_json=False)
+        _report_invalid(report, as_json=False, console=_err)
     sys.stdout.write(report.compiled.mermaid())
     raise typer.Exit(EXIT_OK)
 

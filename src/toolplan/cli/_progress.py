@@ -55,7 +55,7 @@ class ProgressView:
             row = self.rows.setdefault(r.id, _Row())
             row.tool, row.status, row.attempts = r.tool, r.status, r.attempts
             row.started, row.ended = r.started_at, r.ended_at
-            row.note = "" if r.ok else short(r.error.message if r.error else r.status, 70)
+            row.note = short(r.output, 70) if r.ok else short(r.error.message if r.error else r.status, 70)
         elif isinstance(event, PlanFinished):
             self.finished = True
 
@@ -66,7 +66,7 @@ class ProgressView:
         table.add_column("step", no_wrap=True, min_width=step_w)
         table.add_column("tool", no_wrap=True, min_width=tool_w)
         table.add_column("status", no_wrap=True, min_width=11)
-        table.add_column("attempts", no_wrap=True, justify="right")
+        table.add_column("attempts", no_wrap=True, justify="right", min_width=8)
         table.add_column("time", no_wrap=True, justify="right", min_width=6)
         table.add_column("", overflow="ellipsis", no_wrap=True)
         now = time.time()
