@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
+import signal
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -101,13 +104,19 @@ class _MontyRun:
         }
         try:
             async with asyncio.timeout(lim.wall_time), pool, pool.checkout(limits=monty_limits) as session:
-                await session.feed_run(_PRELUDE)
-                async with asyncio.TaskGroup() as tg:
-                    drive = tg.create_task(self._drive(session, code))
-                    stopper = tg.create_task(self.stop.wait())
-                    await asyncio.wait({drive, stopper}, return_when=asyncio.FIRST_COMPLETED)
-                    drive.cancel()
-                    stopper.cancel()
+                try:
+                    await session.feed_run(_PRELUDE)
+                    async with asyncio.TaskGroup() as tg:
+                        drive = tg.create_task(self._drive(session, code))
+                        stopper = tg.create_task(self.stop.wait())
+                        await asyncio.wait({drive, stopper}, return_when=asyncio.FIRST_COMPLETED)
+                        drive.cancel()
+                        stopper.cancel()
+                    if not drive.done() or drive.cancelled():
+                        _kill(session.worker_pid)  # stopped mid-feed: the worker's state is garbage
+                except BaseException:  # cancelled or timed out: kill before the pool takes it back
+                    _kill(session.worker_pid)
+                    raise
         except TimeoutError:
             self._fail("wall_time", f"The code was stopped after {lim.wall_time:g} s of wall time. Do less per run.")
         except FileNotFoundError as exc:  # no worker binary
@@ -220,6 +229,13 @@ class _MontyRun:
             return False, f"Tool {tool!r} failed: {type(exc).__name__}: {exc}"
         # Same plain-JSON values as the subprocess runner, and nothing Monty cannot convert.
         return True, json.loads(json.dumps(value, default=to_jsonable))
+
+
+def _kill(pid: int | None) -> None:
+    """SIGKILL a worker the pool still owns (so its pid cannot have been reused yet)."""
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
 
 
 class _Stop(Exception):

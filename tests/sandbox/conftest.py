@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sandbox_fakes import FakeTools
+
+from toolplan.sandbox import CodeLimits, CodeRunner, MontyRunner, SubprocessRunner
+
+HAS_MONTY = importlib.util.find_spec("pydantic_monty") is not None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "slow: runs for seconds (waits for a wall-time or CPU limit)")
+
+
+@pytest.fixture
+def tools() -> FakeTools:
+    return FakeTools()
+
+
+def _runners() -> Iterator[Any]:
+    yield pytest.param(SubprocessRunner(), id="subprocess")
+    yield pytest.param(
+        MontyRunner(), id="monty", marks=pytest.mark.skipif(not HAS_MONTY, reason="pydantic-monty not installed")
+    )
+
+
+@pytest.fixture(params=list(_runners()))
+def runner(request: pytest.FixtureRequest) -> CodeRunner:
+    r: CodeRunner = request.param
+    return r
+
+
+SMALL = CodeLimits(wall_time=20)

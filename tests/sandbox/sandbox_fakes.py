@@ -1,0 +1,52 @@
+"""Fakes shared by the sandbox tests (a tool registry standing in for the executor)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from toolplan import ToolError, UnknownToolError
+
+
+class FakeTools:
+    """A small tool registry standing in for the executor's call_tool."""
+
+    names = ("get_weather", "fail", "meet", "record", "hang", "blob")
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.records: list[dict[str, Any]] = []
+        self.recorded = asyncio.Event()
+        self.met = asyncio.Event()
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.meetings = 0
+
+    async def __call__(self, name: str, args: dict[str, Any]) -> Any:
+        self.calls.append((name, args))
+        if name == "get_weather":
+            return {"city": args["city"], "temp": 21, "tags": ["sunny"]}
+        if name == "fail":
+            raise ToolError("the weather service is down", tool=name)
+        if name == "meet":  # returns only once `expect` calls are running at the same time
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self.meetings += 1
+            if self.meetings >= args["expect"]:
+                self.met.set()
+            try:
+                await asyncio.wait_for(self.met.wait(), timeout=20)
+            except TimeoutError:
+                raise ToolError("the calls did not run concurrently", tool=name) from None
+            finally:
+                self.in_flight -= 1
+            return args["n"]
+        if name == "record":
+            self.records.append(args)
+            self.recorded.set()
+            return "recorded"
+        if name == "hang":
+            await asyncio.Event().wait()
+        if name == "blob":
+            return "y" * args["size"]
+        raise UnknownToolError(name, self.names)
