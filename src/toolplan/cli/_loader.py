@@ -126,10 +126,12 @@ def _one_line(text: str) -> str:
 
 def _named_tools(module: ModuleType, path_text: str, name: str) -> ToolRegistry:
     if not hasattr(module, name):
-        public = sorted(n for n in vars(module) if not n.startswith("_"))
+        candidates = sorted(
+            n for n, obj in vars(module).items() if not n.startswith("_") and _is_candidate(obj, module)
+        )
         raise CliInputError(
-            f"Tools file {path_text!r} has no attribute {name!r}. Pass --tools {path_text}:NAME where NAME "
-            f"is one of: {', '.join(public) or '(none)'}."
+            f"Tools file {path_text!r} has no attribute {name!r}. Pass --tools {path_text}:NAME with NAME "
+            f"one of: {', '.join(candidates) or '(none)'}; or leave out :NAME to use all its public functions."
         )
     obj = getattr(module, name)
     if isinstance(obj, ToolRegistry):
@@ -144,6 +146,17 @@ def _named_tools(module: ModuleType, path_text: str, name: str) -> ToolRegistry:
     )
 
 
+def _is_candidate(obj: object, module: ModuleType) -> bool:
+    """Could ``obj`` be what a ``:NAME`` points at (a collection of tools or a tool)?"""
+    if isinstance(obj, (ToolRegistry, list, tuple, dict)):
+        return True
+    return _is_tool_object(obj) or _is_own_function(obj, module)
+
+
+def _is_own_function(obj: object, module: ModuleType) -> bool:
+    return inspect.isfunction(obj) and obj.__module__ == module.__name__
+
+
 def _is_tool_object(obj: object) -> bool:
     return isinstance(obj, FunctionTool) or (
         not isinstance(obj, (type, ToolRegistry)) and not inspect.ismodule(obj) and isinstance(obj, Tool)
@@ -155,7 +168,7 @@ def _discovered_tools(module: ModuleType, path_text: str) -> ToolRegistry:
     for attr, obj in vars(module).items():
         if attr.startswith("_"):
             continue
-        if _is_tool_object(obj) or (inspect.isfunction(obj) and obj.__module__ == module.__name__):
+        if _is_tool_object(obj) or _is_own_function(obj, module):
             found.append(obj)
     if not found:
         raise CliInputError(
