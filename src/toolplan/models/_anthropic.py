@@ -9,11 +9,11 @@ import asyncio
 import contextlib
 import json
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
-from .._errors import OptionalDependencyError, ToolplanError, UserError
+from .._errors import OptionalDependencyError, ToolplanError, UnexpectedModelBehavior, UserError
 from ..tools import ToolDefinition
 from ._guard import check_model_requests_allowed
 from ._messages import (
@@ -163,14 +163,21 @@ class AnthropicModel(Model):
             except self._sdk.APIError as exc:
                 raise self._error(exc) from exc
 
-        return self._response(await retry_call(once, self.retry, model=self._name))
+        message = await retry_call(once, self.retry, model=self._name)
+        try:
+            return self._response(message)
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise UnexpectedModelBehavior(
+                f"Anthropic sent a response for model {self._name!r} that toolplan cannot read ({exc!r}). "
+                "Check the base URL points to Anthropic's messages API."
+            ) from exc
 
     async def stream(
         self,
         messages: Sequence[ModelMessage],
         tools: Sequence[ToolDefinition],
         settings: ModelSettings | None = None,
-    ) -> AsyncIterator[ModelStreamEvent]:
+    ) -> AsyncGenerator[ModelStreamEvent, None]:
         """Stream one messages request: text and ``input_json_delta`` pieces. See `Model.stream`."""
         check_model_requests_allowed(repr(self))
         kwargs = self._kwargs(messages, tools, self.settings.merge(settings))
@@ -216,10 +223,15 @@ class AnthropicModel(Model):
                 if s.parallel_tool_calls is False and choice["type"] != "none":
                     choice["disable_parallel_tool_use"] = True
                 kwargs["tool_choice"] = choice
-        for key in ("temperature", "top_p", "timeout", "extra_body", "extra_headers"):
-            value = getattr(s, key)
-            if value is not None:
-                kwargs[key] = dict(value) if key.startswith("extra_") else value
+        # Sampling fields travel in the body: recent SDKs no longer take them as arguments.
+        body: dict[str, Any] = {k: getattr(s, k) for k in ("temperature", "top_p") if getattr(s, k) is not None}
+        body.update(s.extra_body or {})
+        if body:
+            kwargs["extra_body"] = body
+        if s.extra_headers is not None:
+            kwargs["extra_headers"] = dict(s.extra_headers)
+        if s.timeout is not None:
+            kwargs["timeout"] = s.timeout
         if s.stop is not None:
             kwargs["stop_sequences"] = list(s.stop)
         return kwargs

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from types import TracebackType
 from typing import Self
 
@@ -63,7 +63,7 @@ class Model(ABC):
         messages: Sequence[ModelMessage],
         tools: Sequence[ToolDefinition],
         settings: ModelSettings | None = None,
-    ) -> AsyncIterator[ModelStreamEvent]:
+    ) -> AsyncGenerator[ModelStreamEvent, None]:
         """Like `request`, but yield the answer as it arrives, ending with `ResponseCompleted`.
 
         Close the iterator (``aclose()``, or leave an ``async with contextlib.aclosing(...)`` block)

@@ -164,14 +164,20 @@ class OpenAIModel(Model):
                 raise self._error(exc) from exc
 
         completion = await retry_call(once, self.retry, model=self._name)
-        return self._response(completion)
+        try:
+            return self._response(completion)
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise UnexpectedModelBehavior(
+                f"{self._label} sent a response for model {self._name!r} that toolplan cannot read "
+                f"({exc!r}). Check that the base URL points to a chat completions API."
+            ) from exc
 
     async def stream(
         self,
         messages: Sequence[ModelMessage],
         tools: Sequence[ToolDefinition],
         settings: ModelSettings | None = None,
-    ) -> AsyncIterator[ModelStreamEvent]:
+    ) -> AsyncGenerator[ModelStreamEvent, None]:
         """Stream one chat completion: text and tool-call argument deltas. See `Model.stream`."""
         check_model_requests_allowed(repr(self))
         kwargs = self._kwargs(messages, tools, self.settings.merge(settings), stream=True)

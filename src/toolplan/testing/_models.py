@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 import json
 from collections import deque
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, TypeAlias
@@ -163,7 +163,7 @@ class TestModel(_RecordingModel):
         messages: Sequence[ModelMessage],
         tools: Sequence[ToolDefinition],
         settings: ModelSettings | None = None,
-    ) -> AsyncIterator[ModelStreamEvent]:
+    ) -> AsyncGenerator[ModelStreamEvent, None]:
         """The same answer as `request`, in deltas of ``chunk_size`` characters."""
         response = self._answer(self._record(messages, tools, settings, stream=True))
         for event in response_events(response, chunk_size=self.chunk_size):
@@ -310,7 +310,7 @@ class FunctionModel(_RecordingModel):
         messages: Sequence[ModelMessage],
         tools: Sequence[ToolDefinition],
         settings: ModelSettings | None = None,
-    ) -> AsyncIterator[ModelStreamEvent]:
+    ) -> AsyncGenerator[ModelStreamEvent, None]:
         """The stream function's pieces as events (or the function's answer replayed)."""
         request = self._record(messages, tools, settings, stream=True)
         if self.stream_function is None:
@@ -324,7 +324,7 @@ class FunctionModel(_RecordingModel):
         async for event in self._stream_events(request):
             yield event
 
-    async def _stream_events(self, request: RecordedRequest) -> AsyncIterator[ModelStreamEvent]:
+    async def _stream_events(self, request: RecordedRequest) -> AsyncGenerator[ModelStreamEvent, None]:
         assert self.stream_function is not None
         builder = StreamBuilder(model_name=self._model_name)
         pieces = self.stream_function(list(request.messages), self._info(request))
@@ -417,7 +417,7 @@ class ScriptedModel(_RecordingModel):
         messages: Sequence[ModelMessage],
         tools: Sequence[ToolDefinition],
         settings: ModelSettings | None = None,
-    ) -> AsyncIterator[ModelStreamEvent]:
+    ) -> AsyncGenerator[ModelStreamEvent, None]:
         """The next scripted response, in deltas of ``chunk_size`` characters."""
         response = self._next(self._record(messages, tools, settings, stream=True))
         for event in response_events(response, chunk_size=self.chunk_size):
