@@ -73,6 +73,13 @@ def machine() -> dict[str, Any]:
     }
 
 
+def installed(module: str) -> bool:
+    """True when an optional contender's package can be imported (LangGraph, Dask)."""
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
 def header(benchmark: str, *, quick: bool, argv: Sequence[str], **settings: Any) -> dict[str, Any]:
     return {
         "benchmark": benchmark,

@@ -56,9 +56,7 @@ async def wave_run(dag: Dag, fn: StepFn) -> list[Any]:
 # -- toolplan --------------------------------------------------------------------------------------
 
 
-async def toolplan_run(
-    plan: Mapping[str, Any], tools: ToolsLike, *, n: int, max_concurrency: int
-) -> PlanResult:
+async def toolplan_run(plan: Mapping[str, Any], tools: ToolsLike, *, n: int, max_concurrency: int) -> PlanResult:
     """Validate + compile (``prepare``) and run (``execute_compiled``): what ``execute_plan`` does."""
     compiled, invoker = prepare(plan, tools, max_steps=n)
     return await execute_compiled(compiled, invoker, max_concurrency=max_concurrency)
@@ -135,4 +133,3 @@ __all__ = (
     "toolplan_run",
     "wave_run",
 )
-

@@ -116,9 +116,10 @@ async def run(*, quick: bool, reps: int | None, seed: int) -> dict[str, Any]:
     for limited in (False, True):
         for n in sizes:
             case = Case(n, limited=limited, seed=seed + n)
-            walls: dict[str, list[float]] = {c: [] for c in CONTENDERS}
+            contenders = [c for c in CONTENDERS if c != "langgraph" or common.installed("langgraph")]
+            walls: dict[str, list[float]] = {c: [] for c in contenders}
             for r in range(nreps):
-                for c in common.rotate(CONTENDERS, r):
+                for c in common.rotate(contenders, r):
                     common.settle()
                     walls[c].append(await case.run(c))
             ratios = {c: common.median(w) / case.bound_for(c) for c, w in walls.items()}
@@ -132,7 +133,7 @@ async def run(*, quick: bool, reps: int | None, seed: int) -> dict[str, Any]:
                     "limited_tool_work_s": case.limited_work,
                     "reference": "max(critical_path, limited_work / limit)" if limited else "critical_path",
                     "reference_s": case.bound,
-                    "reference_s_by_contender": {c: case.bound_for(c) for c in CONTENDERS},
+                    "reference_s_by_contender": {c: case.bound_for(c) for c in contenders},
                     "wall_s": {c: common.summarize(w) for c, w in walls.items()},
                     "ratio_to_reference": ratios,
                 }

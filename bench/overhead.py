@@ -42,7 +42,7 @@ def _noop_sync(values: list[Any]) -> int:
 
 
 def inner_runs(n: int, *, quick: bool = False) -> int:
-    return max(1, (200 if quick else 2_000) // n)
+    return max(1, (200 if quick else 1_000) // n)
 
 
 class Case:
@@ -137,12 +137,17 @@ async def run(
     *, quick: bool, reps: int | None, sizes: tuple[int, ...] | None, langgraph_max: int, seed: int
 ) -> dict[str, Any]:
     sizes = sizes or (QUICK_SIZES if quick else SIZES)
-    reps_for = (lambda n: 2) if quick else (lambda n: reps or (3 if n >= 10_000 else 5))
+    reps_for = (lambda n: 2) if quick else (lambda n: reps or (3 if n >= 1_000 else 5))
     cases: list[dict[str, Any]] = []
     for n in sizes:
         for shape in SHAPES:
             case = Case(shape, n, seed=seed)
-            contenders = [c for c in CONTENDERS if c != "langgraph" or n <= langgraph_max]
+            contenders = [
+                c
+                for c in CONTENDERS
+                if (c != "langgraph" or (n <= langgraph_max and common.installed("langgraph")))
+                and (c != "dask" or common.installed("dask"))
+            ]
             inner = inner_runs(n, quick=quick)
             samples: dict[str, dict[str, list[float]]] = {c: {} for c in contenders}
             for _ in range(1 if n < 10_000 else 0):  # warm-up (imports, caches) outside the samples

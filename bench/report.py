@@ -1,11 +1,234 @@
-"""Render ``RESULTS.md`` from the results JSON files (placeholder until every section exists)."""
+"""Render ``RESULTS.md`` (Markdown tables and target checks) from the results JSON files."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
+
+OVERHEAD_TARGET_FLOOR = 3.0  # toolplan per-step overhead within 3x of the hand-written floor
+OVERHEAD_TARGET_LANGGRAPH = 10.0  # ... and >= 10x below LangGraph's
+MAKESPAN_TARGET = 1.05  # within 5% of the critical path
+TOKEN_TARGET = 3.0  # >= 3x fewer input tokens than one call per turn on the 8-way fan-out
+
+NAMES = {
+    "toolplan": "toolplan (mc=n)",
+    "toolplan_default_mc": "toolplan (mc=20)",
+    "floor": "floor (hand-written)",
+    "wave": "wave barriers",
+    "langgraph": "LangGraph",
+    "dask": "Dask threaded",
+}
+
+
+def _load(out_dir: Path, name: str) -> dict[str, Any] | None:
+    path = out_dir / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _ok(flag: bool) -> str:
+    return "**met**" if flag else "**missed**"
+
+
+def _f(x: float, nd: int = 1) -> str:
+    return f"{x:,.{nd}f}"
+
+
+def _machine(data: dict[str, Any]) -> str:
+    m, v = data["machine"], data["versions"]
+    vers = ", ".join(f"{k} {val}" for k, val in v.items() if val)
+    return (
+        f"`{data['command']}` on {m['cpu']} ({m['cpu_count']} CPUs, {m['memory_gb']} GB), Python {m['python']}, "
+        f"{m['platform']}, commit {m['git_commit']}, {m['date']}. Versions: {vers}."
+    )
+
+
+def overhead_section(d: dict[str, Any]) -> list[str]:
+    out = ["## 1. Engine overhead (no-op tools)", "", _machine(d), ""]
+    out.append(
+        "Median µs per step, whole run (toolplan: validate + compile + run; LangGraph: build + compile + run; "
+        "Dask: graph dict + `dask.threaded.get`). `mc` = max_concurrency."
+    )
+    out.append("")
+    cases = d["cases"]
+    contenders = [c for c in NAMES if any(c in row["us_per_step"] for row in cases)]
+    out.append(
+        "| shape | steps | " + " | ".join(NAMES[c] for c in contenders) + " | toolplan / floor | LangGraph / toolplan |"
+    )
+    out.append("|---|---:|" + "---:|" * len(contenders) + "---:|---:|")
+    for row in cases:
+        cells = [
+            _f(row["us_per_step"][c]["total"]["median"]) if c in row["us_per_step"] else "skipped" for c in contenders
+        ]
+        lg = row.get("ratio_langgraph_to_toolplan")
+        out.append(
+            f"| {row['shape']} | {row['n']:,} | "
+            + " | ".join(cells)
+            + f" | {row['ratio_toolplan_to_floor']:.1f}x | {f'{lg:.1f}x' if lg else '-'} |"
+        )
+    out += [
+        "",
+        "Split of toolplan's and LangGraph's time (median µs per step) and peak memory (tracemalloc, KiB per step):",
+        "",
+    ]
+    out.append(
+        "| shape | steps | toolplan compile_plan | toolplan prepare | toolplan run | LangGraph build | LangGraph run "
+        "| floor run | mem toolplan | mem floor | mem wave | mem LangGraph | mem Dask |"
+    )
+    out.append("|---|---:|" + "---:|" * 11)
+    for row in cases:
+        u, m, n = row["us_per_step"], row["peak_memory_bytes"], row["n"]
+
+        def g(c: str, p: str, u: dict[str, Any] = u) -> str:
+            return _f(u[c][p]["median"]) if c in u and p in u[c] else "-"
+
+        def mem(c: str, m: dict[str, int] = m, n: int = n) -> str:
+            return _f(m[c] / n / 1024, 2) if c in m else "-"
+
+        out.append(
+            f"| {row['shape']} | {n:,} | {_f(row['compile_plan_us_per_step']['median'])} | {g('toolplan', 'build')} "
+            f"| {g('toolplan', 'run')} | {g('langgraph', 'build')} | {g('langgraph', 'run')} | {g('floor', 'run')} "
+            f"| {mem('toolplan')} | {mem('floor')} | {mem('wave')} | {mem('langgraph')} | {mem('dask')} |"
+        )
+    if d.get("growth"):
+        out += ["", "Growth: per-step cost at the largest size / at the smallest (1.0 = linear):", ""]
+        out.append("| shape | from → to | " + " | ".join([*(NAMES[c] for c in contenders), "compile_plan"]) + " |")
+        out.append("|---|---|" + "---:|" * (len(contenders) + 1))
+        for shape, g in d["growth"].items():
+            r = g["per_step_cost_ratio"]
+            cells = [f"{r[c]:.2f}" if c in r else "-" for c in [*contenders, "compile_plan"]]
+            out.append(f"| {shape} | {g['from']:,} → {g['to']:,} | " + " | ".join(cells) + " |")
+    floor_ok = all(row["ratio_toolplan_to_floor"] <= OVERHEAD_TARGET_FLOOR for row in cases)
+    lg_rows = [row for row in cases if "ratio_langgraph_to_toolplan" in row]
+    lg_ok = bool(lg_rows) and all(row["ratio_langgraph_to_toolplan"] >= OVERHEAD_TARGET_LANGGRAPH for row in lg_rows)
+    worst = max(row["ratio_toolplan_to_floor"] for row in cases)
+    lg_min = min((row["ratio_langgraph_to_toolplan"] for row in lg_rows), default=float("nan"))
+    out += [
+        "",
+        f"- Target: toolplan within {OVERHEAD_TARGET_FLOOR:g}x of the floor at every size: {_ok(floor_ok)} "
+        f"(worst {worst:.1f}x).",
+        f"- Target: LangGraph ≥ {OVERHEAD_TARGET_LANGGRAPH:g}x toolplan's per-step cost: {_ok(lg_ok)} "
+        f"(smallest ratio {lg_min:.1f}x).",
+    ]
+    if d["cases"] and any(row["skipped"] for row in cases):
+        skipped = sorted({(row["n"], c) for row in cases for c in row["skipped"]})
+        out.append(f"- Skipped (too slow at that size): {', '.join(f'{NAMES[c]} at {n:,}' for n, c in skipped)}.")
+    return out
+
+
+def makespan_section(d: dict[str, Any]) -> list[str]:
+    out = ["## 2. Makespan vs critical path (random DAGs, heavy-tailed latencies)", "", _machine(d), ""]
+    out.append(f"Latency: {d['settings']['latency']}. {d['settings']['tool_limit']}.")
+    out.append("")
+    cases = d["cases"]
+    names = list(cases[0]["ratio_to_reference"]) if cases else []
+    out.append("| case | steps | depth | reference | reference (s) | " + " | ".join(NAMES[c] for c in names) + " |")
+    out.append("|---|---:|---:|---|---:|" + "---:|" * len(names))
+    for row in cases:
+        out.append(
+            f"| {row['case']} | {row['n']} | {row['depth']} | {row['reference']} | {row['reference_s']:.3f} | "
+            + " | ".join(f"{row['ratio_to_reference'][c]:.3f}" for c in names)
+            + " |"
+        )
+    tp = [row["ratio_to_reference"]["toolplan"] for row in cases]
+    wave_worse = all(row["ratio_to_reference"]["wave"] > row["ratio_to_reference"]["toolplan"] * 1.05 for row in cases)
+    out += [
+        "",
+        "Cells: median wall time / reference. `toolplan (mc=20)` is measured against max(reference, total work / 20).",
+        "",
+        f"- Target: toolplan within 5% of the reference on every case: {_ok(all(x <= MAKESPAN_TARGET for x in tp))} "
+        f"(worst {max(tp):.3f}).",
+        f"- Target: wave-barrier executor measurably worse (> 5% above toolplan) on every case: {_ok(wave_worse)}.",
+    ]
+    return out
+
+
+def roundtrips_section(d: dict[str, Any]) -> list[str]:
+    s = d["settings"]
+    out = ["## 3. Round-trips and tokens", "", _machine(d), ""]
+    out.append(
+        f"Tokenizer: {s['tokenizer']}. Model latency: {s['model_latency']}. Agent loop: {s['agent_loop']}. "
+        "Input tokens are summed over requests (each request re-sends the whole conversation)."
+    )
+    out += [
+        "",
+        "| task | shape | tool calls | mode | requests | input tokens | output tokens | wall (s) |",
+        "|---|---|---:|---|---:|---:|---:|---:|",
+    ]
+    for row in d["tasks"]:
+        for mode, m in row["modes"].items():
+            out.append(
+                f"| {row['task']} | {row['shape']} | {row['tool_calls']} | {mode} | {m['requests']} | "
+                f"{m['input_tokens']:,} | {m['output_tokens']:,} | {m['wall_s']['median']:.2f} |"
+            )
+    out += ["", "| task | input tokens react / plan | parallel / plan | wall react / plan |", "|---|---:|---:|---:|"]
+    for row in d["tasks"]:
+        out.append(
+            f"| {row['task']} | {row['input_token_ratio_react_to_plan']:.1f}x | "
+            f"{row['input_token_ratio_parallel_to_plan']:.1f}x | {row['wall_ratio_react_to_plan']:.1f}x |"
+        )
+    two = all(row["modes"]["plan"]["requests"] == 2 for row in d["tasks"])
+    f8 = next((row for row in d["tasks"] if row["task"] == "fanout8"), None)
+    ratio = f8["input_token_ratio_react_to_plan"] if f8 else float("nan")
+    out += [
+        "",
+        f"- Target: plan mode = 2 requests on every task: {_ok(two)}.",
+        f"- Target: ≥ {TOKEN_TARGET:g}x fewer input tokens than one call per turn on fanout8: "
+        f"{_ok(ratio >= TOKEN_TARGET)} ({ratio:.1f}x).",
+    ]
+    return out
+
+
+def streaming_section(d: dict[str, Any]) -> list[str]:
+    out = ["## 4. Streamed plans", "", _machine(d), ""]
+    out.append(
+        f"Token rate: {d['settings']['token_rate']}. Tokenizer: {d['settings']['tokenizer']}. "
+        "Times from the plan's first token. `ideal` is an analytic bound (not measured)."
+    )
+    out += [
+        "",
+        "| task | plan tokens | stream (s) | wait: first tool (s) | wait: total (s) | streamed: first tool (s) "
+        "| streamed: total (s) | ideal: first tool (s) | ideal: total (s) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in d["tasks"]:
+        st = row["streamed"]
+        sf, stt = (
+            ("pending", "pending") if st == "pending" else (f"{st['first_tool_start_s']:.3f}", f"{st['total_s']:.3f}")
+        )
+        ideal = row["ideal_streamed_bound"]
+        out.append(
+            f"| {row['task']} | {row['plan_tokens']} | {row['stream_s']:.2f} | {row['wait']['first_tool_start_s']:.3f} "
+            f"| {row['wait']['total_s']:.3f} | {sf} | {stt} | {ideal['first_tool_start_s']:.3f} "
+            f"| {ideal['total_s']:.3f} |"
+        )
+    if not d["streamed_available"]:
+        out += [
+            "",
+            "- Streamed dispatch: **pending** (no streaming-plan executor in toolplan yet; see the hook "
+            "`bench.streaming.streamed_executor`).",
+        ]
+    return out
 
 
 def write_report(out_dir: Path) -> Path:
+    lines = [
+        "# toolplan benchmark results",
+        "",
+        "Generated by `python -m bench report` from the JSON files next to this one. "
+        "See `bench/README.md` and `docs/benchmarks.md` for the setup of every contender.",
+        "",
+    ]
+    for name, render in (
+        ("overhead", overhead_section),
+        ("makespan", makespan_section),
+        ("roundtrips", roundtrips_section),
+        ("streaming", streaming_section),
+    ):
+        data = _load(out_dir, name)
+        if data is not None:
+            lines += [*render(data), ""]
     path = out_dir / "RESULTS.md"
-    path.write_text("# results\n")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines))
     return path
