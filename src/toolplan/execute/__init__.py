@@ -8,6 +8,7 @@ from ._events import StepFinished as StepFinished
 from ._events import StepRetrying as StepRetrying
 from ._events import StepStarted as StepStarted
 from ._executor import DEFAULT_MAX_CONCURRENCY as DEFAULT_MAX_CONCURRENCY
+from ._executor import PlanRun as PlanRun
 from ._executor import PlanStream as PlanStream
 from ._executor import execute_compiled as execute_compiled
 from ._executor import execute_plan as execute_plan
@@ -37,6 +38,7 @@ __all__ = (
     "PlanResult",
     "PlanStarted",
     "PlanStatus",
+    "PlanRun",
     "PlanStream",
     "Scheduler",
     "StepError",

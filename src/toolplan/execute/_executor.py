@@ -12,7 +12,8 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any, cast
 
 from .._errors import UserError
-from ..plan import DEFAULT_MAX_STEPS, Budget, CompiledPlan, CompiledStep, Dialect, FailureMode, compile_plan
+from ..plan import DEFAULT_MAX_STEPS, Budget, CompiledPlan, CompiledStep, Dialect, FailureMode, Plan, compile_plan
+from ..plan._ir import MissingField
 from ..plan._refs import Ref, resolve
 from ..tools import ToolRegistry, ToolsLike
 from ._events import (
@@ -30,6 +31,7 @@ from ._scheduler import Scheduler
 
 __all__ = (
     "DEFAULT_MAX_CONCURRENCY",
+    "PlanRun",
     "PlanStream",
     "execute_compiled",
     "execute_plan",
@@ -62,34 +64,39 @@ def _backoff(attempt: int, initial: float) -> float:
     return float(base) * jitter  # jitter, not cryptography
 
 
-class _PlanRun:
+class PlanRun:
+    """One run of a plan. Steps may be added while it runs (streamed plans) until `seal` or `abort`.
+
+    Use `execute_compiled` for a complete plan; build a ``PlanRun(None, ...)`` and call `add`,
+    then `seal` (or `abort`), to run a plan whose steps arrive one by one.
+    """
+
     def __init__(
         self,
-        compiled: CompiledPlan,
+        compiled: CompiledPlan | None,
         invoker: ToolInvoker,
         *,
-        max_concurrency: int,
-        deadline: float | None,
-        failure_mode: FailureMode,
-        on_event: EventHandler | None,
-        retry_delay: float,
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        deadline: float | None = None,
+        failure_mode: FailureMode | None = None,
+        on_event: EventHandler | None = None,
+        retry_delay: float = 0.1,
     ) -> None:
-        plan = compiled.plan
         self.compiled = compiled
         self.invoker = invoker
         self.deadline = deadline
         self.on_event = on_event
         self.retry_delay = retry_delay
-        tool_limits: dict[str, int] = {}
-        for cs in compiled.steps.values():
-            limit = invoker.annotations(cs.step.tool).concurrency
-            if limit is not None:
-                tool_limits[cs.step.tool] = limit
-        if plan.max_concurrency is not None:
+        plan = compiled.plan if compiled is not None else None
+        if plan is not None and plan.max_concurrency is not None:
             max_concurrency = min(max_concurrency, plan.max_concurrency)
-        self.sched = Scheduler(
-            max_concurrency=max_concurrency, tool_limits=tool_limits, fail_fast=failure_mode == "fail_fast"
-        )
+        mode = failure_mode or (plan.failure_mode if plan is not None else "fail_forward")
+        self.missing_field: MissingField = plan.missing_field if plan is not None else "null"
+        self.sched = Scheduler(max_concurrency=max_concurrency, fail_fast=mode == "fail_fast")
+        self.steps: dict[str, CompiledStep] = {}
+        self._sealed = asyncio.Event()
+        self._waiters: dict[str, asyncio.Future[StepResult]] = {}
+        self.aborted: str | None = None
         self.outputs: dict[str, Any] = {}
         self.results: dict[str, StepResult] = {}
         self.tasks: dict[str, asyncio.Task[None]] = {}
@@ -108,17 +115,53 @@ class _PlanRun:
         if self.on_event is not None:
             self.on_event(event)
 
+    def add(self, cs: CompiledStep) -> None:
+        """Add a step; it starts as soon as its dependencies have succeeded."""
+        tool = cs.step.tool
+        limit = self.invoker.annotations(tool).concurrency
+        if limit is not None:
+            self.sched.tool_limits[tool] = limit
+        self.steps[cs.step.id] = cs
+        self.sched.add(cs.step.id, tool, cs.deps)
+        if self._tg is not None:
+            self._report_ended()
+            self._launch()
+
+    def seal(self, compiled: CompiledPlan) -> None:
+        """The plan is complete: add the steps not added yet, then finish when all have ended."""
+        self.compiled = compiled
+        self.missing_field = compiled.plan.missing_field
+        for sid, cs in compiled.steps.items():
+            if sid not in self.steps:
+                self.add(cs)
+        self._sealed.set()
+
+    def abort(self, reason: str) -> None:
+        """Start nothing more and cancel the running steps (a streamed plan turned out invalid)."""
+        self.aborted = reason
+        for sid in self.sched.stop(reason):
+            if sid in self.tasks:
+                self.cancelled_by_us.add(sid)
+                self.tasks[sid].cancel()
+        self._sealed.set()
+
     async def run(self) -> PlanResult:
-        plan = self.compiled.plan
+        """Run until every step has ended (for an incremental run: until sealed or aborted, too)."""
         start = self.now()
-        if self.on_event is not None:
-            self.emit(PlanStarted(run_id=self.run_id, steps=plan.step_ids, at=start))
-        for sid, cs in self.compiled.steps.items():
-            self.sched.add(sid, cs.step.tool, cs.deps)
+        if self.compiled is not None:
+            if self.on_event is not None:
+                self.emit(PlanStarted(run_id=self.run_id, steps=self.compiled.plan.step_ids, at=start))
+            for cs in self.compiled.steps.values():
+                self.add(cs)
+            self._sealed.set()
+        elif self.on_event is not None:
+            self.emit(PlanStarted(run_id=self.run_id, steps=(), at=start))
         try:
             async with asyncio.timeout(self.deadline), asyncio.TaskGroup() as tg:
                 self._tg = tg
+                self._report_ended()
                 self._launch()
+                await self._sealed.wait()
         except TimeoutError:
             self._end_unfinished(
                 f"Not started: the plan deadline of {self.deadline:g}s passed.",
@@ -161,21 +204,33 @@ class _PlanRun:
                 self._record(
                     StepResult(
                         id=sid,
-                        tool=self.compiled.steps[sid].step.tool,
+                        tool=self.steps[sid].step.tool,
                         status=node.state,
                         error=StepError(kind=kind, message=self.sched.reasons.get(sid, node.state)),
                     )
                 )
 
+    async def wait(self, step_id: str) -> StepResult:
+        """The record of ``step_id`` once it has ended."""
+        if step_id in self.results:
+            return self.results[step_id]
+        waiter = self._waiters.get(step_id)
+        if waiter is None:
+            waiter = self._waiters[step_id] = asyncio.get_running_loop().create_future()
+        return await waiter
+
     def _record(self, result: StepResult) -> None:
         self.results[result.id] = result
         if result.ok:
             self.outputs[result.id] = result.output
+        waiter = self._waiters.pop(result.id, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(result)
         if self.on_event is not None:
             self.emit(StepFinished(run_id=self.run_id, result=result))
 
     async def _step(self, sid: str) -> None:
-        cs = self.compiled.steps[sid]
+        cs = self.steps[sid]
         try:
             result = await self._execute(cs)
         except asyncio.CancelledError:
@@ -219,7 +274,7 @@ class _PlanRun:
             self._record(
                 StepResult(
                     id=sid,
-                    tool=self.compiled.steps[sid].step.tool,
+                    tool=self.steps[sid].step.tool,
                     status=running_status,
                     error=running_error,
                     started_at=self.started_at.get(sid),
@@ -230,10 +285,18 @@ class _PlanRun:
 
     def _finalize(self, start: float, forced: PlanStatus | None) -> PlanResult:
         self._report_ended()
-        plan = self.compiled.plan
-        steps = {sid: self.results[sid] for sid in self.compiled.steps}
+        compiled = self.compiled
+        if compiled is None or self.aborted is not None:  # an aborted incremental run: what was added
+            compiled = CompiledPlan(
+                plan=Plan(steps=tuple(cs.step for cs in self.steps.values())),
+                steps=self.steps,
+                deps={sid: cs.deps for sid, cs in self.steps.items()},
+            )
+            forced = forced or "cancelled"
+        plan = compiled.plan
+        steps = {sid: self.results[sid] for sid in compiled.steps}
         durations = {sid: r.duration or 0.0 for sid, r in steps.items()}
-        path, length = self.compiled.critical_path(durations)
+        path, length = compiled.critical_path(durations)
         status: PlanStatus = forced or ("succeeded" if all(r.ok for r in steps.values()) else "failed")
         result = PlanResult(
             status=status,
@@ -243,10 +306,10 @@ class _PlanRun:
             dialect=plan.dialect,
             started_at=start,
             ended_at=self.now(),
-            waves=tuple(tuple(w) for w in self.compiled.waves()),
+            waves=tuple(tuple(w) for w in compiled.waves()),
             critical_path=tuple(path),
             critical_path_duration=length,
-            warnings=self.compiled.warnings,
+            warnings=compiled.warnings,
         )
         if self.on_event is not None:
             self.emit(PlanFinished(run_id=self.run_id, result=result))
@@ -256,13 +319,13 @@ class _PlanRun:
 
     async def _execute(self, cs: CompiledStep) -> StepResult:
         step = cs.step
-        plan = self.compiled.plan
+        missing_field = self.missing_field
         warnings: list[str] = []
 
         def missing(ref: Ref) -> None:
             warnings.append(f"{ref.text} resolved to nothing (no such field in {ref.step!r}'s output).")
 
-        args = resolve(cs.arguments, self.outputs, missing=plan.missing_field, on_missing=missing)
+        args = resolve(cs.arguments, self.outputs, missing=missing_field, on_missing=missing)
         invoker = self.invoker
         retries = step.retry if step.retry is not None else invoker.annotations(step.tool).retries
         timeout = invoker.timeout_for(step.tool, step.timeout)
@@ -285,7 +348,7 @@ class _PlanRun:
         if outcome.error is not None and step.fallback is not None and not _refused_at_start(outcome, attempt):
             fb = step.fallback
             assert cs.fallback_arguments is not None
-            fb_args = resolve(cs.fallback_arguments, self.outputs, missing=plan.missing_field, on_missing=missing)
+            fb_args = resolve(cs.fallback_arguments, self.outputs, missing=missing_field, on_missing=missing)
             attempt += 1
             if self.on_event is not None:
                 self.emit(
@@ -344,7 +407,7 @@ async def execute_compiled(
     """Run an already compiled plan with a given invoker (shared budget and limits)."""
     budget_latency = invoker.meter.budget.max_latency
     deadlines = [d for d in (timeout, budget_latency) if d is not None]
-    run = _PlanRun(
+    run = PlanRun(
         compiled,
         invoker,
         max_concurrency=max_concurrency,

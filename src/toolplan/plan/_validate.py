@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +19,7 @@ __all__ = (
     "CompiledPlan",
     "CompiledStep",
     "ValidationReport",
+    "compile_calls",
     "compile_plan",
     "parse_plan",
     "validate_plan",
@@ -260,3 +261,19 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
         seen_out.add(out)
     warnings = tuple(i for i in issues if i.severity == "warning")
     return CompiledPlan(plan=plan, steps=compiled_steps, warnings=warnings, deps=deps)
+
+
+def compile_calls(calls: Sequence[tuple[str, str, Mapping[str, Any]]]) -> CompiledPlan:
+    """A batch plan of independent ``(step_id, tool, arguments)`` calls, without schema checks.
+
+    Used for a model turn's native tool calls: each call is validated when it runs, so one bad call
+    fails alone instead of rejecting its siblings.
+    """
+    steps = {sid: Step(id=sid, tool=tool, arguments=args) for sid, tool, args in calls}
+    compiled = {
+        sid: CompiledStep(step=s, arguments=Literal(dict(s.arguments)), fallback_arguments=None, deps=())
+        for sid, s in steps.items()
+    }
+    return CompiledPlan(
+        plan=Plan(steps=tuple(steps.values()), dialect="batch"), steps=compiled, deps=dict.fromkeys(steps, ())
+    )

@@ -1,0 +1,191 @@
+"""How the tool calls of one model turn run: concurrently (native) or one at a time (sequential)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from .._errors import ToolError, UnknownToolError
+from ..execute import PlanEvent, PlanResult, StepFinished, StepResult, StepStarted, ToolInvoker, execute_compiled
+from ..models import ToolCall, ToolReturnMessage
+from ..plan import compile_calls
+from ..tools import ToolRegistry
+from ._events import AgentEvent, ToolExecutionFinished, ToolExecutionStarted
+from ._metatools import MetaTool
+
+if TYPE_CHECKING:
+    from ._agent import Agent
+
+__all__ = (
+    "ExecutionStrategy",
+    "NativeExecutor",
+    "SequentialExecutor",
+    "ToolCallExecutor",
+    "TurnContext",
+    "create_executor",
+    "tool_content",
+)
+
+
+class ExecutionStrategy(StrEnum):
+    """How an agent runs the tool calls of one model turn."""
+
+    NATIVE = "native"
+    SEQUENTIAL = "sequential"
+
+
+@dataclass(slots=True, kw_only=True)
+class TurnContext:
+    """What the executor needs from the running agent."""
+
+    registry: ToolRegistry
+    meta_tools: Mapping[str, MetaTool]
+    invoker: ToolInvoker
+    max_tool_calls_per_turn: int
+    emit: Callable[[AgentEvent], None] | None = None
+    max_value_chars: int = 4000
+    plan_results: list[PlanResult] = field(default_factory=list[PlanResult])
+
+
+def tool_content(value: Any) -> str:
+    """What the model reads for a tool's output: strings as they are, anything else as JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _error_message(call: ToolCall, message: str) -> ToolReturnMessage:
+    return ToolReturnMessage(tool_call_id=call.id, name=call.name, content=f"Error: {message}", is_error=True)
+
+
+class ToolCallExecutor:
+    """Runs a turn's calls through the plan engine (same limits, retries, timeouts and budget as plans)."""
+
+    def __init__(self, *, max_concurrency: int) -> None:
+        self.max_concurrency = max_concurrency
+
+    @property
+    def sequential(self) -> bool:
+        """True when calls run one at a time in the model's order."""
+        return self.max_concurrency == 1
+
+    async def execute(self, calls: Sequence[ToolCall], ctx: TurnContext) -> list[ToolReturnMessage]:
+        """Run ``calls``; return one tool message per call, in the calls' order."""
+        out: dict[int, ToolReturnMessage] = {}
+        limit = ctx.max_tool_calls_per_turn
+        runnable: list[tuple[int, ToolCall, dict[str, Any]]] = []
+        for i, call in enumerate(calls):
+            if i >= limit:
+                out[i] = _error_message(
+                    call,
+                    f"Not run: this turn made {len(calls)} tool calls and at most {limit} run per turn. "
+                    "Make the remaining calls in your next turn (or put them into one execute_tool_plan).",
+                )
+                continue
+            try:
+                args = call.parse_arguments()
+            except ToolError as exc:
+                out[i] = _error_message(call, exc.message)
+                continue
+            if call.name not in ctx.meta_tools and call.name not in ctx.registry:
+                known = [*ctx.registry.names, *ctx.meta_tools]
+                out[i] = _error_message(call, UnknownToolError(call.name, known).message)
+                continue
+            runnable.append((i, call, args))
+
+        if self.sequential:
+            group: list[tuple[int, ToolCall, dict[str, Any]]] = []
+            for item in [*runnable, None]:
+                if item is not None and item[1].name not in ctx.meta_tools:
+                    group.append(item)
+                    continue
+                if group:
+                    out.update(await self._run_plain(group, ctx))
+                    group = []
+                if item is not None:
+                    out[item[0]] = await self._run_meta(item[1], item[2], ctx)
+        else:
+            plain = [item for item in runnable if item[1].name not in ctx.meta_tools]
+            meta = [item for item in runnable if item[1].name in ctx.meta_tools]
+            async with asyncio.TaskGroup() as tg:
+                plain_task = tg.create_task(self._run_plain(plain, ctx))
+                meta_tasks = {i: tg.create_task(self._run_meta(call, args, ctx)) for i, call, args in meta}
+            out.update(plain_task.result())
+            out.update({i: t.result() for i, t in meta_tasks.items()})
+        return [out[i] for i in range(len(calls))]
+
+    async def _run_plain(
+        self, items: list[tuple[int, ToolCall, dict[str, Any]]], ctx: TurnContext
+    ) -> dict[int, ToolReturnMessage]:
+        if not items:
+            return {}
+        by_step = {f"call{i}": (i, call) for i, call, _ in items}
+        compiled = compile_calls([(f"call{i}", call.name, args) for i, call, args in items])
+        emit = ctx.emit
+
+        def on_event(event: PlanEvent) -> None:
+            if emit is None:
+                return
+            if isinstance(event, StepStarted) and event.attempt == 1:
+                emit(ToolExecutionStarted(call=by_step[event.step_id][1]))
+            elif isinstance(event, StepFinished):
+                call = by_step[event.result.id][1]
+                message = self._message(call, event.result)
+                emit(ToolExecutionFinished(call=call, content=message.content, is_error=message.is_error))
+
+        result = await execute_compiled(
+            compiled, ctx.invoker, max_concurrency=self.max_concurrency, on_event=on_event if emit else None
+        )
+        return {by_step[sid][0]: self._message(by_step[sid][1], r) for sid, r in result.steps.items()}
+
+    @staticmethod
+    def _message(call: ToolCall, result: StepResult) -> ToolReturnMessage:
+        if result.ok:
+            return ToolReturnMessage(tool_call_id=call.id, name=call.name, content=tool_content(result.output))
+        message = result.error.message if result.error else result.status
+        return _error_message(call, message)
+
+    async def _run_meta(self, call: ToolCall, args: dict[str, Any], ctx: TurnContext) -> ToolReturnMessage:
+        meta = ctx.meta_tools[call.name]
+        if ctx.emit is not None:
+            ctx.emit(ToolExecutionStarted(call=call))
+        try:
+            content, is_error, result = await meta.call(args, invoker=ctx.invoker, on_event=ctx.emit)
+        except ToolError as exc:
+            content, is_error, result = exc.message, True, None
+        if result is not None:
+            ctx.plan_results.append(result)
+        if is_error:
+            message = _error_message(call, content)
+        else:
+            message = ToolReturnMessage(tool_call_id=call.id, name=call.name, content=content)
+        if ctx.emit is not None:
+            ctx.emit(ToolExecutionFinished(call=call, content=message.content, is_error=message.is_error))
+        return message
+
+
+class NativeExecutor(ToolCallExecutor):
+    """A turn's calls run concurrently, at most ``max_concurrency`` at once (default 20)."""
+
+    def __init__(self, max_concurrency: int = 20) -> None:
+        super().__init__(max_concurrency=max_concurrency)
+
+
+class SequentialExecutor(ToolCallExecutor):
+    """A turn's calls run one at a time, in the order the model made them."""
+
+    def __init__(self) -> None:
+        super().__init__(max_concurrency=1)
+
+
+def create_executor(agent: Agent, strategy: ExecutionStrategy | str) -> ToolCallExecutor:
+    """The executor for ``strategy`` with the agent's limits."""
+    match ExecutionStrategy(strategy):
+        case ExecutionStrategy.NATIVE:
+            return NativeExecutor(agent.max_concurrent_tools)
+        case ExecutionStrategy.SEQUENTIAL:
+            return SequentialExecutor()

@@ -1,0 +1,251 @@
+"""The meta-tools: ``execute_tool_plan`` (native plans) and ``execute_plan`` (parallel batches).
+
+They are ordinary `Tool` objects, so any agent loop can register them next to its own tools.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from .._errors import PlanValidationError
+from ..execute import DEFAULT_MAX_CONCURRENCY, EventHandler, PlanResult, ToolInvoker, execute_compiled, prepare
+from ..plan import META_TOOL_NAMES, Budget, Dialect
+from ..plan._parse import BATCH_MAX_STEPS
+from ..tools import Tool, ToolAnnotations, ToolDefinition, ToolRegistry, ToolResult, ToolsLike
+
+__all__ = ("BATCH_TOOL_NAME", "PLAN_TOOL_NAME", "BatchTool", "MetaTool", "PlanTool", "planning_instructions")
+
+PLAN_TOOL_NAME = "execute_tool_plan"
+BATCH_TOOL_NAME = "execute_plan"
+
+_PLAN_DESCRIPTION = """\
+Run several tool calls in ONE turn as a plan. Steps run in parallel unless one uses another's \
+output; a failed step only skips the steps that depend on it. Only the outputs of `output_steps` \
+come back to you.
+Reference an earlier step's output inside `arguments`:
+- "$ref:ID" as a whole value inserts step ID's output with its type; "$ref:ID.field.0.name" a field \
+(numbers index lists).
+- "{{ID.field}}" inside a string interpolates it, e.g. "Compare {{a.temp}} with {{b.temp}}".
+Ids use letters, digits, '_' and '-'. Invalid plans run nothing and list every problem to fix.\
+"""
+
+_BATCH_DESCRIPTION = f"""\
+Run up to {BATCH_MAX_STEPS} independent tool calls in parallel in ONE turn. No step can use \
+another's output (use execute_tool_plan for that). Returns a JSON array with one entry per step, \
+in order: {{"step", "tool", "status": "ok"|"error", "result"|"error"}}.\
+"""
+
+
+def planning_instructions(tool_names: Sequence[str] = ()) -> str:
+    """The short system-prompt section that tells a model when and how to plan."""
+    tools = f" (any of: {', '.join(tool_names)})" if tool_names else ""
+    return (
+        "## Tool plans\n"
+        f"When a task needs several tool calls{tools}, especially calls that depend on each other's "
+        f"results, call `{PLAN_TOOL_NAME}` once with every step instead of calling tools one by one: "
+        "independent steps run in parallel, dependent ones start as soon as their inputs are ready, "
+        "and you get back only the outputs you list in `output_steps`.\n"
+        'Example: {"steps": [{"id": "a", "tool": "get_weather", "arguments": {"city": "Oslo"}}, '
+        '{"id": "b", "tool": "get_weather", "arguments": {"city": "Rome"}}, '
+        '{"id": "c", "tool": "compare", "arguments": {"x": "$ref:a.temp", "y": "$ref:b.temp"}}], '
+        '"output_steps": ["c"]}\n'
+        "For a single call, or when the next call depends on judging a result, call tools directly. "
+        "If the plan is rejected, fix every listed problem and send the whole plan again."
+    )
+
+
+def _plan_schema(tool_names: Sequence[str]) -> dict[str, Any]:
+    tool_schema: dict[str, Any] = {"type": "string", "description": "Name of the tool to call."}
+    if tool_names:
+        tool_schema["enum"] = list(tool_names)
+    call = {
+        "type": "object",
+        "properties": {
+            "tool": tool_schema,
+            "arguments": {"type": "object", "description": "The tool's arguments; may contain references."},
+        },
+        "required": ["tool", "arguments"],
+    }
+    step = {
+        "type": "object",
+        "properties": {
+            "id": {"type": "string", "pattern": "^[A-Za-z0-9_-]+$", "description": "Unique step id."},
+            "tool": tool_schema,
+            "arguments": {
+                "type": "object",
+                "description": 'The tool\'s arguments; values may be "$ref:ID.path" or contain "{{ID.path}}".',
+            },
+            "depends_on": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Steps that must succeed first even though no output is used.",
+            },
+            "timeout": {"type": "number", "description": "Seconds before the step fails."},
+            "retry": {"type": "integer", "description": "Extra attempts if the step fails."},
+            "fallback": {**call, "description": "A call whose result replaces the step's if it fails."},
+        },
+        "required": ["id", "tool", "arguments"],
+    }
+    return {
+        "type": "object",
+        "properties": {
+            "steps": {"type": "array", "items": step, "minItems": 1},
+            "output_steps": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Ids whose outputs you need back (default: all).",
+            },
+            "goal": {"type": "string", "description": "What the plan is for (for logs)."},
+        },
+        "required": ["steps"],
+    }
+
+
+def _batch_schema(tool_names: Sequence[str]) -> dict[str, Any]:
+    tool_schema: dict[str, Any] = {"type": "string"}
+    if tool_names:
+        tool_schema["enum"] = list(tool_names)
+    return {
+        "type": "object",
+        "properties": {
+            "steps": {
+                "type": "array",
+                "maxItems": BATCH_MAX_STEPS,
+                "minItems": 1,
+                "items": {
+                    "type": "object",
+                    "properties": {"tool": tool_schema, "args": {"type": "object"}},
+                    "required": ["tool", "args"],
+                },
+            }
+        },
+        "required": ["steps"],
+    }
+
+
+@runtime_checkable
+class MetaTool(Tool, Protocol):
+    """A tool that runs other tools (a plan, code); the agent loop gives it the run's invoker."""
+
+    @property
+    def name(self) -> str:
+        """The meta-tool's name."""
+        ...
+
+    async def call(
+        self, arguments: Mapping[str, Any], *, invoker: ToolInvoker, on_event: EventHandler | None = None
+    ) -> tuple[str, bool, PlanResult | None]:
+        """Run; return (text for the model, is_error, the record of the tool calls made)."""
+        ...
+
+
+class _MetaTool:
+    """Shared machinery: a registry of callable tools (meta-tools excluded) and run options."""
+
+    _name: str
+    _dialect: Dialect
+    _description: str
+
+    def __init__(
+        self,
+        tools: ToolsLike,
+        *,
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        timeout: float | None = None,
+        step_timeout: float | None = None,
+        budget: Budget | None = None,
+        max_steps: int | None = None,
+        max_value_chars: int = 4000,
+        on_event: EventHandler | None = None,
+        on_result: Callable[[PlanResult], None] | None = None,
+    ) -> None:
+        registry = ToolRegistry.of(tools)
+        self.registry = registry.without(*META_TOOL_NAMES)
+        self.max_concurrency = max_concurrency
+        self.timeout = timeout
+        self.step_timeout = step_timeout
+        self.budget = budget
+        self.max_steps = max_steps
+        self.max_value_chars = max_value_chars
+        self.on_event = on_event
+        self.on_result = on_result
+
+    @property
+    def name(self) -> str:
+        """The meta-tool's name."""
+        return self._name
+
+    def definitions(self) -> Sequence[ToolDefinition]:
+        """The one function this meta-tool offers, with the schema the model sees."""
+        names = self.registry.names
+        schema = _plan_schema(names) if self._dialect == "native" else _batch_schema(names)
+        return (
+            ToolDefinition(
+                name=self._name,
+                description=self._description,
+                parameters_json_schema=schema,
+                annotations=ToolAnnotations(cost=0.0),
+            ),
+        )
+
+    async def run(
+        self, plan: Any, *, invoker: ToolInvoker | None = None, on_event: EventHandler | None = None
+    ) -> PlanResult:
+        """Validate and run ``plan``; raises `PlanValidationError` when it is invalid.
+
+        Pass ``invoker`` to share its budget and per-tool limits with other calls (an agent run).
+        """
+        compiled, own = prepare(
+            plan,
+            self.registry,
+            step_timeout=self.step_timeout,
+            budget=self.budget,
+            max_steps=self.max_steps,
+            dialect=self._dialect,
+        )
+        invoker = invoker or own
+        result = await execute_compiled(
+            compiled,
+            invoker,
+            max_concurrency=self.max_concurrency,
+            timeout=self.timeout,
+            on_event=on_event or self.on_event,
+        )
+        if self.on_result is not None:
+            self.on_result(result)
+        return result
+
+    async def execute(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
+        """Run the plan in ``arguments``; an invalid plan is a failed call listing every problem."""
+        try:
+            result = await self.run(dict(arguments))
+        except PlanValidationError as exc:
+            return ToolResult.failure(exc.message, content=exc.to_dict())
+        return ToolResult(result.to_model_text(max_value_chars=self.max_value_chars))
+
+    async def call(
+        self, arguments: Mapping[str, Any], *, invoker: ToolInvoker, on_event: EventHandler | None = None
+    ) -> tuple[str, bool, PlanResult | None]:
+        """Run the plan with the agent run's invoker; an invalid plan is an error listing every problem."""
+        try:
+            result = await self.run(dict(arguments), invoker=invoker, on_event=on_event)
+        except PlanValidationError as exc:
+            return exc.message, True, None
+        return result.to_model_text(max_value_chars=self.max_value_chars), False, result
+
+
+class PlanTool(_MetaTool):
+    """The ``execute_tool_plan`` meta-tool: a native plan with references, run as a DAG."""
+
+    _name = PLAN_TOOL_NAME
+    _dialect: Dialect = "native"
+    _description = _PLAN_DESCRIPTION
+
+
+class BatchTool(_MetaTool):
+    """The ``execute_plan`` meta-tool: up to 50 independent calls in parallel."""
+
+    _name = BATCH_TOOL_NAME
+    _dialect: Dialect = "batch"
+    _description = _BATCH_DESCRIPTION

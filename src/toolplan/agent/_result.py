@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ..execute import PlanResult
+from ..models import ModelMessage, Usage
+
+__all__ = ("AgentResult", "RunStatus")
+
+RunStatus = Literal["completed", "max_iterations"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentResult:
+    """What an agent run produced.
+
+    Attributes:
+        output: The model's final text answer ("" if it never gave one).
+        status: ``"completed"`` when the model answered, ``"max_iterations"`` when the run hit
+            ``max_iterations`` model requests first (``error`` then says what to do).
+        messages: The whole conversation, system prompt first.
+        usage: Requests and tokens over the run.
+        plan_results: Every plan the model ran (``execute_tool_plan`` / ``execute_plan``), in order.
+        tool_calls: Tool calls the model made (a plan counts as one call; its steps are in
+            ``plan_results``).
+        model_name: The model that answered.
+        error: Why the run ended without an answer, if it did.
+    """
+
+    output: str
+    status: RunStatus
+    messages: tuple[ModelMessage, ...]
+    usage: Usage
+    plan_results: tuple[PlanResult, ...] = ()
+    tool_calls: int = 0
+    model_name: str = ""
+    error: str | None = None
