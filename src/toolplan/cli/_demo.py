@@ -14,7 +14,7 @@ from rich.console import Console
 from ..execute import PlanResult, execute_plan
 from ..tools import ToolResult, tool
 from ._progress import ProgressView, live_progress
-from ._render import print_errors, print_json, print_summary, say, step_table
+from ._render import print_errors, print_json, say, step_table
 
 __all__ = ("DEMO_PLAN", "demo_tools", "run_demo")
 
@@ -149,13 +149,14 @@ def _explain(console: Console, result: PlanResult) -> None:
     say(console, f"Critical path: {path} ({result.critical_path_duration:.2f}s)", "bold")
     failed = [sid for sid, r in result.steps.items() if r.status == "failed"]
     skipped = [sid for sid, r in result.steps.items() if r.status == "skipped"]
-    if failed:
-        say(
-            console,
-            f"Fail-forward: {', '.join(failed)} failed on purpose; {', '.join(skipped) or 'nothing'} "
-            "was skipped because it depends on it, and every other step went on.",
-            "yellow",
-        )
+    ok = sum(1 for r in result.steps.values() if r.ok)
+    say(
+        console,
+        f"Fail-forward: {ok} of {len(result.steps)} steps succeeded. {', '.join(failed) or 'Nothing'} failed "
+        f"(on purpose); {', '.join(skipped) or 'nothing'} was skipped because it needs that output, "
+        "and every other step went on.",
+        "yellow",
+    )
     busy = sum(r.duration or 0.0 for r in result.steps.values())
     say(
         console,
@@ -163,4 +164,3 @@ def _explain(console: Console, result: PlanResult) -> None:
         f"(achieved parallelism {result.parallelism:.1f}x).",
         "bold green",
     )
-    print_summary(console, result)

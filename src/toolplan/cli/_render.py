@@ -106,8 +106,10 @@ def print_errors(console: Console, result: PlanResult) -> None:
         return
     say(console, "Errors:", "bold red")
     for sid, error in result.errors.items():
+        status = result.steps[sid].status
+        label = status if status == error.kind else f"{status}, {error.kind}"
         line = Text(f"  - {sid} ")
-        line.append(f"[{result.steps[sid].status}, {error.kind}]", style=STATUS_STYLES[result.steps[sid].status])
+        line.append(f"[{label}]", style=STATUS_STYLES[status])
         line.append(f" {error.message}")
         console.print(line, soft_wrap=True, highlight=False)
 
