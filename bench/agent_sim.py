@@ -314,7 +314,41 @@ async def run_conversation(task: Task, mode: Mode, *, scale: float, max_turns: i
 def agent_available() -> bool:
     """True when the real agent loop and test model exist (then `run_with_agent` can replace the loop)."""
     try:
-        from toolplan.agent import Agent  # type: ignore[attr-defined]  # noqa: F401
+        from toolplan.agent import Agent  # noqa: F401
     except ImportError:
         return False
     return True
+
+
+async def run_with_agent(task: Task, mode: Mode, *, scale: float) -> Conversation:
+    """The same conversation through the real ``toolplan.agent.Agent`` (native executor; plan mode
+    turns on ``tool_planning``). Token counts come from the model function, as in `run_conversation`.
+    """
+    from toolplan.agent import Agent
+
+    policy = ScriptedPolicy(task, mode, scale=scale)
+    agent = Agent(
+        model=FunctionModel(policy),
+        instructions=SYSTEM,
+        tools=task.tools,
+        tool_planning=mode == "plan",
+    )
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    result = await agent.run(task.prompt)
+    wall = loop.time() - t0
+    assert result.output, "the conversation did not end with an answer"
+    calls = len(policy.steps)  # the scripted model makes every task call exactly once, in every mode
+    return Conversation(
+        task=task.name,
+        mode=mode,
+        requests=len(policy.log.input_tokens),
+        input_tokens=sum(policy.log.input_tokens),
+        output_tokens=sum(policy.log.output_tokens),
+        wall_s=wall,
+        model_s=sum(policy.log.model_seconds),
+        tool_calls=calls,
+        final_answer=result.output,
+        plan_tool_source="toolplan.agent.Agent(tool_planning=True)" if mode == "plan" else "-",
+        per_request_input_tokens=list(policy.log.input_tokens),
+    )

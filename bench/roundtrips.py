@@ -30,7 +30,8 @@ async def run(*, quick: bool, reps: int | None) -> dict[str, Any]:
         runs: dict[str, list[agent_sim.Conversation]] = {m: [] for m in MODES}
         for r in range(nreps):
             for mode in common.rotate(list(MODES), r):
-                runs[mode].append(await agent_sim.run_conversation(task, mode, scale=scale))  # type: ignore[arg-type]
+                run_one = agent_sim.run_with_agent if agent_sim.agent_available() else agent_sim.run_conversation
+                runs[mode].append(await run_one(task, mode, scale=scale))  # type: ignore[arg-type]
         by_mode: dict[str, Any] = {}
         for mode, convs in runs.items():
             first = convs[0]
@@ -70,7 +71,9 @@ def main(args: Any, argv: list[str]) -> Path:
         f"{agent_sim.PREFILL_S_PER_TOKEN * 1e6:g} µs per input token + "
         f"{agent_sim.DECODE_S_PER_TOKEN * 1000:g} ms per output token)",
         tool_latency_s={k: v * scale for k, v in LATENCY.items()},
-        agent_loop="toolplan.agent.Agent" if agent_sim.agent_available() else "bench.agent_sim.run_conversation",
+        agent_loop="toolplan.agent.Agent (native executor; tool_planning=True in plan mode)"
+        if agent_sim.agent_available()
+        else "bench.agent_sim.run_conversation",
         input_tokens="whole request body (tool definitions + every message, OpenAI chat format JSON), summed over "
         "requests",
         output_tokens="the assistant message (text or tool calls as JSON)",
