@@ -53,7 +53,8 @@ class ProgressView:
         elif isinstance(event, StepFinished):
             r = event.result
             row = self.rows.setdefault(r.id, _Row())
-            row.tool, row.status, row.attempts = r.tool, r.status, r.attempts
+            # max(): a step cancelled while running may be recorded with 0 attempts after it started.
+            row.tool, row.status, row.attempts = r.tool, r.status, max(row.attempts, r.attempts)
             row.started, row.ended = r.started_at, r.ended_at
             row.note = short(r.output, 70) if r.ok else short(r.error.message if r.error else r.status, 70)
         elif isinstance(event, PlanFinished):
