@@ -494,3 +494,24 @@ def test_started_events_have_attempts() -> None:
 
     execute_plan_sync({"steps": [{"id": "a", "tool": "echo"}]}, BASIC, on_event=events.append)
     assert [e.attempt for e in events if isinstance(e, StepStarted)] == [1]
+
+
+async def test_cancelled_running_steps_report_their_attempts() -> None:
+    never = asyncio.Event()
+    started = asyncio.Event()
+
+    @tool
+    async def hang() -> None:
+        started.set()
+        await never.wait()
+
+    @tool
+    async def fail_when_hang_runs() -> None:
+        await started.wait()
+        raise RuntimeError("x")
+
+    plan = {"steps": [{"id": "h", "tool": "hang"}, {"id": "f", "tool": "fail_when_hang_runs"}]}
+    result = await execute_plan(plan, [hang, fail_when_hang_runs], failure_mode="fail_fast")
+    assert (result.steps["h"].status, result.steps["h"].attempts) == ("cancelled", 1)
+    timed = await execute_plan({"steps": [{"id": "h", "tool": "hang"}]}, [hang], timeout=0.05)
+    assert (timed.steps["h"].status, timed.steps["h"].attempts) == ("timed_out", 1)

@@ -142,3 +142,8 @@ def test_issue_dicts_for_the_model() -> None:
 
 def test_declared_plan_is_not_executable() -> None:
     assert codes({"plannedSequence": [{"toolName": "x"}]}) == [("declared_plan", None)]
+
+
+def test_a_broken_reference_is_reported_once() -> None:
+    plan = {"steps": [{"id": "c", "tool": "compare", "arguments": {"a": {}, "b": "$ref:berlin"}}]}
+    assert codes(plan) == [("unknown_reference", "c")]

@@ -102,6 +102,7 @@ class PlanRun:
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self.cancelled_by_us: set[str] = set()
         self.started_at: dict[str, float] = {}
+        self.attempts: dict[str, int] = {}
         self.run_id = uuid.uuid4().hex[:16]
         self._mono0 = time.perf_counter()
         self._epoch0 = time.time()
@@ -247,6 +248,7 @@ class PlanRun:
                     tool=cs.step.tool,
                     status="cancelled",
                     error=StepError(kind="cancelled", message=reason.replace("Not started", "Cancelled")),
+                    attempts=self.attempts.get(sid, 0),
                     started_at=self.started_at[sid],
                     ended_at=self.now(),
                 )
@@ -277,6 +279,7 @@ class PlanRun:
                     tool=self.steps[sid].step.tool,
                     status=running_status,
                     error=running_error,
+                    attempts=self.attempts.get(sid, 0),
                     started_at=self.started_at.get(sid),
                     ended_at=ended,
                 )
@@ -332,6 +335,7 @@ class PlanRun:
         attempt = 0
         while True:
             attempt += 1
+            self.attempts[step.id] = attempt
             if self.on_event is not None:
                 self.emit(
                     StepStarted(run_id=self.run_id, step_id=step.id, tool=step.tool, attempt=attempt, at=self.now())
@@ -350,6 +354,7 @@ class PlanRun:
             assert cs.fallback_arguments is not None
             fb_args = resolve(cs.fallback_arguments, self.outputs, missing=missing_field, on_missing=missing)
             attempt += 1
+            self.attempts[step.id] = attempt
             if self.on_event is not None:
                 self.emit(
                     StepStarted(run_id=self.run_id, step_id=step.id, tool=fb.tool, attempt=attempt, at=self.now())

@@ -178,12 +178,22 @@ def compile_arguments(
     Returns the compiled tree, the referenced step ids and the top-level argument names whose
     value contains a reference (their values are only known at run time).
     """
-    compiler = _Compiler(step_ids, warn, error, set())
+    errors = 0
+
+    def counted_error(code: str, message: str) -> None:
+        nonlocal errors
+        errors += 1
+        error(code, message)
+
+    compiler = _Compiler(step_ids, warn, counted_error, set())
     deferred: set[str] = set()
     items: list[tuple[str, Compiled]] = []
     for key, value in arguments.items():
+        before = errors
         c = compiler.compile(value)
-        if not isinstance(c, Literal):
+        # A value holding a reference is only known at run time; so is one whose reference is broken
+        # (already reported: checking its text against the schema would add a misleading error).
+        if not isinstance(c, Literal) or errors > before:
             deferred.add(key)
         items.append((key, c))
     if deferred:
