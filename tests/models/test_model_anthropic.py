@@ -264,3 +264,12 @@ async def test_forbidden(provider: FakeProvider) -> None:
         with forbid_model_requests(), pytest.raises(UserError, match="AnthropicModel"):
             await m.request(ASK, [])
     assert provider.requests == []
+
+
+async def test_missing_api_key_is_a_user_error(provider: FakeProvider, monkeypatch: Any) -> None:
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    async with AnthropicModel("claude-test", base_url=provider.url, retry=RetryConfig.no_retries()) as m:
+        with pytest.raises(UserError, match="ANTHROPIC_API_KEY"):
+            await m.request(ASK, [])
+    assert provider.requests == []

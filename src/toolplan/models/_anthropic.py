@@ -162,6 +162,8 @@ class AnthropicModel(Model):
                 return await client.messages.create(**kwargs)
             except self._sdk.APIError as exc:
                 raise self._error(exc) from exc
+            except TypeError as exc:
+                raise self._credentials_error(exc) from exc
 
         message = await retry_call(once, self.retry, model=self._name)
         try:
@@ -194,6 +196,8 @@ class AnthropicModel(Model):
                             yield event
             except self._sdk.APIError as exc:
                 raise self._error(exc) from exc
+            except TypeError as exc:
+                raise self._credentials_error(exc) from exc
             yield state.builder.complete()
 
         async with contextlib.aclosing(retry_stream(events, self.retry, model=self._name)) as stream:
@@ -249,6 +253,15 @@ class AnthropicModel(Model):
             usage=_usage(message.usage),
             model_name=message.model or self._name,
             finish_reason=_FINISH.get(message.stop_reason, "other") if message.stop_reason else None,
+        )
+
+    def _credentials_error(self, exc: TypeError) -> Exception:
+        # The SDK raises a TypeError at request time when it finds no credentials.
+        if "authentication" not in str(exc):
+            return exc
+        return UserError(
+            f"AnthropicModel({self._name!r}) has no API key ({exc}). Set the ANTHROPIC_API_KEY "
+            "environment variable or pass api_key=..."
         )
 
     def _error(self, exc: Exception) -> ToolplanError:

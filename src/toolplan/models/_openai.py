@@ -99,7 +99,7 @@ class OpenAIModel(Model):
         self._given_client = client
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = weakref.WeakKeyDictionary()
         # OpenAI itself wants max_completion_tokens; compatible servers mostly know only max_tokens.
-        self._official_api = base_url is None and not os.environ.get("OPENAI_BASE_URL")
+        self._official_api = "api.openai.com" in (base_url or os.environ.get("OPENAI_BASE_URL") or "api.openai.com")
 
     @property
     def name(self) -> str:
