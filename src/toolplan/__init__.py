@@ -22,6 +22,26 @@ from ._errors import UnexpectedModelBehavior as UnexpectedModelBehavior
 from ._errors import UnknownToolError as UnknownToolError
 from ._errors import UserError as UserError
 from ._version import __version__ as __version__
+from .agent import Agent as Agent
+from .agent import AgentResult as AgentResult
+from .agent import ExecutionStrategy as ExecutionStrategy
+from .agent import NativeExecutor as NativeExecutor
+from .agent import PlanTool as PlanTool
+from .agent import SequentialExecutor as SequentialExecutor
+from .agent import create_executor as create_executor
+from .agent import run as run
+from .execute import PlanResult as PlanResult
+from .execute import StepError as StepError
+from .execute import StepResult as StepResult
+from .execute import execute_plan as execute_plan
+from .execute import execute_plan_sync as execute_plan_sync
+from .execute import stream_plan as stream_plan
+from .plan import Budget as Budget
+from .plan import Plan as Plan
+from .plan import Step as Step
+from .plan import ValidationReport as ValidationReport
+from .plan import parse_plan as parse_plan
+from .plan import validate_plan as validate_plan
 from .tools import FunctionTool as FunctionTool
 from .tools import Tool as Tool
 from .tools import ToolAnnotations as ToolAnnotations
@@ -31,6 +51,10 @@ from .tools import ToolResult as ToolResult
 from .tools import tool as tool
 
 __all__ = (
+    "Agent",
+    "AgentResult",
+    "Budget",
+    "ExecutionStrategy",
     "FunctionTool",
     "InvalidArgumentsError",
     "LimitExceededError",
@@ -38,11 +62,19 @@ __all__ = (
     "ModelConnectionError",
     "ModelFacingError",
     "ModelHTTPError",
+    "NativeExecutor",
     "OptionalDependencyError",
+    "Plan",
     "PlanIssue",
+    "PlanResult",
+    "PlanTool",
     "PlanValidationError",
     "RunError",
     "SandboxError",
+    "SequentialExecutor",
+    "Step",
+    "StepError",
+    "StepResult",
     "Tool",
     "ToolAnnotations",
     "ToolDefinition",
@@ -54,6 +86,14 @@ __all__ = (
     "UnexpectedModelBehavior",
     "UnknownToolError",
     "UserError",
+    "ValidationReport",
     "__version__",
+    "create_executor",
+    "execute_plan",
+    "execute_plan_sync",
+    "parse_plan",
+    "run",
+    "stream_plan",
     "tool",
+    "validate_plan",
 )

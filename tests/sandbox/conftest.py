@@ -12,10 +12,6 @@ from toolplan.sandbox import CodeLimits, CodeRunner, MontyRunner, SubprocessRunn
 HAS_MONTY = importlib.util.find_spec("pydantic_monty") is not None
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "slow: runs for seconds (waits for a wall-time or CPU limit)")
-
-
 @pytest.fixture
 def tools() -> FakeTools:
     return FakeTools()

@@ -12,7 +12,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 
-from .._errors import PlanValidationError
+from .._errors import PlanValidationError, ToolplanError
 from .._version import __version__
 from ..execute import PlanResult, execute_plan
 from ..plan import DEFAULT_MAX_STEPS, ValidationReport, validate_plan
@@ -267,11 +267,33 @@ def graph(
 
 
 @app.command()
-def demo() -> None:
-    """Run a built-in example plan with simulated latencies and show what parallelism buys."""
+def demo(
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            help="Run the agent part with a real model, e.g. openai:gpt-4o-mini (default: the built-in demo model).",
+        ),
+    ] = None,
+) -> None:
+    """Run a built-in plan, then one agent task three ways: one call per turn, parallel calls, one plan."""
+    from ._agent_demo import run_agent_demo
     from ._demo import run_demo
 
-    raise typer.Exit(run_demo(_out))
+    code = run_demo(_out)
+    real = None
+    if model is not None:
+        from ..models import infer_model
+
+        try:
+            real = infer_model(model)
+        except ToolplanError as exc:
+            _fail(exc.message)
+    try:
+        run_agent_demo(_out, real)
+    except ToolplanError as exc:
+        _fail(f"The agent demo failed: {exc.message}")
+    raise typer.Exit(code)
 
 
 def main() -> None:
