@@ -367,3 +367,30 @@ async def test_missing_api_key_is_a_user_error(monkeypatch: Any) -> None:
     async with OpenAIModel("gpt-4o-mini") as m:
         with pytest.raises(UserError, match="OPENAI_API_KEY"):
             await m.request(ASK, [])
+
+
+async def test_backoff_follows_the_retry_config(provider: FakeProvider) -> None:
+    from stamina.instrumentation import RetryDetails, get_on_retry_hooks, set_on_retry_hooks
+
+    waits: list[float] = []
+
+    def record(details: RetryDetails) -> None:
+        waits.append(details.wait_for)
+
+    provider.queue(
+        Canned(status=503, body={}),
+        Canned(status=502, body={}),
+        Canned(status=500, body={}),
+        Canned(body=completion({"content": "ok"})),
+    )
+    config = RetryConfig(attempts=4, wait_initial=0.01, wait_exp_base=3, wait_max=0.05, wait_jitter=0, deadline=10)
+    previous = get_on_retry_hooks()
+    set_on_retry_hooks([record])
+    try:
+        with stamina.set_testing(False):  # real (tiny) waits, computed by stamina from the config
+            async with model(provider, retry=config) as m:
+                assert (await m.request(ASK, [])).message.content == "ok"
+    finally:
+        set_on_retry_hooks(previous)
+    assert waits == pytest.approx([0.01, 0.03, 0.05])
+    assert len(provider.requests) == 4
