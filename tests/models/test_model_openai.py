@@ -289,10 +289,20 @@ async def test_stamina_testing_switch_is_honoured(provider: FakeProvider) -> Non
 
 async def test_overall_deadline_is_respected(provider: FakeProvider) -> None:
     provider.queue(Canned(hang=True))
-    async with model(provider, retry=RetryConfig(deadline=0.2)) as m:
-        with pytest.raises(ModelConnectionError, match=r"retry deadline of 0\.2 s"):
+    async with model(provider, retry=RetryConfig(deadline=1.0)) as m:
+        with pytest.raises(ModelConnectionError, match=r"retry deadline of 1\.0 s"):
             await m.request(ASK, [])
     assert len(provider.requests) == 1
+
+
+async def test_deadline_stops_retrying(provider: FakeProvider) -> None:
+    provider.queue(*[Canned(status=503, body={"error": {"message": "busy"}})] * 200)
+    config = RetryConfig(attempts=200, wait_initial=0.02, wait_max=0.02, wait_jitter=0, deadline=0.3)
+    with stamina.set_testing(False):  # real waits: the deadline, not the attempts, ends the retries
+        async with model(provider, retry=config) as m:
+            with pytest.raises((ModelHTTPError, ModelConnectionError)):
+                await m.request(ASK, [])
+    assert 1 < len(provider.requests) < 200
 
 
 async def test_request_timeout_is_a_connection_error(provider: FakeProvider) -> None:
