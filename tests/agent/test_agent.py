@@ -223,6 +223,7 @@ async def test_an_invalid_plan_costs_no_tool_call_and_lists_every_problem() -> N
             {"id": "b", "tool": "prob", "arguments": {"x": 1}},
             {"id": "c", "tool": "probe", "arguments": {"x": "$ref:zzz"}},
             {"id": "a", "tool": "probe", "arguments": {"x": "NaN"}},
+            {"id": "d", "tool": "probe", "arguments": {"x": "not a number"}},
         ]
     }
     model = ScriptedModel([calls(("execute_tool_plan", bad_plan)), "gave up"])

@@ -146,8 +146,15 @@ class Agent:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.run(prompt, message_history=message_history))
+            return asyncio.run(self._run_and_close(prompt, message_history))
         raise UserError("Agent.run_sync() cannot run inside an event loop; use `await agent.run(...)`.")
+
+    async def _run_and_close(self, prompt: str, history: Sequence[ModelMessage]) -> AgentResult:
+        # run_sync's event loop ends with this call: release the model's connections bound to it.
+        try:
+            return await self._run(prompt, history, None)
+        finally:
+            await self.model.aclose()
 
     def run_stream(self, prompt: str, *, message_history: Sequence[ModelMessage] = ()) -> AgentStream:
         """Run in the background of an ``async with`` block and iterate over the run's events.
