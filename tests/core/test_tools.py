@@ -1,0 +1,175 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from toolplan import ToolDefinition, ToolError, ToolRegistry, ToolResult, UserError, execute_plan_sync, tool
+from toolplan.agent import BatchTool, PlanTool
+
+
+class Point(BaseModel):
+    x: int
+    y: int = 0
+
+
+@tool(read_only=True, idempotent=True, cost=2.5, timeout=3, concurrency=4, general=True)
+async def locate(name: str, zoom: int = 1, tags: list[str] | None = None) -> Point:
+    """Find a place on the map.
+
+    Args:
+        name: What to look for,
+            possibly spanning lines.
+        zoom: Zoom level.
+        tags: Optional filters.
+    """
+    return Point(x=len(name) * zoom)
+
+
+def test_schema_description_and_annotations_from_the_function() -> None:
+    d = locate.definition
+    assert d.name == "locate"
+    assert d.description == "Find a place on the map."
+    assert d.parameters_json_schema == {
+        "additionalProperties": False,
+        "properties": {
+            "name": {"description": "What to look for, possibly spanning lines.", "type": "string"},
+            "zoom": {"default": 1, "description": "Zoom level.", "type": "integer"},
+            "tags": {
+                "anyOf": [{"items": {"type": "string"}, "type": "array"}, {"type": "null"}],
+                "default": None,
+                "description": "Optional filters.",
+            },
+        },
+        "required": ["name"],
+        "type": "object",
+    }
+    assert d.output_json_schema is not None and d.output_json_schema["required"] == ["x"]
+    a = d.annotations
+    assert (a.read_only, a.idempotent, a.cost, a.timeout, a.concurrency, a.general, a.retries) == (
+        True,
+        True,
+        2.5,
+        3,
+        4,
+        True,
+        2,
+    )
+
+
+async def test_coercion_validation_and_jsonable_output() -> None:
+    assert (await locate.execute("locate", {"name": "abc", "zoom": "2"})).content == {"x": 6, "y": 0}
+    with pytest.raises(ToolError, match="missing required argument 'name'"):
+        await locate.execute("locate", {})
+    assert await locate(name="ab") == {"x": 2, "y": 0}
+
+
+def test_plain_functions_are_tools_and_names_are_unique() -> None:
+    def area(w: float, h: float) -> float:
+        """Area."""
+        return w * h
+
+    registry = ToolRegistry([area])
+    assert registry.names == ["area"] and registry.definition("area").description == "Area."
+    with pytest.raises(UserError, match="Duplicate tool name 'area'"):
+        registry.add(area)
+    renamed = ToolRegistry({"rect_area": area})
+    assert renamed.names == ["rect_area"]
+
+
+def test_bad_tool_declarations_are_user_errors() -> None:
+    with pytest.raises(UserError, match="idempotent=True"):
+
+        @tool(retry=3)
+        def unsafe() -> None: ...
+
+    with pytest.raises(UserError, match=r"\*args"):
+
+        @tool
+        def star(*args: int) -> None: ...
+
+    with pytest.raises(UserError, match="Invalid tool name"):
+        tool(name="has space")(lambda: None)
+
+
+class Calculator:
+    """A multi-function tool (like an MCP server): definitions() + execute(name, args)."""
+
+    def definitions(self) -> Sequence[ToolDefinition]:
+        number = {"type": "number"}
+        schema = {"type": "object", "properties": {"a": number, "b": number}, "required": ["a", "b"]}
+        return (
+            ToolDefinition(name="add", description="a + b", parameters_json_schema=schema),
+            ToolDefinition(name="div", description="a / b", parameters_json_schema=schema),
+        )
+
+    async def execute(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
+        a, b = arguments["a"], arguments["b"]
+        if name == "add":
+            return ToolResult(a + b)
+        if b == 0:
+            return ToolResult.failure("Division by zero: pass a non-zero 'b'.")
+        return ToolResult(a / b)
+
+
+def test_multi_function_tools_in_plans_with_json_schema_validation() -> None:
+    registry = ToolRegistry([Calculator(), locate])
+    assert registry.names == ["add", "div", "locate"]
+    bad = {"steps": [{"id": "x", "tool": "add", "arguments": {"a": "one"}}]}
+    from toolplan import validate_plan
+
+    errors = validate_plan(bad, registry).errors
+    assert [e.code for e in errors] == ["invalid_arguments", "invalid_arguments"]
+    assert "'b' is a required property" in " ".join(e.message for e in errors)
+    plan = {
+        "steps": [
+            {"id": "s", "tool": "add", "arguments": {"a": 1, "b": 2}},
+            {"id": "q", "tool": "div", "arguments": {"a": "$ref:s", "b": 0}},
+            {"id": "r", "tool": "div", "arguments": {"a": "$ref:s", "b": 2}},
+        ]
+    }
+    result = execute_plan_sync(plan, registry)
+    assert result.steps["s"].output == 3 and result.steps["r"].output == 1.5
+    q = result.steps["q"]
+    assert q.error is not None and (q.error.kind, q.error.message) == (
+        "business",
+        "Division by zero: pass a non-zero 'b'.",
+    )
+
+
+async def test_meta_tools_are_ordinary_tools() -> None:
+    registry = ToolRegistry([Calculator()])
+    plan_tool = PlanTool(registry)
+    (definition,) = plan_tool.definitions()
+    assert definition.name == "execute_tool_plan"
+    assert definition.parameters_json_schema["properties"]["steps"]["items"]["properties"]["tool"]["enum"] == [
+        "add",
+        "div",
+    ]
+    ok = await plan_tool.execute(
+        "execute_tool_plan",
+        {
+            "steps": [
+                {"id": "a", "tool": "add", "arguments": {"a": 1, "b": 1}},
+                {"id": "b", "tool": "add", "arguments": {"a": "$ref:a", "b": 1}},
+            ],
+            "output_steps": ["b"],
+        },
+    )
+    assert json.loads(ok.content) == {"status": "succeeded", "outputs": {"b": 3}}
+    invalid = await plan_tool.execute("execute_tool_plan", {"steps": [{"id": "a", "tool": "execute_plan"}]})
+    assert invalid.error is not None and "meta_tool" in invalid.error
+
+    batch = BatchTool(registry)
+    assert batch.definitions()[0].parameters_json_schema["properties"]["steps"]["maxItems"] == 50
+    out = await batch.execute(
+        "execute_plan",
+        {"steps": [{"tool": "div", "args": {"a": 1, "b": 0}}, {"tool": "add", "args": {"a": 1, "b": 2}}]},
+    )
+    assert json.loads(out.content) == [
+        {"step": 0, "tool": "div", "status": "error", "error": "Division by zero: pass a non-zero 'b'."},
+        {"step": 1, "tool": "add", "status": "ok", "result": 3},
+    ]
