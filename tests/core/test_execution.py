@@ -515,3 +515,22 @@ async def test_cancelled_running_steps_report_their_attempts() -> None:
     assert (result.steps["h"].status, result.steps["h"].attempts) == ("cancelled", 1)
     timed = await execute_plan({"steps": [{"id": "h", "tool": "hang"}]}, [hang], timeout=0.05)
     assert (timed.steps["h"].status, timed.steps["h"].attempts) == ("timed_out", 1)
+
+
+async def test_testing_switch_disables_tool_retry_backoff() -> None:
+    from toolplan.testing import disable_retry_backoff
+
+    events: list[PlanEvent] = []
+    calls = {"n": 0}
+
+    @tool(idempotent=True)
+    def flaky() -> str:
+        calls["n"] += 1
+        if calls["n"] < 3:
+            raise ConnectionError("reset")
+        return "ok"
+
+    with disable_retry_backoff():
+        result = await execute_plan({"steps": [{"id": "f", "tool": "flaky"}]}, [flaky], on_event=events.append)
+    assert result.steps["f"].attempts == 3
+    assert [e.delay for e in events if isinstance(e, StepRetrying)] == [0.0, 0.0]

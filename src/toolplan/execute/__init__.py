@@ -15,6 +15,7 @@ from ._executor import execute_plan as execute_plan
 from ._executor import execute_plan_sync as execute_plan_sync
 from ._executor import no_retry_backoff as no_retry_backoff
 from ._executor import prepare as prepare
+from ._executor import set_retry_backoff as set_retry_backoff
 from ._executor import stream_plan as stream_plan
 from ._invoke import BudgetMeter as BudgetMeter
 from ._invoke import CallOutcome as CallOutcome
@@ -53,5 +54,6 @@ __all__ = (
     "execute_plan_sync",
     "no_retry_backoff",
     "prepare",
+    "set_retry_backoff",
     "stream_plan",
 )

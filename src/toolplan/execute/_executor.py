@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import random
 import time
 import uuid
@@ -38,26 +37,34 @@ __all__ = (
     "execute_plan_sync",
     "no_retry_backoff",
     "prepare",
+    "set_retry_backoff",
     "stream_plan",
 )
 
 DEFAULT_MAX_CONCURRENCY = 20
 RETRYABLE = frozenset({"infrastructure", "timeout"})
-_no_backoff: contextvars.ContextVar[bool] = contextvars.ContextVar("toolplan_no_backoff", default=False)
+_backoff_enabled = True
+
+
+def set_retry_backoff(enabled: bool) -> bool:
+    """Turn waiting between step retries on or off for the process; returns the previous setting."""
+    global _backoff_enabled
+    previous, _backoff_enabled = _backoff_enabled, enabled
+    return previous
 
 
 @contextmanager
 def no_retry_backoff() -> Iterator[None]:
     """Within this block step retries happen without waiting (for tests)."""
-    token = _no_backoff.set(True)
+    previous = set_retry_backoff(False)
     try:
         yield
     finally:
-        _no_backoff.reset(token)
+        set_retry_backoff(previous)
 
 
 def _backoff(attempt: int, initial: float) -> float:
-    if _no_backoff.get() or initial <= 0:
+    if not _backoff_enabled or initial <= 0:
         return 0.0
     base = min(initial * 2 ** (attempt - 1), 10.0)
     jitter: float = 0.8 + 0.4 * random.random()

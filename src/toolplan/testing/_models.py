@@ -15,6 +15,7 @@ from types import TracebackType
 from typing import Any, Literal, TypeAlias
 
 from .._errors import UnexpectedModelBehavior, UserError
+from ..execute import set_retry_backoff
 from ..models._guard import set_model_requests_allowed
 from ..models._messages import (
     AssistantMessage,
@@ -460,15 +461,21 @@ def forbid_model_requests(forbid: bool = True) -> _Restore:
 
 
 def disable_retry_backoff() -> _Restore:
-    """Retry model requests without waiting (stamina's test mode), keeping each model's attempts.
+    """Retry model requests and tool calls without waiting, keeping every number of attempts.
 
     Takes effect when called; as a context manager it restores the previous mode on exit. Backoff
-    waits become zero, so a test of "429, then 200" runs instantly.
+    waits become zero, so a test of "429, then 200" or of a flaky idempotent tool runs instantly.
     """
+    tools_previous = set_retry_backoff(False)
     try:
         import stamina
-    except ImportError:  # no provider extra installed: nothing retries
-        return _Restore(lambda: None)
+    except ImportError:  # no provider extra installed: no model retries
+        return _Restore(lambda: set_retry_backoff(tools_previous))
     # cap=True keeps each model's own number of attempts (at most 1000).
     restore = stamina.set_testing(True, attempts=1000, cap=True)
-    return _Restore(lambda: restore.__exit__(None, None, None))
+
+    def undo() -> None:
+        restore.__exit__(None, None, None)
+        set_retry_backoff(tools_previous)
+
+    return _Restore(undo)
