@@ -12,6 +12,7 @@ from typing import Any, cast
 
 from .._errors import UserError
 from ..plan import DEFAULT_MAX_STEPS, Budget, CompiledPlan, CompiledStep, Dialect, FailureMode, Plan, compile_plan
+from ..plan._graph import critical_path, topological_order, waves
 from ..plan._ir import MissingField
 from ..plan._refs import Ref, resolve
 from ..tools import ToolRegistry, ToolsLike
@@ -103,6 +104,7 @@ class PlanRun:
         self.steps: dict[str, CompiledStep] = {}
         self._sealed = asyncio.Event()
         self._waiters: dict[str, asyncio.Future[StepResult]] = {}
+        self._tool_defaults: dict[str, tuple[int, float | None]] = {}  # (retries, timeout) per tool
         self.aborted: str | None = None
         self.outputs: dict[str, Any] = {}
         self.results: dict[str, StepResult] = {}
@@ -306,7 +308,8 @@ class PlanRun:
         plan = compiled.plan
         steps = {sid: self.results[sid] for sid in compiled.steps}
         durations = {sid: r.duration or 0.0 for sid, r in steps.items()}
-        path, length = compiled.critical_path(durations)
+        order = topological_order(compiled.deps)
+        path, length = critical_path(compiled.deps, durations, order)
         status: PlanStatus = forced or ("succeeded" if all(r.ok for r in steps.values()) else "failed")
         result = PlanResult(
             status=status,
@@ -316,7 +319,7 @@ class PlanRun:
             dialect=plan.dialect,
             started_at=start,
             ended_at=self.now(),
-            waves=tuple(tuple(w) for w in compiled.waves()),
+            waves=tuple(tuple(w) for w in waves(compiled.deps, order)),
             critical_path=tuple(path),
             critical_path_duration=length,
             warnings=compiled.warnings,
@@ -337,8 +340,14 @@ class PlanRun:
 
         args = resolve(cs.arguments, self.outputs, missing=missing_field, on_missing=missing)
         invoker = self.invoker
-        retries = step.retry if step.retry is not None else invoker.annotations(step.tool).retries
-        timeout = invoker.timeout_for(step.tool, step.timeout)
+        defaults = self._tool_defaults.get(step.tool)
+        if defaults is None:
+            defaults = self._tool_defaults[step.tool] = (
+                invoker.annotations(step.tool).retries,
+                invoker.timeout_for(step.tool),
+            )
+        retries = step.retry if step.retry is not None else defaults[0]
+        timeout = step.timeout if step.timeout is not None else defaults[1]
         attempt = 0
         while True:
             attempt += 1

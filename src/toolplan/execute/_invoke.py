@@ -114,13 +114,16 @@ class ToolInvoker:
             return await self._call(tool, arguments, timeout)
 
     async def _call(self, tool: str, arguments: Mapping[str, Any], timeout: float | None) -> CallOutcome:
-        deadline = asyncio.timeout(timeout)
+        deadline = asyncio.timeout(timeout) if timeout is not None else None
         try:
             try:
-                async with deadline:
+                if deadline is None:
                     result = await self.registry.execute(tool, arguments)
+                else:
+                    async with deadline:
+                        result = await self.registry.execute(tool, arguments)
             except TimeoutError:
-                if timeout is None or not deadline.expired():
+                if deadline is None or not deadline.expired():
                     raise  # the tool's own TimeoutError: an infrastructure error, handled below
                 return CallOutcome(
                     error=StepError(

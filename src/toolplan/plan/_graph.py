@@ -50,32 +50,35 @@ def find_cycles(deps: Deps) -> list[list[str]]:
     return cycles
 
 
-def waves(deps: Deps) -> list[list[str]]:
+def waves(deps: Deps, order: Sequence[str] | None = None) -> list[list[str]]:
     """Kahn levels: wave k holds the steps whose longest dependency chain has k steps.
 
     Steps in a cycle (or behind one) are left out. Order inside a wave follows ``deps``' order.
+    Pass ``order`` (a `topological_order` of ``deps``) to avoid computing it again.
     """
     level: dict[str, int] = {}
-    for step in topological_order(deps):
+    for step in topological_order(deps) if order is None else order:
         level[step] = max((level[d] + 1 for d in deps[step] if d in level), default=0)
     out: list[list[str]] = []
-    for step, lv in level.items():
+    for step in deps:  # deps' order, so each wave keeps the plan's order
+        lv = level.get(step)
+        if lv is None:
+            continue
         while len(out) <= lv:
             out.append([])
         out[lv].append(step)
-    for wave in out:
-        wave.sort(key=list(deps).index)
     return out
 
 
 def topological_order(deps: Deps) -> list[str]:
     """A topological order (stable: ties keep ``deps``' order); cyclic steps are left out."""
-    indegree = {s: sum(1 for d in ds if d in deps) for s, ds in deps.items()}
+    indegree = dict.fromkeys(deps, 0)
     dependents: dict[str, list[str]] = {s: [] for s in deps}
     for s, ds in deps.items():
         for d in ds:
             if d in dependents:
                 dependents[d].append(s)
+                indegree[s] += 1
     ready = [s for s, n in indegree.items() if n == 0]
     order: list[str] = []
     i = 0
@@ -90,10 +93,12 @@ def topological_order(deps: Deps) -> list[str]:
     return order
 
 
-def critical_path(deps: Deps, durations: Mapping[str, float] | None = None) -> tuple[list[str], float]:
+def critical_path(
+    deps: Deps, durations: Mapping[str, float] | None = None, order: Sequence[str] | None = None
+) -> tuple[list[str], float]:
     """The heaviest dependency chain and its total weight (unit weights without ``durations``)."""
     best: dict[str, tuple[float, str | None]] = {}
-    for step in topological_order(deps):
+    for step in topological_order(deps) if order is None else order:
         w = 1.0 if durations is None else durations.get(step, 0.0)
         prev = max(((best[d][0], d) for d in deps[step] if d in best), default=(0.0, None))
         best[step] = (prev[0] + w, prev[1])

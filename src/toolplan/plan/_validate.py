@@ -178,7 +178,7 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
                 "Split the work into smaller plans.",
             )
         )
-    ids: list[str] = []
+    ids: dict[str, None] = {}  # ordered, with O(1) membership
     for s in plan.steps:
         if s.id in ids:
             issues.append(
@@ -189,7 +189,7 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
                 )
             )
         else:
-            ids.append(s.id)
+            ids[s.id] = None
     id_set = frozenset(ids)
     unreadable_args = {i.step for i in issues if i.code == "invalid_arguments_json"}
 

@@ -71,7 +71,7 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
 class FunctionTool:
     """A tool made from one typed Python function (sync or async). Build it with `@tool`."""
 
-    __slots__ = ("_accepts_none", "_is_async", "_model", "_param_names", "definition", "function")
+    __slots__ = ("_is_async", "_model", "definition", "function")
 
     def __init__(
         self,
@@ -94,7 +94,7 @@ class FunctionTool:
             getattr(function, "__call__", None)  # noqa: B004 - callable objects with async __call__
         )
         doc_description, param_docs = _parse_docstring(inspect.getdoc(function) or "")
-        self._model, self._param_names = _build_arguments_model(function, tool_name, param_docs)
+        self._model = _build_arguments_model(function, tool_name, param_docs)
         parameters = _strip_titles(self._model.model_json_schema())
         parameters.setdefault("properties", {})
         self.definition = ToolDefinition(
@@ -120,7 +120,7 @@ class FunctionTool:
             model = self._model.model_validate(arguments)
         except pydantic.ValidationError as exc:
             raise InvalidArgumentsError(_describe_validation_error(self.name, exc), tool=self.name) from None
-        return {k: getattr(model, k) for k in self._param_names}
+        return dict(model.__dict__)  # the validated fields (extra fields are forbidden)
 
     def argument_problems(self, name: str, arguments: Mapping[str, Any], deferred: frozenset[str]) -> list[str]:
         """Problems with the literal ``arguments``; keys in ``deferred`` are filled in later (references)."""
@@ -160,7 +160,7 @@ class FunctionTool:
 
 def _build_arguments_model(
     function: Callable[..., Any], tool_name: str, param_docs: Mapping[str, str]
-) -> tuple[type[BaseModel], tuple[str, ...]]:
+) -> type[BaseModel]:
     try:
         signature = inspect.signature(function)
         hints = get_type_hints(function, include_extras=True)
@@ -186,7 +186,7 @@ def _build_arguments_model(
         __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=False),
         **fields,
     )
-    return cast(type[BaseModel], model), tuple(fields)
+    return cast(type[BaseModel], model)
 
 
 def _output_schema(function: Callable[..., Any]) -> dict[str, Any] | None:

@@ -66,12 +66,14 @@ def _as_tool(obj: Any, name: str | None = None) -> Tool:
 class ToolRegistry:
     """The set of tool functions a plan or an agent may call, by name."""
 
-    __slots__ = ("_definitions", "_owners", "_validators")
+    __slots__ = ("_checkers", "_definitions", "_owners", "_validators")
 
     def __init__(self, tools: ToolsLike | None = None) -> None:
         self._owners: dict[str, Tool] = {}
         self._definitions: dict[str, ToolDefinition] = {}
-        self._validators: dict[str, Any] = {}
+        self._validators: dict[str, Any] = {}  # JSON Schema validators, built on first use
+        # The tool's own argument check, if it has one (a Protocol isinstance check is slow: do it once).
+        self._checkers: dict[str, Any] = {}
         if tools is not None:
             self.add_all(tools)
 
@@ -91,6 +93,7 @@ class ToolRegistry:
                 )
             self._owners[definition.name] = obj
             self._definitions[definition.name] = definition
+            self._checkers[definition.name] = obj.argument_problems if isinstance(obj, ValidatingTool) else None
 
     def add_all(self, tools: ToolsLike) -> None:
         """Register every tool of a list, dict (keys are names) or registry."""
@@ -98,6 +101,7 @@ class ToolRegistry:
             for name, owner in tools._owners.items():
                 self._owners[name] = owner
                 self._definitions[name] = tools._definitions[name]
+                self._checkers[name] = tools._checkers[name]
         elif isinstance(tools, Mapping):
             for name, obj in tools.items():
                 self.add(obj, name=name)
@@ -144,6 +148,7 @@ class ToolRegistry:
             if name not in names:
                 out._owners[name] = owner
                 out._definitions[name] = self._definitions[name]
+                out._checkers[name] = self._checkers[name]
         return out
 
     async def execute(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
@@ -157,11 +162,12 @@ class ToolRegistry:
         self, name: str, arguments: Mapping[str, Any], deferred: frozenset[str] = frozenset()
     ) -> list[str]:
         """Problems with literal ``arguments`` for ``name`` (keys in ``deferred`` are not checked)."""
-        owner = self._owners.get(name)
-        if owner is None:
+        if name not in self._owners:
             return [str(UnknownToolError(name, self.names))]
-        if isinstance(owner, ValidatingTool):
-            return owner.argument_problems(name, arguments, deferred)
+        checker = self._checkers[name]
+        if checker is not None:
+            problems: list[str] = checker(name, arguments, deferred)
+            return problems
         return self._schema_problems(name, arguments, deferred)
 
     def _schema_problems(self, name: str, arguments: Mapping[str, Any], deferred: frozenset[str]) -> list[str]:
