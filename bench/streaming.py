@@ -5,9 +5,9 @@ text is cut into as many chunks as it has tokens (see `bench.tokens`) and yielde
 token interval.
 
 - ``wait``: collect the whole plan, then ``execute_plan`` it (what every agent does today).
-- ``streamed``: dispatch each step as soon as its JSON is complete and its inputs are ready. Measured
-  only when toolplan provides a streaming executor: see `streamed_executor` (THE HOOK); until then
-  the table says *pending*.
+- ``streamed``: ``toolplan.execute.execute_plan_stream`` reads the same chunks and dispatches each
+  step as soon as its JSON is complete and its inputs are ready (what ``Agent(stream_plans=True)`` does
+  with a model's streamed ``execute_tool_plan`` call).
 - ``ideal``: an analytic bound, not a measurement: each step starts when the token stream has
   completed its JSON object and its dependencies have finished, and takes exactly its tool's latency.
 """
@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from toolplan.execute import PlanEvent, PlanResult, StepStarted, execute_plan
+from toolplan.execute import PlanEvent, PlanResult, StepStarted, execute_plan, execute_plan_stream
 from toolplan.tools import ToolsLike
 
 from . import common, tokens
@@ -36,14 +36,12 @@ StreamedExecutor = Callable[[AsyncIterator[str], ToolsLike, Callable[[PlanEvent]
 
 
 def streamed_executor() -> StreamedExecutor | None:
-    """THE HOOK for the streamed mode: return toolplan's streaming-plan executor, or None.
+    """toolplan's streaming-plan executor: ``async (chunks, tools, on_event) -> PlanResult``."""
 
-    Wire it here when it lands (toolplan.plan streaming parser / toolplan.agent streamed dispatch):
-    an ``async (chunks, tools, on_event) -> PlanResult`` that reads the plan JSON text chunk by chunk
-    and starts each step as soon as it is complete and its inputs are ready, calling ``on_event`` with
-    toolplan's events (``StepStarted`` marks the first tool start).
-    """
-    return None
+    async def run(chunks: AsyncIterator[str], tools: ToolsLike, on_event: Callable[[PlanEvent], None]) -> PlanResult:
+        return await execute_plan_stream(chunks, tools, on_event=on_event)
+
+    return run
 
 
 def chunks_of(text: str) -> list[str]:

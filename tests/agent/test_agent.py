@@ -375,3 +375,30 @@ async def test_budget_spans_the_whole_run() -> None:
     replies = tool_messages(result.messages)
     assert [m.is_error for m in replies] == [False, False, True]
     assert "max_tool_calls=2" in replies[2].content
+
+
+async def test_model_errors_surface_as_themselves_even_mid_plan_stream() -> None:
+    from toolplan import ModelHTTPError
+
+    started = asyncio.Event()
+
+    @tool
+    async def slow(x: int) -> int:
+        started.set()
+        await asyncio.Event().wait()  # runs until cancelled
+        return x
+
+    plan_start = '{"steps": [{"id": "a", "tool": "slow", "arguments": {"x": 1}}, {"id": "b"'
+
+    async def stream_fn(messages: list[Any], info: Any) -> Any:
+        yield ToolCallChunk(index=0, id="p1", name="execute_tool_plan", arguments=plan_start)
+        await asyncio.wait_for(started.wait(), timeout=5)
+        raise ModelHTTPError("Service unavailable (503).", status_code=503)
+
+    agent = Agent(model=FunctionModel(stream_function=stream_fn), tools=[slow], tool_planning=True, stream_plans=True)
+    with pytest.raises(ModelHTTPError, match="503"):
+        await agent.run("go")
+    with pytest.raises(ModelHTTPError):
+        async with agent.run_stream("go") as stream:
+            async for _ in stream:
+                pass

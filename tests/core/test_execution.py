@@ -534,3 +534,10 @@ async def test_testing_switch_disables_tool_retry_backoff() -> None:
         result = await execute_plan({"steps": [{"id": "f", "tool": "flaky"}]}, [flaky], on_event=events.append)
     assert result.steps["f"].attempts == 3
     assert [e.delay for e in events if isinstance(e, StepRetrying)] == [0.0, 0.0]
+
+
+async def test_errors_inside_stream_plan_blocks_are_not_wrapped() -> None:
+    plan = {"steps": [{"id": "a", "tool": "echo", "arguments": {"value": 1}}]}
+    with pytest.raises(KeyError):
+        async with stream_plan(plan, BASIC):
+            raise KeyError("user code")

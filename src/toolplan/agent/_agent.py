@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Self
 
 from .._errors import UserError
+from .._tasks import task_group
 from ..execute import ToolInvoker
 from ..models import (
     AssistantMessage,
@@ -193,7 +194,7 @@ class Agent:
         for iteration in range(1, self.max_iterations + 1):
             if emit is not None:
                 emit(ModelRequestStarted(iteration=iteration))
-            async with asyncio.TaskGroup() as tg:
+            async with task_group() as tg:
                 response, streamed = await self._ask(messages, definitions, ctx, tg)
                 usage = usage + response.usage
                 model_name = response.model_name or model_name
@@ -271,11 +272,15 @@ class Agent:
                         ctx.emit(event)
                 elif isinstance(event, ToolCallStarted):
                     if self.stream_plans and event.name == PLAN_TOOL_NAME and isinstance(plan_tool, PlanTool):
-                        plans[event.index] = StreamedPlan.start(plan_tool, ctx, tg, call_id=event.id)
+                        plans[event.index] = StreamedPlan.start(plan_tool, ctx, tg)
                         if ctx.emit is not None:
                             ctx.emit(PlanStreamStarted(call_id=event.id))
                 elif isinstance(event, ToolCallArgsDelta) and event.index in plans:
                     plans[event.index].feed(event.delta)
+        except BaseException:
+            for plan in plans.values():  # the answer broke off: stop what its plans started
+                plan.abort("Cancelled: the model's answer broke off.")
+            raise
         finally:
             await stream.aclose()
         if response is None:
@@ -288,7 +293,7 @@ class Agent:
             if index < len(calls) and calls[index].name == PLAN_TOOL_NAME:
                 by_id[calls[index].id] = plan
             else:  # the final response does not contain the streamed call: stop what it started
-                plan.run.abort("Cancelled: the model's final answer did not contain this plan.")
+                plan.abort("Cancelled: the model's final answer did not contain this plan.")
         return response, by_id
 
 
@@ -310,7 +315,7 @@ class AgentStream:
                 self.result = event.result
             self._queue.put_nowait(event)
 
-        async with asyncio.TaskGroup() as tg:
+        async with task_group() as tg:
             task = tg.create_task(self._agent._run(self._prompt, self._history, emit))
             task.add_done_callback(lambda _t: self._queue.put_nowait(None))
             try:

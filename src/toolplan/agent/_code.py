@@ -7,12 +7,12 @@ budget and events as plan steps, and show up as steps in the `PlanResult`.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ToolError, UnknownToolError
+from .._tasks import task_group
 from ..execute import EventHandler, PlanResult, PlanRun, ToolInvoker
 from ..plan import META_TOOL_NAMES, CompiledStep, Step, compile_calls
 from ..plan._refs import Literal
@@ -121,7 +121,7 @@ class CodeTool:
                 return step.output
             raise ToolError(step.error.message if step.error else step.status, tool=name)
 
-        async with asyncio.TaskGroup() as tg:
+        async with task_group() as tg:
             run_task = tg.create_task(run.run())
             try:
                 result = await self.runner.run(code, call_tool=call_tool, limits=self.limits)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -10,6 +9,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ToolError, UnknownToolError
+from .._tasks import task_group
 from ..execute import PlanEvent, PlanResult, StepFinished, StepResult, StepStarted, ToolInvoker, execute_compiled
 from ..models import ToolCall, ToolReturnMessage
 from ..plan import compile_calls
@@ -111,7 +111,7 @@ class ToolCallExecutor:
         else:
             plain = [item for item in runnable if item[1].name not in ctx.meta_tools]
             meta = [item for item in runnable if item[1].name in ctx.meta_tools]
-            async with asyncio.TaskGroup() as tg:
+            async with task_group() as tg:
                 plain_task = tg.create_task(self._run_plain(plain, ctx))
                 meta_tasks = {i: tg.create_task(self._run_meta(call, args, ctx)) for i, call, args in meta}
             out.update(plain_task.result())

@@ -27,6 +27,8 @@ from ._result import StepError as StepError
 from ._result import StepResult as StepResult
 from ._result import StepStatus as StepStatus
 from ._scheduler import Scheduler as Scheduler
+from ._streaming import StreamingPlan as StreamingPlan
+from ._streaming import execute_plan_stream as execute_plan_stream
 
 __all__ = (
     "DEFAULT_MAX_CONCURRENCY",
@@ -48,9 +50,11 @@ __all__ = (
     "StepRetrying",
     "StepStarted",
     "StepStatus",
+    "StreamingPlan",
     "ToolInvoker",
     "execute_compiled",
     "execute_plan",
+    "execute_plan_stream",
     "execute_plan_sync",
     "no_retry_backoff",
     "prepare",

@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any, cast
 
 from .._errors import UserError
+from .._tasks import task_group
 from ..plan import DEFAULT_MAX_STEPS, Budget, CompiledPlan, CompiledStep, Dialect, FailureMode, Plan, compile_plan
 from ..plan._graph import critical_path, topological_order, waves
 from ..plan._ir import MissingField
@@ -562,7 +563,7 @@ async def stream_plan(plan: Any, tools: ToolsLike, **options: Any) -> AsyncItera
             callback(event)
         stream._put(event)
 
-    async with asyncio.TaskGroup() as tg:
+    async with task_group() as tg:
         task = tg.create_task(execute_compiled(compiled, invoker, on_event=on_event, **options))
         task.add_done_callback(lambda _t: stream._queue.put_nowait(None))
         try:
