@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from .._errors import UserError
 from .._tasks import task_group
@@ -19,6 +19,7 @@ from ..models import (
     ResponseCompleted,
     SystemMessage,
     TextDelta,
+    ToolCall,
     ToolCallArgsDelta,
     ToolCallStarted,
     ToolReturnMessage,
@@ -33,6 +34,9 @@ from ._executors import ExecutionStrategy, ToolCallExecutor, TurnContext, create
 from ._metatools import PLAN_TOOL_NAME, MetaTool, PlanTool, planning_instructions
 from ._result import AgentResult
 from ._streaming import StreamedPlan
+
+if TYPE_CHECKING:
+    from ..sandbox import CodeRunner
 
 __all__ = ("Agent", "AgentStream", "run")
 
@@ -66,7 +70,7 @@ class Agent:
         instructions: str = "",
         tools: ToolsLike = (),
         tool_planning: bool = False,
-        code_execution: Any = None,
+        code_execution: CodeRunner | None = None,
         max_iterations: int = 25,
         max_tool_calls_per_turn: int = 50,
         max_concurrent_tools: int = 20,
@@ -236,7 +240,7 @@ class Agent:
     async def _execute(
         self,
         executor: ToolCallExecutor,
-        tool_calls: Sequence[Any],
+        tool_calls: Sequence[ToolCall],
         streamed: dict[str, StreamedPlan],
         ctx: TurnContext,
     ) -> list[ToolReturnMessage]:

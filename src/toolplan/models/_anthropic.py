@@ -5,16 +5,15 @@ The ``anthropic`` SDK is imported when a model is created, not when this module 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
-import weakref
 from collections.abc import AsyncGenerator, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
 from .._errors import OptionalDependencyError, ToolplanError, UnexpectedModelBehavior, UserError
 from ..tools import ToolDefinition
+from ._clients import LoopClients
 from ._guard import check_model_requests_allowed
 from ._messages import (
     AssistantMessage,
@@ -104,10 +103,7 @@ class AnthropicModel(Model):
         self._base_url = base_url
         self.settings = settings or ModelSettings()
         self.retry = retry or RetryConfig()
-        self._given_client = client
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncAnthropic] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._clients = LoopClients(client, self._new_client)
 
     @property
     def name(self) -> str:
@@ -120,31 +116,23 @@ class AnthropicModel(Model):
         return "anthropic"
 
     def _client(self) -> AsyncAnthropic:
-        # One client per event loop, as for OpenAIModel.
-        if self._given_client is not None:
-            return self._given_client
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            try:
-                client = cast(
-                    "AsyncAnthropic",
-                    self._sdk.AsyncAnthropic(api_key=self._api_key, base_url=self._base_url, max_retries=0),
-                )
-            except self._sdk.AnthropicError as exc:
-                raise UserError(
-                    f"AnthropicModel({self._name!r}) cannot be set up ({exc}). Set the ANTHROPIC_API_KEY "
-                    "environment variable or pass api_key=..."
-                ) from None
-            self._clients[loop] = client
-        return client
+        return self._clients.get()
+
+    def _new_client(self) -> AsyncAnthropic:
+        try:
+            return cast(
+                "AsyncAnthropic",
+                self._sdk.AsyncAnthropic(api_key=self._api_key, base_url=self._base_url, max_retries=0),
+            )
+        except self._sdk.AnthropicError as exc:
+            raise UserError(
+                f"AnthropicModel({self._name!r}) cannot be set up ({exc}). Set the ANTHROPIC_API_KEY "
+                "environment variable or pass api_key=..."
+            ) from None
 
     async def aclose(self) -> None:
         """Close the HTTP client of the running event loop (a given ``client`` is left open)."""
-        with contextlib.suppress(RuntimeError):
-            client = self._clients.pop(asyncio.get_running_loop(), None)
-            if client is not None:
-                await client.close()
+        await self._clients.aclose()
 
     async def request(
         self,

@@ -6,16 +6,15 @@ toolplan.models`` stays free of optional dependencies.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
-import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
 from .._errors import OptionalDependencyError, ToolplanError, UnexpectedModelBehavior, UserError
 from ..tools import ToolDefinition
+from ._clients import LoopClients
 from ._guard import check_model_requests_allowed
 from ._messages import (
     AssistantMessage,
@@ -96,8 +95,7 @@ class OpenAIModel(Model):
         self._provider = provider or ("openai" if base_url is None else "openai-compatible")
         self.settings = settings or ModelSettings()
         self.retry = retry or RetryConfig()
-        self._given_client = client
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = weakref.WeakKeyDictionary()
+        self._clients = LoopClients(client, self._new_client)
         # OpenAI itself wants max_completion_tokens; compatible servers mostly know only max_tokens.
         self._official_api = "api.openai.com" in (base_url or os.environ.get("OPENAI_BASE_URL") or "api.openai.com")
 
@@ -116,35 +114,23 @@ class OpenAIModel(Model):
         return _LABELS.get(self._provider, self._provider)
 
     def _client(self) -> AsyncOpenAI:
-        # One client per event loop: an HTTP connection pool cannot outlive the loop it was made on
-        # (run_sync() and test frameworks create a loop per call).
-        if self._given_client is not None:
-            return self._given_client
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            api_key = self._api_key
-            if api_key is None and self._base_url is not None:
-                api_key = os.environ.get("OPENAI_API_KEY") or "not-needed"
-            try:
-                client = cast(
-                    "AsyncOpenAI",
-                    self._sdk.AsyncOpenAI(api_key=api_key, base_url=self._base_url, max_retries=0),
-                )
-            except self._sdk.OpenAIError as exc:
-                raise UserError(
-                    f"OpenAIModel({self._name!r}) has no API key ({exc}). Set the OPENAI_API_KEY "
-                    "environment variable or pass api_key=..."
-                ) from None
-            self._clients[loop] = client
-        return client
+        return self._clients.get()
+
+    def _new_client(self) -> AsyncOpenAI:
+        api_key = self._api_key
+        if api_key is None and self._base_url is not None:
+            api_key = os.environ.get("OPENAI_API_KEY") or "not-needed"
+        try:
+            return cast("AsyncOpenAI", self._sdk.AsyncOpenAI(api_key=api_key, base_url=self._base_url, max_retries=0))
+        except self._sdk.OpenAIError as exc:
+            raise UserError(
+                f"OpenAIModel({self._name!r}) has no API key ({exc}). Set the OPENAI_API_KEY "
+                "environment variable or pass api_key=..."
+            ) from None
 
     async def aclose(self) -> None:
         """Close the HTTP client of the running event loop (a given ``client`` is left open)."""
-        with contextlib.suppress(RuntimeError):
-            client = self._clients.pop(asyncio.get_running_loop(), None)
-            if client is not None:
-                await client.close()
+        await self._clients.aclose()
 
     async def request(
         self,
