@@ -147,3 +147,20 @@ def test_declared_plan_is_not_executable() -> None:
 def test_a_broken_reference_is_reported_once() -> None:
     plan = {"steps": [{"id": "c", "tool": "compare", "arguments": {"a": {}, "b": "$ref:berlin"}}]}
     assert codes(plan) == [("unknown_reference", "c")]
+
+
+def test_literal_arguments_next_to_references_are_still_checked() -> None:
+    plan = {
+        "steps": [
+            {"id": "w", "tool": "get_weather", "arguments": {"location": "x"}},
+            {"id": "a", "tool": "get_weather", "arguments": {"location": "$ref:w.city", "days": "many"}},
+            {"id": "b", "tool": "get_weather", "arguments": {"location": "$ref:w.city", "unit": "C"}},
+            {"id": "c", "tool": "compare", "arguments": {"b": "$ref:w"}},
+        ]
+    }
+    report = validate_plan(plan, TOOLS)
+    assert [(e.step, e.message.split(": ", 1)[1]) for e in report.errors] == [
+        ("a", "argument 'days': Input should be a valid integer, unable to parse string as an integer (got 'many')."),
+        ("b", "unexpected argument 'unit'."),
+        ("c", "missing required argument 'a'."),
+    ]

@@ -71,7 +71,7 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
 class FunctionTool:
     """A tool made from one typed Python function (sync or async). Build it with `@tool`."""
 
-    __slots__ = ("_is_async", "_model", "definition", "function")
+    __slots__ = ("_adapters", "_is_async", "_model", "definition", "function")
 
     def __init__(
         self,
@@ -95,6 +95,7 @@ class FunctionTool:
         )
         doc_description, param_docs = _parse_docstring(inspect.getdoc(function) or "")
         self._model = _build_arguments_model(function, tool_name, param_docs)
+        self._adapters: dict[str, TypeAdapter[Any]] = {}  # per-parameter validators, made on first use
         parameters = _strip_titles(self._model.model_json_schema())
         parameters.setdefault("properties", {})
         self.definition = ToolDefinition(
@@ -124,17 +125,34 @@ class FunctionTool:
 
     def argument_problems(self, name: str, arguments: Mapping[str, Any], deferred: frozenset[str]) -> list[str]:
         """Problems with the literal ``arguments``; keys in ``deferred`` are filled in later (references)."""
-        try:
-            self._model.model_validate(arguments)
-        except pydantic.ValidationError as exc:
-            problems: list[str] = []
-            for err in exc.errors(include_url=False):
-                loc = err["loc"]
-                if loc and loc[0] in deferred:
-                    continue
-                problems.append(_describe_error(err))
-            return problems
-        return []
+        if not deferred:
+            try:
+                self._model.model_validate(arguments)
+            except pydantic.ValidationError as exc:
+                return [_describe_error(err) for err in exc.errors(include_url=False)]
+            return []
+        # Some values are only known at run time: check the others field by field (validating the
+        # whole model would raise, and raising is the slow path in pydantic).
+        fields = self._model.model_fields
+        problems: list[str] = []
+        for key, value in arguments.items():
+            if key not in fields:
+                problems.append(f"unexpected argument {key!r}")
+                continue
+            try:
+                self._field_adapter(key).validate_python(value)
+            except pydantic.ValidationError as exc:
+                problems += [_describe_error({**e, "loc": (key, *e["loc"])}) for e in exc.errors(include_url=False)]
+        for key, field in fields.items():
+            if field.is_required() and key not in arguments and key not in deferred:
+                problems.append(f"missing required argument {key!r}")
+        return problems
+
+    def _field_adapter(self, key: str) -> TypeAdapter[Any]:
+        adapter = self._adapters.get(key)
+        if adapter is None:
+            adapter = self._adapters[key] = TypeAdapter(self._model.model_fields[key].rebuild_annotation())
+        return adapter
 
     async def execute(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
         """Validate the arguments, call the function, and wrap what it returns."""
