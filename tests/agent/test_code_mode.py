@@ -113,3 +113,38 @@ async def test_code_errors_reach_the_model(runner: CodeRunner) -> None:
     result = await Agent(model=model, tools=[double], code_execution=runner).run("divide")
     reply = next(m for m in result.messages if isinstance(m, ToolReturnMessage))
     assert reply.is_error and "ZeroDivisionError" in reply.content
+
+
+def _alive(pid: int) -> bool:
+    from pathlib import Path
+
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+async def test_cancelling_the_agent_run_kills_the_code() -> None:
+    import asyncio
+
+    recorded = asyncio.Event()
+    pids: list[int] = []
+
+    @tool
+    def record(pid: int) -> None:
+        """Remember the child's pid."""
+        pids.append(pid)
+        recorded.set()
+
+    code = 'import os\ncall_tool("record", {"pid": os.getpid()})\nwhile True:\n    pass'
+    call = ToolCall(id="x1", name="execute_code", arguments=json.dumps({"code": code}))
+    model = ScriptedModel([AssistantMessage(tool_calls=(call,)), "never reached"])
+    agent = Agent(model=model, tools=[record], code_execution=SubprocessRunner())
+    task = asyncio.create_task(agent.run("spin"))
+    await asyncio.wait_for(recorded.wait(), timeout=30)
+    assert _alive(pids[0])
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not _alive(pids[0])
