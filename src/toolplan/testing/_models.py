@@ -118,7 +118,36 @@ class _RecordingModel(Model):
         return response
 
 
-class TestModel(_RecordingModel):
+class _ReplayingModel(_RecordingModel):
+    """A test model that decides a whole answer per request; `stream` replays it in small deltas."""
+
+    chunk_size: int
+
+    def _respond(self, request: RecordedRequest) -> ModelResponse:
+        raise NotImplementedError
+
+    async def request(
+        self,
+        messages: Sequence[ModelMessage],
+        tools: Sequence[ToolDefinition],
+        settings: ModelSettings | None = None,
+    ) -> ModelResponse:
+        """The model's answer. See the class docstring."""
+        return self._respond(self._record(messages, tools, settings, stream=False))
+
+    async def stream(
+        self,
+        messages: Sequence[ModelMessage],
+        tools: Sequence[ToolDefinition],
+        settings: ModelSettings | None = None,
+    ) -> AsyncGenerator[ModelStreamEvent, None]:
+        """The same answer as `request`, in deltas of ``chunk_size`` characters."""
+        response = self._respond(self._record(messages, tools, settings, stream=True))
+        for event in response_events(response, chunk_size=self.chunk_size):
+            yield event
+
+
+class TestModel(_ReplayingModel):
     """Calls every tool once with schema-valid arguments, then answers with a summary of the results.
 
     On a request whose last message is not a tool result, it calls each selected tool (in the order
@@ -150,27 +179,7 @@ class TestModel(_RecordingModel):
         self.chunk_size = chunk_size
         self._calls = 0
 
-    async def request(
-        self,
-        messages: Sequence[ModelMessage],
-        tools: Sequence[ToolDefinition],
-        settings: ModelSettings | None = None,
-    ) -> ModelResponse:
-        """Call the tools, or summarise their results. See the class docstring."""
-        return self._answer(self._record(messages, tools, settings, stream=False))
-
-    async def stream(
-        self,
-        messages: Sequence[ModelMessage],
-        tools: Sequence[ToolDefinition],
-        settings: ModelSettings | None = None,
-    ) -> AsyncGenerator[ModelStreamEvent, None]:
-        """The same answer as `request`, in deltas of ``chunk_size`` characters."""
-        response = self._answer(self._record(messages, tools, settings, stream=True))
-        for event in response_events(response, chunk_size=self.chunk_size):
-            yield event
-
-    def _answer(self, request: RecordedRequest) -> ModelResponse:
+    def _respond(self, request: RecordedRequest) -> ModelResponse:
         selected = self._selected(request.tools)
         last = request.messages[-1] if request.messages else None
         if selected and not isinstance(last, ToolReturnMessage):
@@ -358,7 +367,7 @@ async def _aiter(
 ScriptItem: TypeAlias = ModelResponse | AssistantMessage | str | BaseException
 
 
-class ScriptedModel(_RecordingModel):
+class ScriptedModel(_ReplayingModel):
     """Answers with the given responses, in order; one more request is an error.
 
     A script item is a `ModelResponse`, an `AssistantMessage`, a string (a text answer) or an
@@ -392,7 +401,7 @@ class ScriptedModel(_RecordingModel):
                 f"ScriptedModel: {len(self._script)} of {self._total} scripted responses were never requested: {left}"
             )
 
-    def _next(self, request: RecordedRequest) -> ModelResponse:
+    def _respond(self, request: RecordedRequest) -> ModelResponse:
         if not self._script:
             raise UnexpectedModelBehavior(
                 f"ScriptedModel received request #{len(self.requests)} but its script has only "
@@ -403,26 +412,6 @@ class ScriptedModel(_RecordingModel):
         if isinstance(item, BaseException):
             raise item
         return self._finish(request, item)
-
-    async def request(
-        self,
-        messages: Sequence[ModelMessage],
-        tools: Sequence[ToolDefinition],
-        settings: ModelSettings | None = None,
-    ) -> ModelResponse:
-        """The next scripted response."""
-        return self._next(self._record(messages, tools, settings, stream=False))
-
-    async def stream(
-        self,
-        messages: Sequence[ModelMessage],
-        tools: Sequence[ToolDefinition],
-        settings: ModelSettings | None = None,
-    ) -> AsyncGenerator[ModelStreamEvent, None]:
-        """The next scripted response, in deltas of ``chunk_size`` characters."""
-        response = self._next(self._record(messages, tools, settings, stream=True))
-        for event in response_events(response, chunk_size=self.chunk_size):
-            yield event
 
 
 def _last(messages: Sequence[ModelMessage]) -> str:
