@@ -68,7 +68,10 @@ async def summarise(comparisons: list[dict[str, Any]]) -> str:
         comparisons: Results of compare_data.
     """
     await asyncio.sleep(0.05)
-    return " ".join(f"{c['warmer']} is warmer by {c['difference']}°C ({c['note']})." for c in comparisons)
+    return " ".join(
+        f"{c['warmer']} is warmer by {c['difference']}°C" + (f" ({c['note']})." if c["note"] else ".")
+        for c in comparisons
+    )
 
 
 def demo_tools() -> list[Any]:
