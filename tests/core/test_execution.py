@@ -541,3 +541,17 @@ async def test_errors_inside_stream_plan_blocks_are_not_wrapped() -> None:
     with pytest.raises(KeyError):
         async with stream_plan(plan, BASIC):
             raise KeyError("user code")
+
+
+async def test_a_long_chain_run_inline_still_lets_the_deadline_fire() -> None:
+    """Dependent steps run inline in one task; it must still yield so that a deadline can stop it."""
+
+    @tool
+    async def spin(x: int) -> int:
+        return x + 1  # never suspends: without periodic yields the whole chain would run in one go
+
+    steps = [{"id": "s0", "tool": "spin", "arguments": {"x": 0}}]
+    steps += [{"id": f"s{i}", "tool": "spin", "arguments": {"x": f"$ref:s{i - 1}"}} for i in range(1, 3000)]
+    result = await execute_plan({"steps": steps}, [spin], max_steps=3000, timeout=0.005)
+    statuses = [r.status for r in result.steps.values()]
+    assert statuses[-1] == "not_run" and 0 < statuses.count("succeeded") < 3000

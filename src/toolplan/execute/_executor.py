@@ -45,6 +45,7 @@ __all__ = (
 
 DEFAULT_MAX_CONCURRENCY = 20
 RETRYABLE = frozenset({"infrastructure", "timeout"})
+_YIELD_EVERY = 64  # steps a task runs inline before it lets the event loop run others
 _backoff_enabled = True
 
 
@@ -194,12 +195,19 @@ class PlanRun:
 
     # -- scheduling -----------------------------------------------------------------------------
 
-    def _launch(self) -> None:
+    def _launch(self, *, keep_one: bool = False) -> str | None:
+        """Start the ready steps as tasks; with ``keep_one``, return one for the caller to run inline."""
         tg = self._tg
         assert tg is not None
+        kept: str | None = None
         for sid in self.sched.take_ready():
             self.started_at[sid] = self.now()
-            self.tasks[sid] = tg.create_task(self._step(sid))
+            if keep_one and kept is None:
+                kept = sid
+                self.tasks[sid] = cast("asyncio.Task[None]", asyncio.current_task())
+            else:
+                self.tasks[sid] = tg.create_task(self._step(sid))
+        return kept
 
     def _report_ended(self) -> None:
         """Create records for steps the scheduler ended without running them (skipped, not run)."""
@@ -241,8 +249,24 @@ class PlanRun:
             self.emit(StepFinished(run_id=self.run_id, result=result))
 
     async def _step(self, sid: str) -> None:
+        # A task that finishes a step runs one of the steps this made ready itself (a chain then
+        # costs no task and no event-loop round trip per step) and starts the others as tasks.
+        inline = 0
+        while True:
+            if not await self._run_one(sid, yield_first=inline > 0 and inline % _YIELD_EVERY == 0):
+                return
+            kept = self._launch(keep_one=True)
+            if kept is None:
+                return
+            sid = kept
+            inline += 1
+
+    async def _run_one(self, sid: str, *, yield_first: bool) -> bool:
+        """Run step ``sid`` and record its outcome; False if it was cancelled by the plan."""
         cs = self.steps[sid]
         try:
+            if yield_first:
+                await asyncio.sleep(0)  # a long inline chain lets other tasks (and deadlines) in
             result = await self._execute(cs)
         except asyncio.CancelledError:
             if sid not in self.cancelled_by_us:
@@ -264,7 +288,7 @@ class PlanRun:
                 )
             )
             self._report_ended()
-            return
+            return False
         if result.status == "not_run":
             self.sched.refuse(sid, result.error.message if result.error else "not run")
         else:
@@ -276,7 +300,7 @@ class PlanRun:
                     self.cancelled_by_us.add(other)
                     self.tasks[other].cancel()
         self._report_ended()
-        self._launch()
+        return True
 
     def _end_unfinished(self, reason: str, running_status: StepStatus, running_error: StepError) -> None:
         running = self.sched.stop(reason)
