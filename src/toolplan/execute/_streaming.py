@@ -111,7 +111,7 @@ class StreamingPlan:
         try:
             compiled = compile_plan(self.text if source is None else source, self.registry, max_steps=self.max_steps)
             for sid in self.dispatched:
-                if compiled.steps[sid].step != self.run.steps[sid].step:
+                if sid not in compiled.steps or compiled.steps[sid].step != self.run.steps[sid].step:
                     raise PlanValidationError(
                         [PlanIssue(code="stream_mismatch", step=sid, message="The step changed after it was streamed.")]
                     )
