@@ -22,6 +22,7 @@ from .._tasks import task_group
 from ..plan import DEFAULT_MAX_STEPS, META_TOOL_NAMES, Budget, CompiledStep, compile_plan
 from ..plan._parse import parse_source
 from ..plan._refs import compile_arguments
+from ..plan._validate import step_dependencies
 from ..tools import ToolRegistry, ToolsLike
 from ._events import EventHandler
 from ._executor import DEFAULT_MAX_CONCURRENCY, PlanRun
@@ -88,10 +89,9 @@ class StreamingPlan:
                 problems.append(code)
 
             args, refs, deferred = compile_arguments(step.arguments, ids, warn=note, error=note)
-            literal = {k: v for k, v in step.arguments.items() if k not in deferred}
-            if problems or registry.argument_problems(step.tool, literal, deferred):
+            if problems or registry.argument_problems(step.tool, step.arguments, deferred):
                 continue  # a forward reference or a problem: wait for the whole plan
-            deps = tuple(dict.fromkeys([*step.depends_on, *sorted(refs)]))
+            deps = step_dependencies(step, refs)
             if step.id in deps or any(d not in ids for d in deps):
                 continue
             self.run.add(CompiledStep(step=step, arguments=args, fallback_arguments=None, deps=deps))

@@ -139,6 +139,11 @@ def _report(plan: Plan | None, issues: list[PlanIssue], compiled: CompiledPlan |
     )
 
 
+def step_dependencies(step: Step, refs: frozenset[str]) -> tuple[str, ...]:
+    """A step's dependencies: its ``depends_on`` then the steps its arguments refer to, each once."""
+    return tuple(dict.fromkeys([*step.depends_on, *sorted(refs)]))
+
+
 def _check_tool(name: str, sid: str, registry: ToolRegistry | None, issues: list[PlanIssue], what: str) -> bool:
     if not name:
         return False  # reported by the parser
@@ -213,8 +218,7 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
         else:
             args, refs, deferred = compile_arguments(s.arguments, id_set, warn=warn, error=error)
         if tool_ok and registry is not None and s.id not in unreadable_args:
-            literal = {k: v for k, v in s.arguments.items() if k not in deferred}
-            for problem in registry.argument_problems(s.tool, literal, deferred):
+            for problem in registry.argument_problems(s.tool, s.arguments, deferred):
                 error("invalid_arguments", f"Arguments for tool {s.tool!r} are invalid: {problem}.")
         fb_args: Compiled | None = None
         if s.fallback is not None:
@@ -222,8 +226,7 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
             fb_args, fb_refs, fb_deferred = compile_arguments(s.fallback.arguments, id_set, warn=warn, error=error)
             refs |= fb_refs
             if fb_ok and registry is not None:
-                literal = {k: v for k, v in s.fallback.arguments.items() if k not in fb_deferred}
-                for problem in registry.argument_problems(s.fallback.tool, literal, fb_deferred):
+                for problem in registry.argument_problems(s.fallback.tool, s.fallback.arguments, fb_deferred):
                     error(
                         "invalid_arguments",
                         f"Fallback arguments for tool {s.fallback.tool!r} are invalid: {problem}.",
@@ -236,8 +239,7 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
                 "self_reference",
                 f"Step {s.id!r} refers to its own output; a step can only use earlier results.",
             )
-        step_deps = tuple(dict.fromkeys([*(d for d in s.depends_on if d in id_set), *sorted(refs)]))
-        deps[s.id] = tuple(d for d in step_deps if d != s.id)
+        deps[s.id] = tuple(d for d in step_dependencies(s, refs) if d in id_set and d != s.id)
         compiled_steps[s.id] = CompiledStep(step=s, arguments=args, fallback_arguments=fb_args, deps=deps[s.id])
 
     for cycle in find_cycles(deps):
@@ -248,7 +250,6 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
                 message=f"Steps form a cycle: {' -> '.join(cycle)}. Remove one reference or dependency to break it.",
             )
         )
-    seen_out: set[str] = set()
     for out in plan.output_steps:
         if out not in id_set:
             issues.append(
@@ -258,7 +259,6 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
                     message=f"'output_steps' names {out!r}, which is not a step. Known steps: {', '.join(ids)}.",
                 )
             )
-        seen_out.add(out)
     warnings = tuple(i for i in issues if i.severity == "warning")
     return CompiledPlan(plan=plan, steps=compiled_steps, warnings=warnings, deps=deps)
 

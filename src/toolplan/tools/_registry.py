@@ -3,7 +3,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
-from .._errors import ToolError, UnknownToolError, UserError
+from .._errors import UnknownToolError, UserError
 from ._definition import ToolDefinition
 from ._function import FunctionTool
 from ._result import ToolResult
@@ -161,9 +161,14 @@ class ToolRegistry:
     def argument_problems(
         self, name: str, arguments: Mapping[str, Any], deferred: frozenset[str] = frozenset()
     ) -> list[str]:
-        """Problems with literal ``arguments`` for ``name`` (keys in ``deferred`` are not checked)."""
+        """Problems with the literal ``arguments`` for ``name``.
+
+        Keys in ``deferred`` hold references, filled in at run time: they are not checked now.
+        """
         if name not in self._owners:
             return [str(UnknownToolError(name, self.names))]
+        if deferred:
+            arguments = {k: v for k, v in arguments.items() if k not in deferred}
         checker = self._checkers[name]
         if checker is not None:
             problems: list[str] = checker(name, arguments, deferred)
@@ -188,12 +193,3 @@ class ToolRegistry:
             where = ".".join(str(p) for p in path)
             problems.append(f"argument {where!r}: {err.message}" if where else err.message)
         return problems
-
-
-def check_result(result: Any, tool: str) -> ToolResult:
-    """Normalise what a `Tool.execute` returned (a `ToolResult`, else treat it as content)."""
-    if isinstance(result, ToolResult):
-        return result
-    if result is None or isinstance(result, (str, int, float, bool, list, dict)):
-        return ToolResult(result)
-    raise ToolError(f"Tool {tool!r} returned {type(result).__name__}; Tool.execute must return a ToolResult.")
