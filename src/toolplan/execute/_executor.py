@@ -13,7 +13,6 @@ from typing import Any, cast
 from .._errors import UserError
 from .._tasks import task_group
 from ..plan import DEFAULT_MAX_STEPS, Budget, CompiledPlan, CompiledStep, Dialect, FailureMode, Plan, compile_plan
-from ..plan._graph import critical_path, topological_order, waves
 from ..plan._ir import MissingField
 from ..plan._refs import Ref, resolve
 from ..tools import ToolRegistry, ToolsLike
@@ -195,39 +194,42 @@ class PlanRun:
 
     # -- scheduling -----------------------------------------------------------------------------
 
-    def _launch(self, *, keep_one: bool = False) -> str | None:
-        """Start the ready steps as tasks; with ``keep_one``, return one for the caller to run inline."""
+    def _launch(self, inline: asyncio.Task[Any] | None = None) -> str | None:
+        """Start the ready steps as tasks; given the ``inline`` task, return one step for it to run."""
+        ready = self.sched.take_ready()
+        if not ready:
+            return None
         tg = self._tg
         assert tg is not None
+        now = self.now()
         kept: str | None = None
-        for sid in self.sched.take_ready():
-            self.started_at[sid] = self.now()
-            if keep_one and kept is None:
+        for sid in ready:
+            self.started_at[sid] = now
+            if inline is not None and kept is None:
                 kept = sid
-                self.tasks[sid] = cast("asyncio.Task[None]", asyncio.current_task())
+                self.tasks[sid] = inline
             else:
                 self.tasks[sid] = tg.create_task(self._step(sid))
         return kept
 
     def _report_ended(self) -> None:
         """Create records for steps the scheduler ended without running them (skipped, not run)."""
-        ended = self.sched.ended
+        ended = self.sched.ended_unrun
         while self._reported < len(ended):
             sid = ended[self._reported]
             self._reported += 1
-            node = self.sched.nodes[sid]
-            if sid not in self.results and node.state in ("skipped", "not_run", "cancelled"):
-                kind: ErrorKind = (
-                    "skipped" if node.state == "skipped" else "cancelled" if node.state == "cancelled" else "not_run"
+            if sid in self.results:
+                continue  # the executor recorded it (a refused or cancelled call)
+            state = self.sched.nodes[sid].state
+            kind: ErrorKind = "skipped" if state == "skipped" else "cancelled" if state == "cancelled" else "not_run"
+            self._record(
+                StepResult(
+                    id=sid,
+                    tool=self.steps[sid].step.tool,
+                    status=state,
+                    error=StepError(kind=kind, message=self.sched.reasons.get(sid, state)),
                 )
-                self._record(
-                    StepResult(
-                        id=sid,
-                        tool=self.steps[sid].step.tool,
-                        status=node.state,
-                        error=StepError(kind=kind, message=self.sched.reasons.get(sid, node.state)),
-                    )
-                )
+            )
 
     async def wait(self, step_id: str) -> StepResult:
         """The record of ``step_id`` once it has ended."""
@@ -239,68 +241,73 @@ class PlanRun:
         return await waiter
 
     def _record(self, result: StepResult) -> None:
-        self.results[result.id] = result
-        if result.ok:
-            self.outputs[result.id] = result.output
-        waiter = self._waiters.pop(result.id, None)
-        if waiter is not None and not waiter.done():
-            waiter.set_result(result)
+        sid = result.id
+        self.results[sid] = result
+        if result.status == "succeeded":
+            self.outputs[sid] = result.output
+        if self._waiters:
+            waiter = self._waiters.pop(sid, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(result)
         if self.on_event is not None:
             self.emit(StepFinished(run_id=self.run_id, result=result))
 
     async def _step(self, sid: str) -> None:
         # A task that finishes a step runs one of the steps this made ready itself (a chain then
         # costs no task and no event-loop round trip per step) and starts the others as tasks.
+        task = asyncio.current_task()
+        assert task is not None
         inline = 0
         while True:
-            if not await self._run_one(sid, yield_first=inline > 0 and inline % _YIELD_EVERY == 0):
+            try:
+                if inline and inline % _YIELD_EVERY == 0:
+                    await asyncio.sleep(0)  # a long inline chain lets other tasks (and deadlines) in
+                result = await self._execute(self.steps[sid])
+            except asyncio.CancelledError:
+                if sid not in self.cancelled_by_us:
+                    raise
+                task.uncancel()
+                self._cancelled(sid)
                 return
-            kept = self._launch(keep_one=True)
+            self._finished(sid, result)
+            kept = self._launch(task)
             if kept is None:
                 return
             sid = kept
             inline += 1
 
-    async def _run_one(self, sid: str, *, yield_first: bool) -> bool:
-        """Run step ``sid`` and record its outcome; False if it was cancelled by the plan."""
-        cs = self.steps[sid]
-        try:
-            if yield_first:
-                await asyncio.sleep(0)  # a long inline chain lets other tasks (and deadlines) in
-            result = await self._execute(cs)
-        except asyncio.CancelledError:
-            if sid not in self.cancelled_by_us:
-                raise
-            task = asyncio.current_task()
-            if task is not None:
-                task.uncancel()
-            reason = self.sched.stopped or "Cancelled."
-            self.sched.cancel(sid, reason)
-            self._record(
-                StepResult(
-                    id=sid,
-                    tool=cs.step.tool,
-                    status="cancelled",
-                    error=StepError(kind="cancelled", message=reason.replace("Not started", "Cancelled")),
-                    attempts=self.attempts.get(sid, 0),
-                    started_at=self.started_at[sid],
-                    ended_at=self.now(),
-                )
-            )
-            self._report_ended()
-            return False
+    def _finished(self, sid: str, result: StepResult) -> None:
+        """Record how a step ended and tell the scheduler (which may make others ready)."""
+        sched = self.sched
         if result.status == "not_run":
-            self.sched.refuse(sid, result.error.message if result.error else "not run")
+            sched.refuse(sid, result.error.message if result.error else "not run")
         else:
-            self.sched.finish(sid, succeeded=result.ok)
+            sched.finish(sid, succeeded=result.status == "succeeded")
         self._record(result)
-        if self.sched.stopped is not None and not result.ok:
-            for other in self.sched.nodes:
-                if self.sched.state(other) == "running" and other != sid and other in self.tasks:
+        if sched.stopped is not None and result.status != "succeeded":
+            for other in sched.nodes:
+                if sched.state(other) == "running" and other != sid and other in self.tasks:
                     self.cancelled_by_us.add(other)
                     self.tasks[other].cancel()
+        if self._reported < len(sched.ended_unrun):
+            self._report_ended()
+
+    def _cancelled(self, sid: str) -> None:
+        """Record a step the plan cancelled while it ran (fail_fast or an aborted streamed plan)."""
+        reason = self.sched.stopped or "Cancelled."
+        self.sched.cancel(sid, reason)
+        self._record(
+            StepResult(
+                id=sid,
+                tool=self.steps[sid].step.tool,
+                status="cancelled",
+                error=StepError(kind="cancelled", message=reason.replace("Not started", "Cancelled")),
+                attempts=self.attempts.get(sid, 0),
+                started_at=self.started_at[sid],
+                ended_at=self.now(),
+            )
+        )
         self._report_ended()
-        return True
 
     def _end_unfinished(self, reason: str, running_status: StepStatus, running_error: StepError) -> None:
         running = self.sched.stop(reason)
@@ -332,9 +339,6 @@ class PlanRun:
             forced = forced or "cancelled"
         plan = compiled.plan
         steps = {sid: self.results[sid] for sid in compiled.steps}
-        durations = {sid: r.duration or 0.0 for sid, r in steps.items()}
-        order = topological_order(compiled.deps)
-        path, length = critical_path(compiled.deps, durations, order)
         status: PlanStatus = forced or ("succeeded" if all(r.ok for r in steps.values()) else "failed")
         result = PlanResult(
             status=status,
@@ -344,9 +348,7 @@ class PlanRun:
             dialect=plan.dialect,
             started_at=start,
             ended_at=self.now(),
-            waves=tuple(tuple(w) for w in waves(compiled.deps, order)),
-            critical_path=tuple(path),
-            critical_path_duration=length,
+            deps=compiled.deps,
             warnings=compiled.warnings,
         )
         if self.on_event is not None:
@@ -358,12 +360,8 @@ class PlanRun:
     async def _execute(self, cs: CompiledStep) -> StepResult:
         step = cs.step
         missing_field = self.missing_field
-        warnings: list[str] = []
-
-        def missing(ref: Ref) -> None:
-            warnings.append(f"{ref.text} resolved to nothing (no such field in {ref.step!r}'s output).")
-
-        args = resolve(cs.arguments, self.outputs, missing=missing_field, on_missing=missing)
+        missed: list[Ref] = []  # references to fields the output did not have
+        args = resolve(cs.arguments, self.outputs, missing=missing_field, on_missing=missed.append)
         invoker = self.invoker
         defaults = self._tool_defaults.get(step.tool)
         if defaults is None:
@@ -393,7 +391,7 @@ class PlanRun:
         if outcome.error is not None and step.fallback is not None and not _refused_at_start(outcome, attempt):
             fb = step.fallback
             assert cs.fallback_arguments is not None
-            fb_args = resolve(cs.fallback_arguments, self.outputs, missing=missing_field, on_missing=missing)
+            fb_args = resolve(cs.fallback_arguments, self.outputs, missing=missing_field, on_missing=missed.append)
             attempt += 1
             self.attempts[step.id] = attempt
             if self.on_event is not None:
@@ -432,7 +430,11 @@ class PlanRun:
             ended_at=self.now(),
             arguments=cast(dict[str, Any], args),
             used_fallback=used_fallback,
-            warnings=tuple(warnings),
+            warnings=tuple(
+                f"{ref.text} resolved to nothing (no such field in {ref.step!r}'s output)." for ref in missed
+            )
+            if missed
+            else (),
         )
 
 

@@ -7,13 +7,14 @@ and turns every way a call can end into a `CallOutcome`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import InvalidArgumentsError, ToolError, UnknownToolError
+from .._records import fast_init
 from ..plan import Budget
-from ..tools import ToolAnnotations, ToolRegistry
+from ..tools import ToolAnnotations, ToolRegistry, ToolResult
 from ._result import StepError
 
 __all__ = ("BudgetMeter", "CallOutcome", "ToolInvoker")
@@ -21,6 +22,7 @@ __all__ = ("BudgetMeter", "CallOutcome", "ToolInvoker")
 _DEFAULT_ANNOTATIONS = ToolAnnotations()
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class CallOutcome:
     """How one tool call ended."""
@@ -60,18 +62,31 @@ class BudgetMeter:
 
     def spend(self, tool: str, cost: float) -> str | None:
         """Charge one call, or return why it is refused (nothing is charged then)."""
-        reason = self.refusal(tool, cost)
-        if reason is None:
-            self.calls += 1
-            self.cost += cost
-            self.calls_by_tool[tool] = self.calls_by_tool.get(tool, 0) + 1
-        return reason
+        b = self.budget
+        if b.max_tool_calls is not None or b.max_cost is not None or b.max_tool_calls_per_tool:
+            reason = self.refusal(tool, cost)
+            if reason is not None:
+                return reason
+        self.calls += 1
+        self.cost += cost
+        self.calls_by_tool[tool] = self.calls_by_tool.get(tool, 0) + 1
+        return None
+
+
+@fast_init
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """What a call of one tool needs, looked up once per invoker."""
+
+    execute: Callable[[str, Mapping[str, Any]], Awaitable[ToolResult]]
+    annotations: ToolAnnotations
+    semaphore: asyncio.Semaphore | None
 
 
 class ToolInvoker:
     """Calls tools with the shared limits of one run (budget, per-tool concurrency, timeouts)."""
 
-    __slots__ = ("_semaphores", "default_timeout", "meter", "registry")
+    __slots__ = ("_entries", "default_timeout", "meter", "registry")
 
     def __init__(
         self, registry: ToolRegistry, *, budget: Budget | None = None, default_timeout: float | None = None
@@ -79,12 +94,25 @@ class ToolInvoker:
         self.registry = registry
         self.meter = BudgetMeter(budget or Budget())
         self.default_timeout = default_timeout
-        self._semaphores: dict[str, asyncio.Semaphore] = {}
+        self._entries: dict[str, _Entry] = {}
+
+    def _entry(self, tool: str) -> _Entry | None:
+        entry = self._entries.get(tool)
+        if entry is None:
+            owner = self.registry.owner(tool)
+            if owner is None:
+                return None
+            annotations = self.registry.definition(tool).annotations
+            limit = annotations.concurrency
+            entry = self._entries[tool] = _Entry(
+                owner.execute, annotations, asyncio.Semaphore(limit) if limit is not None else None
+            )
+        return entry
 
     def annotations(self, tool: str) -> ToolAnnotations:
         """The tool's annotations (defaults for unknown tools)."""
-        definition = self.registry.get(tool)
-        return definition.annotations if definition is not None else _DEFAULT_ANNOTATIONS
+        entry = self._entry(tool)
+        return entry.annotations if entry is not None else _DEFAULT_ANNOTATIONS
 
     def timeout_for(self, tool: str, step_timeout: float | None = None) -> float | None:
         """The effective timeout: the step's, else the tool's, else the run default."""
@@ -94,44 +122,43 @@ class ToolInvoker:
         return annotated if annotated is not None else self.default_timeout
 
     async def call(self, tool: str, arguments: Mapping[str, Any], *, timeout: float | None = None) -> CallOutcome:
-        """Make one call of ``tool``; never raises for tool failures (only for cancellation)."""
-        definition = self.registry.get(tool)
-        if definition is None:
+        """Make one call of ``tool``; never raises for tool failures (only for cancellation).
+
+        The tool's concurrency slot is taken before the timeout starts: waiting for a slot is not
+        counted against the call's timeout.
+        """
+        entry = self._entries.get(tool) or self._entry(tool)
+        if entry is None:
             return CallOutcome(
                 error=StepError(kind="unknown_tool", message=str(UnknownToolError(tool, self.registry.names)))
             )
-        annotations = definition.annotations
-        refused = self.meter.spend(tool, annotations.cost)
+        refused = self.meter.spend(tool, entry.annotations.cost)
         if refused is not None:
             return CallOutcome(error=StepError(kind="limit", message=refused))
-        limit = annotations.concurrency
-        if limit is None:
-            return await self._call(tool, arguments, timeout)
-        sem = self._semaphores.get(tool)
-        if sem is None:
-            sem = self._semaphores[tool] = asyncio.Semaphore(limit)
-        async with sem:
-            return await self._call(tool, arguments, timeout)
-
-    async def _call(self, tool: str, arguments: Mapping[str, Any], timeout: float | None) -> CallOutcome:
+        sem = entry.semaphore
         deadline = asyncio.timeout(timeout) if timeout is not None else None
         try:
+            if sem is not None:
+                await sem.acquire()
             try:
                 if deadline is None:
-                    result = await self.registry.execute(tool, arguments)
+                    result = await entry.execute(tool, arguments)
                 else:
                     async with deadline:
-                        result = await self.registry.execute(tool, arguments)
-            except TimeoutError:
-                if deadline is None or not deadline.expired():
-                    raise  # the tool's own TimeoutError: an infrastructure error, handled below
-                return CallOutcome(
-                    error=StepError(
-                        kind="timeout",
-                        message=f"Tool {tool!r} did not finish within {timeout:g}s and was cancelled. "
-                        "Retry later, or give the step a longer 'timeout'.",
-                    )
+                        result = await entry.execute(tool, arguments)
+            finally:
+                if sem is not None:
+                    sem.release()
+        except TimeoutError as exc:
+            if deadline is None or not deadline.expired():
+                return _infrastructure(tool, exc)  # the tool's own TimeoutError
+            return CallOutcome(
+                error=StepError(
+                    kind="timeout",
+                    message=f"Tool {tool!r} did not finish within {timeout:g}s and was cancelled. "
+                    "Retry later, or give the step a longer 'timeout'.",
                 )
+            )
         except InvalidArgumentsError as exc:
             return CallOutcome(error=StepError(kind="invalid_arguments", message=exc.message))
         except UnknownToolError as exc:

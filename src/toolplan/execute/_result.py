@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .._errors import PlanIssue
-from ..plan import Dialect
+from .._records import fast_init
+from ..plan import Dialect, critical_path, waves
 
 __all__ = ("ErrorKind", "PlanResult", "PlanStatus", "StepError", "StepResult", "StepStatus", "cap_text")
 
@@ -27,6 +28,7 @@ ErrorKind = Literal[
 DEFAULT_MAX_VALUE_CHARS = 4000
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepError:
     """Why a step did not succeed."""
@@ -39,6 +41,7 @@ class StepError:
         return {"kind": self.kind, "message": self.message}
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepResult:
     """The record of one step: what ran, how it ended, and what it produced."""
@@ -116,10 +119,28 @@ class PlanResult:
     dialect: Dialect = "native"
     started_at: float = 0.0
     ended_at: float = 0.0
-    waves: tuple[tuple[str, ...], ...] = ()
-    critical_path: tuple[str, ...] = ()
-    critical_path_duration: float = 0.0
+    deps: Mapping[str, tuple[str, ...]] = field(default_factory=dict[str, tuple[str, ...]])
     warnings: tuple[PlanIssue, ...] = field(default=())
+
+    # The graph facts below are computed when asked for (O(steps)), not on every run.
+
+    @property
+    def waves(self) -> tuple[tuple[str, ...], ...]:
+        """Kahn levels of the plan's DAG: wave k holds the steps whose longest dependency chain has k steps."""
+        return tuple(tuple(w) for w in waves(self.deps))
+
+    @property
+    def critical_path(self) -> tuple[str, ...]:
+        """The chain of dependent steps that took longest, by measured step durations."""
+        return tuple(self._critical()[0])
+
+    @property
+    def critical_path_duration(self) -> float:
+        """Seconds the steps of `critical_path` took, summed."""
+        return self._critical()[1]
+
+    def _critical(self) -> tuple[list[str], float]:
+        return critical_path(self.deps, {sid: r.duration or 0.0 for sid, r in self.steps.items()})
 
     @property
     def ok(self) -> bool:
@@ -158,8 +179,8 @@ class PlanResult:
             "ended_at": self.ended_at,
             "duration": self.duration,
             "waves": [list(w) for w in self.waves],
-            "critical_path": list(self.critical_path),
-            "critical_path_duration": self.critical_path_duration,
+            "critical_path": self._critical()[0],
+            "critical_path_duration": self._critical()[1],
             "parallelism": round(self.parallelism, 3),
             "warnings": [w.to_dict() for w in self.warnings],
         }

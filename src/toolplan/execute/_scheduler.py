@@ -55,7 +55,8 @@ class Scheduler:
         self.stopped: str | None = None
         self._queues: dict[str, deque[str]] = {}  # ready steps waiting for capacity, per tool
         self._open = 0  # steps not yet in a terminal state
-        self.ended: list[str] = []  # steps in the order they reached a terminal state
+        # Steps that ended without their own outcome (skipped, not run, cancelled), in that order.
+        self.ended_unrun: list[str] = []
 
     # -- building -------------------------------------------------------------------------------
 
@@ -188,7 +189,10 @@ class Scheduler:
     def _enqueue(self, step_id: str) -> None:
         node = self.nodes[step_id]
         node.queued = True
-        self._queues.setdefault(node.tool, deque()).append(step_id)
+        queue = self._queues.get(node.tool)
+        if queue is None:
+            queue = self._queues[node.tool] = deque()
+        queue.append(step_id)
 
     def _end(self, step_id: str, state: StepState, reason: str | None) -> None:
         node = self.nodes[step_id]
@@ -197,7 +201,8 @@ class Scheduler:
             node.queued = False
         node.state = state
         self._open -= 1
-        self.ended.append(step_id)
+        if state != "succeeded" and state != "failed":
+            self.ended_unrun.append(step_id)
         if reason is not None:
             self.reasons[step_id] = reason
 

@@ -5,6 +5,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .._records import fast_init
+
 __all__ = (
     "META_TOOL_NAMES",
     "Budget",
@@ -25,6 +27,7 @@ MissingField = Literal["null", "keep"]
 META_TOOL_NAMES = frozenset({"execute_tool_plan", "execute_plan", "execute_code"})
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Fallback:
     """Another call to make when a step fails; its result stands in for the step's."""
@@ -34,6 +37,7 @@ class Fallback:
     arguments: Mapping[str, Any] = field(default_factory=dict[str, Any])
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Budget:
     """Limits enforced while a plan runs; steps that would exceed them end as ``not_run``."""
@@ -73,6 +77,7 @@ class Budget:
         )
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Step:
     """One tool call of a plan. ``arguments`` is the JSON object as written, references included."""
@@ -89,6 +94,7 @@ class Step:
     expected_outcome: str | None = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Plan:
     """A parsed plan, whatever dialect it was written in.

@@ -13,9 +13,11 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
+from .._records import fast_init
 from ._ir import MissingField
 
 __all__ = (
+    "ArgumentCompiler",
     "Compiled",
     "Ref",
     "Template",
@@ -35,6 +37,7 @@ _INLINE_REF_RE = re.compile(r"(?<!\$)\$ref:([A-Za-z0-9_-]+)")
 Segment = str | int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Ref:
     """A reference to step ``step``'s output, or to the field at ``path`` inside it."""
@@ -44,6 +47,7 @@ class Ref:
     text: str  # as written, for messages and for 'keep' mode
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Template:
     """A string with ``{{...}}`` parts interpolated at run time."""
@@ -51,16 +55,23 @@ class Template:
     parts: tuple[str | Ref, ...]
 
 
+# Inside _Dict and _List an item is a compiled node (Ref, Template, _Dict, _List) or, when it holds
+# no reference, the plain literal value itself.
+
+
+@fast_init
 @dataclass(frozen=True, slots=True)
 class _Dict:
-    items: tuple[tuple[str, Compiled], ...]
+    items: tuple[tuple[str, Any], ...]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class _List:
-    items: tuple[Compiled, ...]
+    items: tuple[Any, ...]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Literal:
     """A value without references (kept as is)."""
@@ -69,6 +80,7 @@ class Literal:
 
 
 Compiled = Ref | Template | _Dict | _List | Literal
+_NODE_TYPES = frozenset({Ref, Template, _Dict, _List})  # types of non-literal compiled nodes
 
 
 def parse_path(expr: str) -> tuple[str, tuple[Segment, ...]] | None:
@@ -87,46 +99,117 @@ def parse_path(expr: str) -> tuple[str, tuple[Segment, ...]] | None:
     return m.group(0), tuple(segments)
 
 
-@dataclass(slots=True)
-class _Compiler:
-    step_ids: Collection[str]
-    warn: Callable[[str, str], None]  # (code, message)
-    error: Callable[[str, str], None]
-    refs: set[str]
+_SIMPLE_REF_RE = re.compile(r"\$ref:\s*([A-Za-z0-9_-]+)\s*\Z")  # "$ref:ID": the common case, one match
 
-    def compile(self, value: Any) -> Compiled:
-        if isinstance(value, str):
+
+class ArgumentCompiler:
+    """Compiles the arguments of a plan's steps; one instance serves every step of a plan.
+
+    Inside a compiled tree a literal part is kept as the plain value (only a whole literal argument
+    object is wrapped in `Literal`), so compiling allocates nothing for literal data.
+
+    Args:
+        step_ids: The ids a reference may name.
+        warn: Called with ``(code, message)`` for each warning.
+        error: Called with ``(code, message)`` for each error.
+    """
+
+    __slots__ = ("_ref_cache", "error_callback", "error_count", "refs", "step_ids", "warn")
+
+    def __init__(
+        self, step_ids: Collection[str], *, warn: Callable[[str, str], None], error: Callable[[str, str], None]
+    ) -> None:
+        self.step_ids = step_ids
+        self.warn = warn
+        self.error_callback = error
+        self.error_count = 0
+        self.refs: dict[str, None] = {}  # the steps referred to, in order of appearance
+        self._ref_cache: dict[str, Ref] = {}  # "$ref:..." text -> Ref (refs are immutable; reuse them)
+
+    def arguments(self, arguments: Mapping[str, Any]) -> tuple[Compiled, tuple[str, ...], frozenset[str]]:
+        """Compile a step's arguments.
+
+        Returns the compiled tree, the referenced step ids (in order of appearance) and the
+        top-level argument names whose value contains a reference (known only at run time).
+        """
+        self.refs = {}
+        deferred: list[str] = []
+        items: list[tuple[str, Any]] = []
+        for key, value in arguments.items():
+            before = self.error_count
+            c = self._compile(value)
+            # A value holding a reference is only known at run time; so is one whose reference is
+            # broken (already reported: checking its text against the schema would add a misleading error).
+            if type(c) in _NODE_TYPES or self.error_count > before:
+                deferred.append(key)
+            items.append((key, c))
+        if not deferred:
+            return Literal(dict(items)), (), frozenset()
+        return _Dict(tuple(items)), tuple(self.refs), frozenset(deferred)
+
+    def _error(self, code: str, message: str) -> None:
+        self.error_count += 1
+        self.error_callback(code, message)
+
+    def _compile(self, value: Any) -> Any:
+        """A compiled node, or the value itself when it holds no reference."""
+        kind = type(value)
+        if kind is str:
+            if "$" not in value and "{{" not in value:
+                return value
             return self._string(value)
-        if isinstance(value, dict):
-            items = tuple((k, self.compile(v)) for k, v in cast(dict[str, Any], value).items())
-            if all(isinstance(c, Literal) for _, c in items):
-                return Literal({k: c.value for k, c in items if isinstance(c, Literal)})
-            return _Dict(items)
-        if isinstance(value, list):
-            elems = tuple(self.compile(v) for v in value)
-            if all(isinstance(c, Literal) for c in elems):
-                return Literal([c.value for c in elems if isinstance(c, Literal)])
-            return _List(elems)
-        return Literal(value)
+        if kind is dict:
+            pairs: list[tuple[str, Any]] = []
+            node = changed = False
+            for k, v in cast(dict[str, Any], value).items():
+                c = self._compile(v)
+                if c is not v:
+                    changed = True
+                    node = node or type(c) in _NODE_TYPES
+                pairs.append((k, c))
+            if node:
+                return _Dict(tuple(pairs))
+            return dict(pairs) if changed else value  # an unescaped '$$ref:' changes a literal
+        if kind is list:
+            elems: list[Any] = []
+            node = changed = False
+            for v in cast(list[Any], value):
+                c = self._compile(v)
+                if c is not v:
+                    changed = True
+                    node = node or type(c) in _NODE_TYPES
+                elems.append(c)
+            if node:
+                return _List(tuple(elems))
+            return elems if changed else value
+        if isinstance(value, str):  # str subclasses
+            return self._string(str(value))
+        return value
 
-    def _string(self, s: str) -> Compiled:
+    def _string(self, s: str) -> Any:
+        cached = self._ref_cache.get(s)
+        if cached is not None:
+            self.refs[cached.step] = None
+            return cached
         if s.startswith(ESCAPED_PREFIX):
-            return Literal(s[1:])
+            return s[1:]
         if s.startswith(REF_PREFIX):
-            parsed = parse_path(s[len(REF_PREFIX) :].strip())
+            m = _SIMPLE_REF_RE.match(s)
+            parsed = (m.group(1), ()) if m is not None else parse_path(s[len(REF_PREFIX) :].strip())
             if parsed is None:
-                self.error(
+                self._error(
                     "invalid_reference",
                     f"{s!r} is not a valid reference. Write '$ref:STEP_ID' or '$ref:STEP_ID.field.0.sub' "
                     "(escape a literal '$ref:' as '$$ref:').",
                 )
-                return Literal(s)
+                return s
             step, path = parsed
             if step not in self.step_ids:
-                self.error("unknown_reference", f"{s!r} refers to step {step!r}, which is not in the plan.")
-                return Literal(s)
-            self.refs.add(step)
-            return Ref(step, path, s)
+                self._error("unknown_reference", f"{s!r} refers to step {step!r}, which is not in the plan.")
+                return s
+            self.refs[step] = None
+            ref = self._ref_cache[s] = Ref(step, path, s)
+            return ref
         if "{{" in s:
             return self._template(s)
         if "$ref:" in s:
@@ -138,9 +221,9 @@ class _Compiler:
                         f"To insert the value write '{{{{{m.group(1)}}}}}' instead.",
                     )
                     break
-        return Literal(s)
+        return s
 
-    def _template(self, s: str) -> Compiled:
+    def _template(self, s: str) -> Any:
         parts: list[str | Ref] = []
         pos = 0
         for m in TEMPLATE_RE.finditer(s):
@@ -154,11 +237,11 @@ class _Compiler:
                 continue
             if m.start() > pos:
                 parts.append(s[pos : m.start()])
-            self.refs.add(parsed[0])
+            self.refs[parsed[0]] = None
             parts.append(Ref(parsed[0], parsed[1], m.group(0)))
             pos = m.end()
         if not any(isinstance(p, Ref) for p in parts):
-            return Literal(s)
+            return s
         if pos < len(s):
             parts.append(s[pos:])
         if len(parts) == 1 and isinstance(parts[0], Ref):
@@ -172,35 +255,9 @@ def compile_arguments(
     *,
     warn: Callable[[str, str], None],
     error: Callable[[str, str], None],
-) -> tuple[Compiled, frozenset[str], frozenset[str]]:
-    """Compile a step's arguments.
-
-    Returns the compiled tree, the referenced step ids and the top-level argument names whose
-    value contains a reference (their values are only known at run time).
-    """
-    errors = 0
-
-    def counted_error(code: str, message: str) -> None:
-        nonlocal errors
-        errors += 1
-        error(code, message)
-
-    compiler = _Compiler(step_ids, warn, counted_error, set())
-    deferred: set[str] = set()
-    items: list[tuple[str, Compiled]] = []
-    for key, value in arguments.items():
-        before = errors
-        c = compiler.compile(value)
-        # A value holding a reference is only known at run time; so is one whose reference is broken
-        # (already reported: checking its text against the schema would add a misleading error).
-        if not isinstance(c, Literal) or errors > before:
-            deferred.add(key)
-        items.append((key, c))
-    if deferred:
-        compiled: Compiled = _Dict(tuple(items))
-    else:
-        compiled = Literal({k: c.value for k, c in items if isinstance(c, Literal)})
-    return compiled, frozenset(compiler.refs), frozenset(deferred)
+) -> tuple[Compiled, tuple[str, ...], frozenset[str]]:
+    """Compile one step's arguments (see `ArgumentCompiler.arguments`)."""
+    return ArgumentCompiler(step_ids, warn=warn, error=error).arguments(arguments)
 
 
 _MISSING: Any = object()
@@ -262,29 +319,37 @@ def resolve(
     on_missing: Callable[[Ref], None] | None = None,
 ) -> Any:
     """Build the concrete value of a compiled tree from the outputs of finished steps."""
-    if isinstance(compiled, Literal):
-        return compiled.value
-    if isinstance(compiled, Ref):
-        value = get_path(outputs[compiled.step], compiled.path) if compiled.path else outputs[compiled.step]
+    return _resolve(compiled, outputs, missing == "null", on_missing)
+
+
+def _resolve(c: Compiled, outputs: Mapping[str, Any], null: bool, on_missing: Callable[[Ref], None] | None) -> Any:
+    kind = type(c)
+    if kind is _Dict:
+        return {
+            k: _resolve(v, outputs, null, on_missing) if type(v) in _NODE_TYPES else v for k, v in cast(_Dict, c).items
+        }
+    if kind is Ref:
+        ref = cast(Ref, c)
+        value = get_path(outputs[ref.step], ref.path) if ref.path else outputs[ref.step]
         if value is _MISSING:
             if on_missing is not None:
-                on_missing(compiled)
-            return None if missing == "null" else compiled.text
+                on_missing(ref)
+            return None if null else ref.text
         return value
-    if isinstance(compiled, Template):
-        chunks: list[str] = []
-        for part in compiled.parts:
-            if isinstance(part, str):
-                chunks.append(part)
-            else:
-                v = get_path(outputs[part.step], part.path) if part.path else outputs[part.step]
-                if v is _MISSING:
-                    if on_missing is not None:
-                        on_missing(part)
-                    chunks.append("null" if missing == "null" else part.text)
-                else:
-                    chunks.append(to_text(v))
-        return "".join(chunks)
-    if isinstance(compiled, _Dict):
-        return {k: resolve(c, outputs, missing=missing, on_missing=on_missing) for k, c in compiled.items}
-    return [resolve(c, outputs, missing=missing, on_missing=on_missing) for c in compiled.items]
+    if kind is Literal:
+        return cast(Literal, c).value
+    if kind is _List:
+        return [_resolve(v, outputs, null, on_missing) if type(v) in _NODE_TYPES else v for v in cast(_List, c).items]
+    chunks: list[str] = []
+    for part in cast(Template, c).parts:
+        if isinstance(part, str):
+            chunks.append(part)
+            continue
+        v = get_path(outputs[part.step], part.path) if part.path else outputs[part.step]
+        if v is _MISSING:
+            if on_missing is not None:
+                on_missing(part)
+            chunks.append("null" if null else part.text)
+        else:
+            chunks.append(to_text(v))
+    return "".join(chunks)

@@ -8,11 +8,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import PlanIssue, PlanValidationError
+from .._records import fast_init
 from ..tools import ToolRegistry, ToolsLike
 from ._graph import critical_path, find_cycles, mermaid, waves
 from ._ir import META_TOOL_NAMES, Dialect, Plan, Step
 from ._parse import parse_source
-from ._refs import Compiled, Literal, compile_arguments
+from ._refs import ArgumentCompiler, Compiled, Literal
 
 __all__ = (
     "DEFAULT_MAX_STEPS",
@@ -28,6 +29,7 @@ __all__ = (
 DEFAULT_MAX_STEPS = 50
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompiledStep:
     """A step with its arguments compiled and its dependencies (references plus depends_on) known."""
@@ -139,9 +141,11 @@ def _report(plan: Plan | None, issues: list[PlanIssue], compiled: CompiledPlan |
     )
 
 
-def step_dependencies(step: Step, refs: frozenset[str]) -> tuple[str, ...]:
+def step_dependencies(step: Step, refs: tuple[str, ...]) -> tuple[str, ...]:
     """A step's dependencies: its ``depends_on`` then the steps its arguments refer to, each once."""
-    return tuple(dict.fromkeys([*step.depends_on, *sorted(refs)]))
+    if not step.depends_on:
+        return refs  # already distinct, in order of appearance
+    return tuple(dict.fromkeys([*step.depends_on, *refs]))
 
 
 def _check_tool(name: str, sid: str, registry: ToolRegistry | None, issues: list[PlanIssue], what: str) -> bool:
@@ -200,31 +204,35 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
 
     compiled_steps: dict[str, CompiledStep] = {}
     deps: dict[str, tuple[str, ...]] = {}
+    sid = ""  # the step being checked (read by warn and error)
+
+    def warn(code: str, message: str) -> None:
+        issues.append(PlanIssue(code=code, step=sid, message=message, severity="warning"))
+
+    def error(code: str, message: str) -> None:
+        issues.append(PlanIssue(code=code, step=sid, message=message))
+
+    compiler = ArgumentCompiler(id_set, warn=warn, error=error)
+    batch = plan.dialect == "batch"
     for s in plan.steps:
-        if s.id in compiled_steps:
+        sid = s.id
+        if sid in compiled_steps:
             continue  # duplicate, reported above
-
-        def warn(code: str, message: str, sid: str = s.id) -> None:
-            issues.append(PlanIssue(code=code, step=sid, message=message, severity="warning"))
-
-        def error(code: str, message: str, sid: str = s.id) -> None:
-            issues.append(PlanIssue(code=code, step=sid, message=message))
-
-        tool_ok = _check_tool(s.tool, s.id, registry, issues, "The step")
-        if plan.dialect == "batch":  # no data flow between batch steps
+        tool_ok = _check_tool(s.tool, sid, registry, issues, "The step")
+        if batch:  # no data flow between batch steps
             args: Compiled = Literal(dict(s.arguments))
-            refs: frozenset[str] = frozenset()
+            refs: tuple[str, ...] = ()
             deferred: frozenset[str] = frozenset()
         else:
-            args, refs, deferred = compile_arguments(s.arguments, id_set, warn=warn, error=error)
-        if tool_ok and registry is not None and s.id not in unreadable_args:
+            args, refs, deferred = compiler.arguments(s.arguments)
+        if tool_ok and registry is not None and sid not in unreadable_args:
             for problem in registry.argument_problems(s.tool, s.arguments, deferred):
                 error("invalid_arguments", f"Arguments for tool {s.tool!r} are invalid: {problem}.")
         fb_args: Compiled | None = None
         if s.fallback is not None:
-            fb_ok = _check_tool(s.fallback.tool, s.id, registry, issues, "The step's fallback")
-            fb_args, fb_refs, fb_deferred = compile_arguments(s.fallback.arguments, id_set, warn=warn, error=error)
-            refs |= fb_refs
+            fb_ok = _check_tool(s.fallback.tool, sid, registry, issues, "The step's fallback")
+            fb_args, fb_refs, fb_deferred = compiler.arguments(s.fallback.arguments)
+            refs = tuple(dict.fromkeys([*refs, *fb_refs]))
             if fb_ok and registry is not None:
                 for problem in registry.argument_problems(s.fallback.tool, s.fallback.arguments, fb_deferred):
                     error(
@@ -234,13 +242,17 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
         for d in s.depends_on:
             if d not in id_set:
                 error("unknown_dependency", f"'depends_on' names step {d!r}, which is not in the plan.")
-        if s.id in refs or s.id in s.depends_on:
+        step_deps = step_dependencies(s, refs)
+        if sid in step_deps:
             error(
                 "self_reference",
-                f"Step {s.id!r} refers to its own output; a step can only use earlier results.",
+                f"Step {sid!r} refers to its own output; a step can only use earlier results.",
             )
-        deps[s.id] = tuple(d for d in step_dependencies(s, refs) if d in id_set and d != s.id)
-        compiled_steps[s.id] = CompiledStep(step=s, arguments=args, fallback_arguments=fb_args, deps=deps[s.id])
+            step_deps = tuple(d for d in step_deps if d != sid)
+        if s.depends_on:
+            step_deps = tuple(d for d in step_deps if d in id_set)  # unknown ones are reported above
+        deps[sid] = step_deps
+        compiled_steps[sid] = CompiledStep(step=s, arguments=args, fallback_arguments=fb_args, deps=step_deps)
 
     for cycle in find_cycles(deps):
         issues.append(

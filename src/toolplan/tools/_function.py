@@ -18,6 +18,7 @@ __all__ = ("FunctionTool", "tool", "to_jsonable")
 
 TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _PLAIN = (str, int, float, bool, type(None))
+_PLAIN_TYPES = frozenset(_PLAIN)
 
 
 def to_jsonable(value: Any) -> Any:
@@ -71,7 +72,7 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
 class FunctionTool:
     """A tool made from one typed Python function (sync or async). Build it with `@tool`."""
 
-    __slots__ = ("_adapters", "_is_async", "_model", "definition", "function")
+    __slots__ = ("_adapters", "_fields", "_is_async", "_model", "_required", "_validate", "definition", "function")
 
     def __init__(
         self,
@@ -96,6 +97,10 @@ class FunctionTool:
         doc_description, param_docs = _parse_docstring(inspect.getdoc(function) or "")
         self._model = _build_arguments_model(function, tool_name, param_docs)
         self._adapters: dict[str, TypeAdapter[Any]] = {}  # per-parameter validators, made on first use
+        # The model's core validator, called directly: ``model_validate`` adds Python-level overhead per call.
+        self._validate: Callable[[Any], BaseModel] = self._model.__pydantic_validator__.validate_python
+        self._fields = self._model.model_fields
+        self._required = tuple(k for k, f in self._fields.items() if f.is_required())  # in field order
         parameters = _strip_titles(self._model.model_json_schema())
         parameters.setdefault("properties", {})
         self.definition = ToolDefinition(
@@ -117,23 +122,27 @@ class FunctionTool:
 
     def validate_arguments(self, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Validate (and coerce) arguments; raise `ToolError` naming every bad field."""
+        return dict(self._validated(arguments).__dict__)  # the validated fields (extra fields are forbidden)
+
+    def _validated(self, arguments: Mapping[str, Any]) -> BaseModel:
         try:
-            model = self._model.model_validate(arguments)
+            return self._validate(arguments)
         except pydantic.ValidationError as exc:
             raise InvalidArgumentsError(_describe_validation_error(self.name, exc), tool=self.name) from None
-        return dict(model.__dict__)  # the validated fields (extra fields are forbidden)
 
     def argument_problems(self, name: str, arguments: Mapping[str, Any], deferred: frozenset[str]) -> list[str]:
         """Problems with the literal ``arguments``; keys in ``deferred`` are filled in later (references)."""
         if not deferred:
             try:
-                self._model.model_validate(arguments)
+                self._validate(arguments)
             except pydantic.ValidationError as exc:
                 return [_describe_error(err) for err in exc.errors(include_url=False)]
             return []
         # Some values are only known at run time: check the others field by field (validating the
         # whole model would raise, and raising is the slow path in pydantic).
-        fields = self._model.model_fields
+        fields = self._fields
+        if not arguments and deferred.issuperset(self._required):
+            return []  # every argument is a reference, and every required one is given
         problems: list[str] = []
         for key, value in arguments.items():
             if key not in fields:
@@ -143,24 +152,26 @@ class FunctionTool:
                 self._field_adapter(key).validate_python(value)
             except pydantic.ValidationError as exc:
                 problems += [_describe_error({**e, "loc": (key, *e["loc"])}) for e in exc.errors(include_url=False)]
-        for key, field in fields.items():
-            if field.is_required() and key not in arguments and key not in deferred:
+        for key in self._required:
+            if key not in arguments and key not in deferred:
                 problems.append(f"missing required argument {key!r}")
         return problems
 
     def _field_adapter(self, key: str) -> TypeAdapter[Any]:
         adapter = self._adapters.get(key)
         if adapter is None:
-            adapter = self._adapters[key] = TypeAdapter(self._model.model_fields[key].rebuild_annotation())
+            adapter = self._adapters[key] = TypeAdapter(self._fields[key].rebuild_annotation())
         return adapter
 
     async def execute(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
         """Validate the arguments, call the function, and wrap what it returns."""
-        kwargs = self.validate_arguments(name, arguments)
+        kwargs = self._validated(arguments).__dict__
         if self._is_async:
             value = await self.function(**kwargs)
         else:
             value = await run_in_thread(self.function, **kwargs)
+        if type(value) in _PLAIN_TYPES:
+            return ToolResult(value)
         if isinstance(value, ToolResult):
             return ToolResult(to_jsonable(value.content), value.error)
         return ToolResult(to_jsonable(value))

@@ -130,6 +130,10 @@ class ToolRegistry:
         """The definition of ``name``, or None."""
         return self._definitions.get(name)
 
+    def owner(self, name: str) -> Tool | None:
+        """The tool object that implements function ``name``, or None."""
+        return self._owners.get(name)
+
     def definition(self, name: str) -> ToolDefinition:
         """The definition of ``name``; raises `UnknownToolError`."""
         try:
@@ -167,8 +171,10 @@ class ToolRegistry:
         """
         if name not in self._owners:
             return [str(UnknownToolError(name, self.names))]
-        if deferred:
-            arguments = {k: v for k, v in arguments.items() if k not in deferred}
+        if deferred:  # a subset of the keys of arguments
+            arguments = (
+                {} if len(deferred) == len(arguments) else {k: v for k, v in arguments.items() if k not in deferred}
+            )
         checker = self._checkers[name]
         if checker is not None:
             problems: list[str] = checker(name, arguments, deferred)

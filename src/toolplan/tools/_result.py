@@ -3,9 +3,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .._records import fast_init
+
 __all__ = ("ToolResult",)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ToolResult:
     """The outcome of one tool call.

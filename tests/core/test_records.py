@@ -1,0 +1,89 @@
+"""`fast_init` keeps a frozen dataclass's constructor contract while making it cheaper."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from dataclasses import FrozenInstanceError, dataclass, field
+
+import pytest
+
+from toolplan._records import fast_init
+from toolplan.plan import Step
+
+
+def _make() -> tuple[type, type]:
+    def build() -> type:
+        @dataclass(frozen=True, slots=True, kw_only=True)
+        class Record:
+            id: str
+            tags: list[str] = field(default_factory=list[str])
+            limit: int | None = None
+            ok: bool = True
+
+            def __post_init__(self) -> None:
+                if self.limit is not None and self.limit < 0:
+                    raise ValueError("limit must be >= 0")
+
+        return Record
+
+    return build(), fast_init(build())
+
+
+def test_same_signature_defaults_and_factories() -> None:
+    plain, fast = _make()
+    assert str(inspect.signature(fast)) == str(inspect.signature(plain))
+    a, b = fast(id="x"), fast(id="x")
+    assert a.tags == [] and a.tags is not b.tags  # a fresh default per instance
+    assert (a.limit, a.ok) == (None, True)
+    assert fast(id="y", tags=["t"], limit=3, ok=False) == fast(id="y", tags=["t"], limit=3, ok=False)
+    assert repr(fast(id="z")) == repr(plain(id="z")).replace(plain.__qualname__, fast.__qualname__)
+
+
+def test_stays_frozen_and_runs_post_init() -> None:
+    _, fast = _make()
+    record = fast(id="x")
+    with pytest.raises(FrozenInstanceError):
+        record.id = "y"
+    with pytest.raises(ValueError, match="limit"):
+        fast(id="x", limit=-1)
+    with pytest.raises(TypeError):
+        fast("x")  # keyword-only, as declared
+
+
+def test_positional_fields() -> None:
+    @fast_init
+    @dataclass(frozen=True, slots=True)
+    class Pair:
+        left: str
+        right: str = "r"
+
+    assert Pair("a") == Pair(left="a", right="r")
+    assert hash(Pair("a", "b")) == hash(Pair("a", "b"))
+
+
+def test_refuses_what_it_cannot_keep() -> None:
+    @dataclass(slots=True)
+    class NotFrozen:
+        x: int
+
+    @dataclass(frozen=True, slots=True)
+    class NoInit:
+        x: int
+        y: int = field(default=0, init=False)
+
+    @dataclass(frozen=True, slots=True)
+    class WithInitVar:
+        x: int
+        seed: dataclasses.InitVar[int] = 0
+
+    for cls in (NotFrozen, NoInit, WithInitVar):
+        with pytest.raises(TypeError, match="fast_init"):
+            fast_init(cls)
+
+
+def test_plan_ir_uses_it() -> None:
+    step = Step(id="s1", tool="t")
+    assert step.arguments == {} and step.depends_on == () and step.kind == "step"
+    with pytest.raises(FrozenInstanceError):
+        step.tool = "u"  # type: ignore[misc]
