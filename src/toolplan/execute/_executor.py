@@ -194,8 +194,8 @@ class PlanRun:
 
     # -- scheduling -----------------------------------------------------------------------------
 
-    def _launch(self, inline: asyncio.Task[Any] | None = None) -> str | None:
-        """Start the ready steps as tasks; given the ``inline`` task, return one step for it to run."""
+    def _launch(self, *, keep_one: bool = False) -> str | None:
+        """Start the ready steps as tasks; with ``keep_one``, return one for the caller to run inline."""
         ready = self.sched.take_ready()
         if not ready:
             return None
@@ -205,9 +205,8 @@ class PlanRun:
         kept: str | None = None
         for sid in ready:
             self.started_at[sid] = now
-            if inline is not None and kept is None:
+            if keep_one and kept is None:
                 kept = sid
-                self.tasks[sid] = inline
             else:
                 self.tasks[sid] = tg.create_task(self._step(sid))
         return kept
@@ -255,8 +254,7 @@ class PlanRun:
     async def _step(self, sid: str) -> None:
         # A task that finishes a step runs one of the steps this made ready itself (a chain then
         # costs no task and no event-loop round trip per step) and starts the others as tasks.
-        task = asyncio.current_task()
-        assert task is not None
+        task: asyncio.Task[Any] | None = None  # this task, looked up once it runs a step inline
         inline = 0
         while True:
             try:
@@ -266,13 +264,19 @@ class PlanRun:
             except asyncio.CancelledError:
                 if sid not in self.cancelled_by_us:
                     raise
-                task.uncancel()
+                current = asyncio.current_task()
+                assert current is not None
+                current.uncancel()
                 self._cancelled(sid)
                 return
             self._finished(sid, result)
-            kept = self._launch(task)
+            kept = self._launch(keep_one=True)
             if kept is None:
                 return
+            if task is None:
+                task = asyncio.current_task()
+                assert task is not None
+            self.tasks[kept] = task
             sid = kept
             inline += 1
 
@@ -359,83 +363,95 @@ class PlanRun:
 
     async def _execute(self, cs: CompiledStep) -> StepResult:
         step = cs.step
-        missing_field = self.missing_field
+        sid, tool = step.id, step.tool
         missed: list[Ref] = []  # references to fields the output did not have
-        args = resolve(cs.arguments, self.outputs, missing=missing_field, on_missing=missed.append)
-        invoker = self.invoker
-        defaults = self._tool_defaults.get(step.tool)
-        if defaults is None:
-            defaults = self._tool_defaults[step.tool] = (
-                invoker.annotations(step.tool).retries,
-                invoker.timeout_for(step.tool),
-            )
-        retries = step.retry if step.retry is not None else defaults[0]
+        args = resolve(cs.arguments, self.outputs, missing=self.missing_field, on_missing=missed.append)
+        defaults = self._tool_defaults.get(tool) or self._defaults_for(tool)
         timeout = step.timeout if step.timeout is not None else defaults[1]
-        attempt = 0
+        self.attempts[sid] = 1
+        if self.on_event is not None:
+            self.emit(StepStarted(run_id=self.run_id, step_id=sid, tool=tool, attempt=1, at=self.now()))
+        outcome = await self.invoker.call(tool, args, timeout=timeout)
+        attempt, used_fallback = 1, False
+        error = outcome.error
+        status: StepStatus = "succeeded"
+        if error is not None:
+            retries = step.retry if step.retry is not None else defaults[0]
+            outcome, attempt, used_fallback = await self._recover(cs, args, outcome, retries, timeout, missed)
+            error = outcome.error
+            if error is None:
+                status = "succeeded"
+            elif _refused_at_start(outcome, attempt):
+                status, attempt = "not_run", 0
+            elif error.kind == "timeout":
+                status = "timed_out"
+            else:
+                status = "failed"
+        return StepResult(
+            id=sid,
+            tool=tool,
+            status=status,
+            output=outcome.output,
+            error=error,
+            attempts=attempt,
+            started_at=self.started_at[sid],
+            ended_at=self.now(),
+            arguments=cast(dict[str, Any], args),
+            used_fallback=used_fallback,
+            warnings=tuple(f"{r.text} resolved to nothing (no such field in {r.step!r}'s output)." for r in missed)
+            if missed
+            else (),
+        )
+
+    def _defaults_for(self, tool: str) -> tuple[int, float | None]:
+        """The tool's (retries, timeout) when a step sets neither."""
+        invoker = self.invoker
+        defaults = self._tool_defaults[tool] = (invoker.annotations(tool).retries, invoker.timeout_for(tool))
+        return defaults
+
+    async def _recover(
+        self,
+        cs: CompiledStep,
+        args: Any,
+        outcome: CallOutcome,
+        retries: int,
+        timeout: float | None,
+        missed: list[Ref],
+    ) -> tuple[CallOutcome, int, bool]:
+        """After a failed first call: retries (for retryable errors), then the fallback, if any.
+
+        Returns the final outcome, the attempts made and whether the fallback's result stands.
+        """
+        step = cs.step
+        sid, invoker = step.id, self.invoker
+        attempt = 1
         while True:
-            attempt += 1
-            self.attempts[step.id] = attempt
-            if self.on_event is not None:
-                self.emit(
-                    StepStarted(run_id=self.run_id, step_id=step.id, tool=step.tool, attempt=attempt, at=self.now())
-                )
-            outcome = await invoker.call(step.tool, args, timeout=timeout)
             error = outcome.error
             if error is None or attempt > retries or error.kind not in RETRYABLE:
                 break
             delay = _backoff(attempt, self.retry_delay)
             if self.on_event is not None:
-                self.emit(StepRetrying(run_id=self.run_id, step_id=step.id, attempt=attempt, error=error, delay=delay))
+                self.emit(StepRetrying(run_id=self.run_id, step_id=sid, attempt=attempt, error=error, delay=delay))
             await asyncio.sleep(delay)
-        used_fallback = False
-        if outcome.error is not None and step.fallback is not None and not _refused_at_start(outcome, attempt):
-            fb = step.fallback
-            assert cs.fallback_arguments is not None
-            fb_args = resolve(cs.fallback_arguments, self.outputs, missing=missing_field, on_missing=missed.append)
             attempt += 1
-            self.attempts[step.id] = attempt
+            self.attempts[sid] = attempt
             if self.on_event is not None:
-                self.emit(
-                    StepStarted(run_id=self.run_id, step_id=step.id, tool=fb.tool, attempt=attempt, at=self.now())
-                )
-            fb_outcome = await invoker.call(fb.tool, fb_args, timeout=invoker.timeout_for(fb.tool, step.timeout))
-            if fb_outcome.error is None:
-                outcome, used_fallback = fb_outcome, True
-            elif outcome.error is not None:
-                outcome = CallOutcome(
-                    error=StepError(
-                        kind=fb_outcome.error.kind,
-                        message=f"{outcome.error.message} "
-                        f"The fallback {fb.tool!r} failed too: {fb_outcome.error.message}",
-                    )
-                )
-        error = outcome.error
-        status: StepStatus
-        if error is None:
-            status = "succeeded"
-        elif _refused_at_start(outcome, attempt):
-            status = "not_run"
-        elif error.kind == "timeout":
-            status = "timed_out"
-        else:
-            status = "failed"
-        return StepResult(
-            id=step.id,
-            tool=step.tool,
-            status=status,
-            output=outcome.output,
-            error=error,
-            attempts=0 if status == "not_run" else attempt,
-            started_at=self.started_at[step.id],
-            ended_at=self.now(),
-            arguments=cast(dict[str, Any], args),
-            used_fallback=used_fallback,
-            warnings=tuple(
-                f"{ref.text} resolved to nothing (no such field in {ref.step!r}'s output)." for ref in missed
-            )
-            if missed
-            else (),
-        )
+                self.emit(StepStarted(run_id=self.run_id, step_id=sid, tool=step.tool, attempt=attempt, at=self.now()))
+            outcome = await invoker.call(step.tool, args, timeout=timeout)
+        fb = step.fallback
+        if outcome.error is None or fb is None or _refused_at_start(outcome, attempt):
+            return outcome, attempt, False
+        assert cs.fallback_arguments is not None
+        fb_args = resolve(cs.fallback_arguments, self.outputs, missing=self.missing_field, on_missing=missed.append)
+        attempt += 1
+        self.attempts[sid] = attempt
+        if self.on_event is not None:
+            self.emit(StepStarted(run_id=self.run_id, step_id=sid, tool=fb.tool, attempt=attempt, at=self.now()))
+        fb_outcome = await invoker.call(fb.tool, fb_args, timeout=invoker.timeout_for(fb.tool, step.timeout))
+        if fb_outcome.error is None:
+            return fb_outcome, attempt, True
+        message = f"{outcome.error.message} The fallback {fb.tool!r} failed too: {fb_outcome.error.message}"
+        return CallOutcome(error=StepError(kind=fb_outcome.error.kind, message=message)), attempt, False
 
 
 def _refused_at_start(outcome: CallOutcome, attempt: int) -> bool:

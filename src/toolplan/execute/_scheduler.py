@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 __all__ = ("Scheduler", "StepState")
@@ -16,14 +16,15 @@ __all__ = ("Scheduler", "StepState")
 StepState = Literal["pending", "running", "succeeded", "failed", "skipped", "not_run", "cancelled"]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class _Node:
-    index: int
+    id: str
+    index: int  # plan order
     tool: str
-    deps: tuple[str, ...]
     waiting_on: int  # dependencies not yet succeeded
     state: StepState = "pending"
     queued: bool = False
+    dependents: list[_Node] = field(default_factory=list["_Node"])
 
 
 class Scheduler:
@@ -48,12 +49,12 @@ class Scheduler:
         self.tool_limits = dict(tool_limits or {})
         self.fail_fast = fail_fast
         self.nodes: dict[str, _Node] = {}
-        self.dependents: dict[str, list[str]] = {}
         self.reasons: dict[str, str] = {}  # why a step was skipped / not run
         self.running = 0
-        self.running_by_tool: dict[str, int] = {}
+        self.running_by_tool: dict[str, int] = {}  # for tools with a limit
         self.stopped: str | None = None
-        self._queues: dict[str, deque[str]] = {}  # ready steps waiting for capacity, per tool
+        self._queues: dict[str, deque[_Node]] = {}  # ready steps waiting for capacity, per tool
+        self._awaited: dict[str, list[_Node]] = {}  # steps waiting on an id not added yet (streamed plans)
         self._open = 0  # steps not yet in a terminal state
         # Steps that ended without their own outcome (skipped, not run, cancelled), in that order.
         self.ended_unrun: list[str] = []
@@ -62,28 +63,35 @@ class Scheduler:
 
     def add(self, step_id: str, tool: str, deps: Sequence[str]) -> None:
         """Add a step. Dependencies may name steps added later (streamed plans)."""
-        if step_id in self.nodes:
+        nodes = self.nodes
+        if step_id in nodes:
             raise ValueError(f"duplicate step {step_id!r}")
-        unmet = 0
+        node = _Node(step_id, len(nodes), tool, 0, dependents=self._awaited.pop(step_id, []))
         failed_dep: str | None = None
         for d in deps:
-            node = self.nodes.get(d)
-            if node is None or node.state in ("pending", "running"):
-                unmet += 1
-            elif node.state != "succeeded":
+            dep = nodes.get(d)
+            if dep is None:
+                node.waiting_on += 1
+                awaited = self._awaited.get(d)
+                if awaited is None:
+                    self._awaited[d] = [node]
+                else:
+                    awaited.append(node)
+                continue
+            dep.dependents.append(node)
+            state = dep.state
+            if state == "pending" or state == "running":
+                node.waiting_on += 1
+            elif state != "succeeded":
                 failed_dep = d
-        self.dependents[step_id] = self.dependents.get(step_id, [])
-        for d in deps:
-            self.dependents.setdefault(d, []).append(step_id)
-        node = _Node(len(self.nodes), tool, tuple(deps), unmet)
-        self.nodes[step_id] = node
+        nodes[step_id] = node
         self._open += 1
         if failed_dep is not None:
-            self._skip_from(step_id, failed_dep)
+            self._skip_from(node, nodes[failed_dep])
         elif self.stopped is not None:
-            self._end(step_id, "not_run", self.stopped)
-        elif unmet == 0:
-            self._enqueue(step_id)
+            self._end(node, "not_run", self.stopped)
+        elif node.waiting_on == 0:
+            self._enqueue(node)
 
     # -- running --------------------------------------------------------------------------------
 
@@ -102,28 +110,41 @@ class Scheduler:
         They are marked running; the caller must `finish` each of them.
         """
         out: list[str] = []
-        while self.running < self.max_concurrency and self.stopped is None:
-            best: str | None = None
-            best_index = -1
-            for tool, queue in self._queues.items():
+        room = self.max_concurrency - self.running
+        if room <= 0 or self.stopped is not None:
+            return out
+        queues = self._queues
+        if len(queues) == 1 and not self.tool_limits:  # one tool, no per-tool limit: take in order
+            for queue in queues.values():
+                while queue and room > 0:
+                    node = queue.popleft()
+                    node.queued = False
+                    node.state = "running"
+                    out.append(node.id)
+                    room -= 1
+            self.running += len(out)
+            return out
+        while room > 0:
+            best: _Node | None = None
+            for tool, queue in queues.items():
                 if not queue:
                     continue
                 limit = self.tool_limits.get(tool)
                 if limit is not None and self.running_by_tool.get(tool, 0) >= limit:
                     continue
                 head = queue[0]
-                index = self.nodes[head].index
-                if best is None or index < best_index:
-                    best, best_index = head, index
+                if best is None or head.index < best.index:
+                    best = head
             if best is None:
                 break
-            node = self.nodes[best]
-            self._queues[node.tool].popleft()
-            node.queued = False
-            node.state = "running"
+            queues[best.tool].popleft()
+            best.queued = False
+            best.state = "running"
             self.running += 1
-            self.running_by_tool[node.tool] = self.running_by_tool.get(node.tool, 0) + 1
-            out.append(best)
+            room -= 1
+            if self.tool_limits:
+                self._count(best.tool, 1)
+            out.append(best.id)
         return out
 
     def finish(self, step_id: str, *, succeeded: bool) -> None:
@@ -132,22 +153,21 @@ class Scheduler:
         if node.state != "running":
             raise ValueError(f"step {step_id!r} is {node.state}, not running")
         self.running -= 1
-        self.running_by_tool[node.tool] -= 1
-        self._end(step_id, "succeeded" if succeeded else "failed", None)
-        if succeeded:
-            for child in self.dependents.get(step_id, ()):
-                c = self.nodes.get(child)
-                if c is None or c.state != "pending":
-                    continue
-                c.waiting_on -= 1
-                if c.waiting_on == 0:
-                    self._enqueue(child)
-        else:
-            for child in self.dependents.get(step_id, ()):
-                if child in self.nodes and self.nodes[child].state == "pending":
-                    self._skip_from(child, step_id)
+        if self.tool_limits:
+            self._count(node.tool, -1)
+        if not succeeded:
+            self._end(node, "failed", None)
+            self._skip_dependents(node)
             if self.fail_fast:
                 self.stop(f"Not started: the plan stopped after step {step_id!r} failed (fail_fast).")
+            return
+        node.state = "succeeded"  # what _end does, inlined for the common case
+        self._open -= 1
+        for child in node.dependents:
+            if child.state == "pending":
+                child.waiting_on -= 1
+                if child.waiting_on == 0:
+                    self._enqueue(child)
 
     def cancel(self, step_id: str, reason: str) -> None:
         """Record that a running step was cancelled (its dependents are skipped)."""
@@ -155,70 +175,70 @@ class Scheduler:
         if node.state != "running":
             return
         self.running -= 1
-        self.running_by_tool[node.tool] -= 1
-        self._end(step_id, "cancelled", reason)
-        for child in self.dependents.get(step_id, ()):
-            if child in self.nodes and self.nodes[child].state == "pending":
-                self._skip_from(child, step_id)
+        self._count(node.tool, -1)
+        self._end(node, "cancelled", reason)
+        self._skip_dependents(node)
 
     def stop(self, reason: str) -> list[str]:
         """Start nothing more: every pending step ends ``not_run``. Returns the running steps."""
         if self.stopped is None:
             self.stopped = reason
         for queue in self._queues.values():
-            for sid in queue:
-                self.nodes[sid].queued = False
+            for node in queue:
+                node.queued = False
             queue.clear()
-        for sid, node in self.nodes.items():
+        for node in self.nodes.values():
             if node.state == "pending":
-                self._end(sid, "not_run", reason)
+                self._end(node, "not_run", reason)
         return [sid for sid, node in self.nodes.items() if node.state == "running"]
 
     def refuse(self, step_id: str, reason: str) -> None:
         """A running step could not start after all (budget): it ends ``not_run``, dependents skip."""
         node = self.nodes[step_id]
         self.running -= 1
-        self.running_by_tool[node.tool] -= 1
-        self._end(step_id, "not_run", reason)
-        for child in self.dependents.get(step_id, ()):
-            if child in self.nodes and self.nodes[child].state == "pending":
-                self._skip_from(child, step_id)
+        self._count(node.tool, -1)
+        self._end(node, "not_run", reason)
+        self._skip_dependents(node)
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _enqueue(self, step_id: str) -> None:
-        node = self.nodes[step_id]
+    def _count(self, tool: str, delta: int) -> None:
+        """Keep the running count of a tool with a limit (tools without one need none)."""
+        if tool in self.tool_limits:
+            self.running_by_tool[tool] = self.running_by_tool.get(tool, 0) + delta
+
+    def _enqueue(self, node: _Node) -> None:
         node.queued = True
         queue = self._queues.get(node.tool)
         if queue is None:
             queue = self._queues[node.tool] = deque()
-        queue.append(step_id)
+        queue.append(node)
 
-    def _end(self, step_id: str, state: StepState, reason: str | None) -> None:
-        node = self.nodes[step_id]
+    def _end(self, node: _Node, state: StepState, reason: str | None) -> None:
         if node.queued:
-            self._queues[node.tool].remove(step_id)
+            self._queues[node.tool].remove(node)
             node.queued = False
         node.state = state
         self._open -= 1
         if state != "succeeded" and state != "failed":
-            self.ended_unrun.append(step_id)
+            self.ended_unrun.append(node.id)
         if reason is not None:
-            self.reasons[step_id] = reason
+            self.reasons[node.id] = reason
 
-    def _skip_from(self, step_id: str, cause: str) -> None:
-        """Skip ``step_id`` and its pending transitive dependents because ``cause`` did not succeed."""
-        stack = [(step_id, cause)]
+    def _skip_dependents(self, node: _Node) -> None:
+        for child in node.dependents:
+            if child.state == "pending":
+                self._skip_from(child, node)
+
+    def _skip_from(self, node: _Node, cause: _Node) -> None:
+        """Skip ``node`` and its pending transitive dependents because ``cause`` did not succeed."""
+        stack = [(node, cause)]
         while stack:
-            sid, why = stack.pop()
-            node = self.nodes[sid]
-            if node.state != "pending":
+            n, why = stack.pop()
+            if n.state != "pending":
                 continue
-            cause_state = self.nodes[why].state
             verb = {"failed": "failed", "cancelled": "was cancelled", "not_run": "did not run"}.get(
-                cause_state, "was skipped"
+                why.state, "was skipped"
             )
-            self._end(sid, "skipped", f"Skipped because dependency {why!r} {verb}.")
-            for child in self.dependents.get(sid, ()):
-                if child in self.nodes:
-                    stack.append((child, sid))
+            self._end(n, "skipped", f"Skipped because dependency {why.id!r} {verb}.")
+            stack.extend((child, n) for child in n.dependents)

@@ -173,17 +173,19 @@ def _parse_native(data: dict[str, Any], issues: _Issues) -> Plan:
             issues.error("invalid_step", f"Step #{i + 1} must be an object with 'id', 'tool' and 'arguments'.")
             continue
         s = cast(dict[str, Any], raw)
-        sid = _step_id(s.get("id"), i, issues)
-        args_raw = s.get("arguments")
+        get = s.get
+        sid = _step_id(get("id"), i, issues)
+        args_raw = get("arguments")
         if args_raw is None and "args" in s:
             issues.warn("alias", "'args' was read as 'arguments'; write 'arguments' in native plans.", sid)
             args_raw = s["args"]
-        for key in s:
-            if key not in _NATIVE_STEP_KEYS and key != "args":
-                issues.warn("unknown_field", f"Field {key!r} is not part of a step and was ignored.", sid)
+        if not _NATIVE_STEP_KEYS.issuperset(s):
+            for key in s:
+                if key not in _NATIVE_STEP_KEYS and key != "args":
+                    issues.warn("unknown_field", f"Field {key!r} is not part of a step and was ignored.", sid)
         fallback = None
-        if s.get("fallback") is not None:
-            fb = s["fallback"]
+        fb = get("fallback")
+        if fb is not None:
             if isinstance(fb, dict):
                 fbd = cast(dict[str, Any], fb)
                 fallback = Fallback(
@@ -192,17 +194,20 @@ def _parse_native(data: dict[str, Any], issues: _Issues) -> Plan:
                 )
             else:
                 issues.error("invalid_field", '\'fallback\' must be an object {"tool": ..., "arguments": {...}}.', sid)
+        # Optional fields are usually absent: the helpers run only for the ones present.
+        depends_on, timeout, retry = get("depends_on"), get("timeout"), get("retry")
+        rationale, expected = get("rationale"), get("expected_outcome")
         steps.append(
             Step(
                 id=sid,
-                tool=_tool_name(s.get("tool"), sid, issues),
-                arguments=_arguments(args_raw, "'arguments'", sid, issues),
-                depends_on=_str_list(s.get("depends_on"), "depends_on", sid, issues),
-                timeout=_number(s.get("timeout"), "timeout", sid, issues),
-                retry=_number(s.get("retry"), "retry", sid, issues, integer=True),
+                tool=_tool_name(get("tool"), sid, issues),
+                arguments=args_raw if type(args_raw) is dict else _arguments(args_raw, "'arguments'", sid, issues),
+                depends_on=() if depends_on is None else _str_list(depends_on, "depends_on", sid, issues),
+                timeout=None if timeout is None else _number(timeout, "timeout", sid, issues),
+                retry=None if retry is None else _number(retry, "retry", sid, issues, integer=True),
                 fallback=fallback,
-                rationale=s.get("rationale") if isinstance(s.get("rationale"), str) else None,
-                expected_outcome=s.get("expected_outcome") if isinstance(s.get("expected_outcome"), str) else None,
+                rationale=rationale if isinstance(rationale, str) else None,
+                expected_outcome=expected if isinstance(expected, str) else None,
             )
         )
     return Plan(

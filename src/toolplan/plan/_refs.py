@@ -174,7 +174,7 @@ class ArgumentCompiler:
             elems: list[Any] = []
             node = changed = False
             for v in cast(list[Any], value):
-                c = self._compile(v)
+                c = self._compile(v) if type(v) is not str or "$" in v or "{{" in v else v
                 if c is not v:
                     changed = True
                     node = node or type(c) in _NODE_TYPES
@@ -191,8 +191,6 @@ class ArgumentCompiler:
         if cached is not None:
             self.refs[cached.step] = None
             return cached
-        if s.startswith(ESCAPED_PREFIX):
-            return s[1:]
         if s.startswith(REF_PREFIX):
             m = _SIMPLE_REF_RE.match(s)
             parsed = (m.group(1), ()) if m is not None else parse_path(s[len(REF_PREFIX) :].strip())
@@ -210,6 +208,8 @@ class ArgumentCompiler:
             self.refs[step] = None
             ref = self._ref_cache[s] = Ref(step, path, s)
             return ref
+        if s.startswith(ESCAPED_PREFIX):
+            return s[1:]
         if "{{" in s:
             return self._template(s)
         if "$ref:" in s:
@@ -325,9 +325,16 @@ def resolve(
 def _resolve(c: Compiled, outputs: Mapping[str, Any], null: bool, on_missing: Callable[[Ref], None] | None) -> Any:
     kind = type(c)
     if kind is _Dict:
-        return {
-            k: _resolve(v, outputs, null, on_missing) if type(v) in _NODE_TYPES else v for k, v in cast(_Dict, c).items
-        }
+        obj: dict[str, Any] = {}
+        for k, v in cast(_Dict, c).items:
+            t = type(v)
+            if t is Ref and not v.path:
+                obj[k] = outputs[v.step]  # a whole output: never missing (the step succeeded)
+            elif t in _NODE_TYPES:
+                obj[k] = _resolve(v, outputs, null, on_missing)
+            else:
+                obj[k] = v
+        return obj
     if kind is Ref:
         ref = cast(Ref, c)
         value = get_path(outputs[ref.step], ref.path) if ref.path else outputs[ref.step]
@@ -339,7 +346,16 @@ def _resolve(c: Compiled, outputs: Mapping[str, Any], null: bool, on_missing: Ca
     if kind is Literal:
         return cast(Literal, c).value
     if kind is _List:
-        return [_resolve(v, outputs, null, on_missing) if type(v) in _NODE_TYPES else v for v in cast(_List, c).items]
+        seq: list[Any] = []
+        for v in cast(_List, c).items:
+            t = type(v)
+            if t is Ref and not v.path:
+                seq.append(outputs[v.step])
+            elif t in _NODE_TYPES:
+                seq.append(_resolve(v, outputs, null, on_missing))
+            else:
+                seq.append(v)
+        return seq
     chunks: list[str] = []
     for part in cast(Template, c).parts:
         if isinstance(part, str):

@@ -214,11 +214,12 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
 
     compiler = ArgumentCompiler(id_set, warn=warn, error=error)
     batch = plan.dialect == "batch"
+    callable_tools = frozenset(registry.names).difference(META_TOOL_NAMES) if registry is not None else frozenset()
     for s in plan.steps:
         sid = s.id
         if sid in compiled_steps:
             continue  # duplicate, reported above
-        tool_ok = _check_tool(s.tool, sid, registry, issues, "The step")
+        tool_ok = s.tool in callable_tools or _check_tool(s.tool, sid, registry, issues, "The step")
         if batch:  # no data flow between batch steps
             args: Compiled = Literal(dict(s.arguments))
             refs: tuple[str, ...] = ()
@@ -242,7 +243,7 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
         for d in s.depends_on:
             if d not in id_set:
                 error("unknown_dependency", f"'depends_on' names step {d!r}, which is not in the plan.")
-        step_deps = step_dependencies(s, refs)
+        step_deps = step_dependencies(s, refs) if s.depends_on else refs
         if sid in step_deps:
             error(
                 "self_reference",

@@ -122,13 +122,14 @@ class FunctionTool:
 
     def validate_arguments(self, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Validate (and coerce) arguments; raise `ToolError` naming every bad field."""
-        return dict(self._validated(arguments).__dict__)  # the validated fields (extra fields are forbidden)
-
-    def _validated(self, arguments: Mapping[str, Any]) -> BaseModel:
         try:
-            return self._validate(arguments)
+            model = self._validate(arguments)
         except pydantic.ValidationError as exc:
-            raise InvalidArgumentsError(_describe_validation_error(self.name, exc), tool=self.name) from None
+            raise self._invalid(exc) from None
+        return dict(model.__dict__)  # the validated fields (extra fields are forbidden)
+
+    def _invalid(self, exc: pydantic.ValidationError) -> InvalidArgumentsError:
+        return InvalidArgumentsError(_describe_validation_error(self.name, exc), tool=self.name)
 
     def argument_problems(self, name: str, arguments: Mapping[str, Any], deferred: frozenset[str]) -> list[str]:
         """Problems with the literal ``arguments``; keys in ``deferred`` are filled in later (references)."""
@@ -165,7 +166,10 @@ class FunctionTool:
 
     async def execute(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
         """Validate the arguments, call the function, and wrap what it returns."""
-        kwargs = self._validated(arguments).__dict__
+        try:
+            kwargs = self._validate(arguments).__dict__
+        except pydantic.ValidationError as exc:
+            raise self._invalid(exc) from None
         if self._is_async:
             value = await self.function(**kwargs)
         else:
