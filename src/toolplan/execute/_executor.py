@@ -106,6 +106,7 @@ class PlanRun:
         self._sealed = asyncio.Event()
         self._waiters: dict[str, asyncio.Future[StepResult]] = {}
         self._tool_defaults: dict[str, tuple[int, float | None]] = {}  # (retries, timeout) per tool
+        self._tools_seen: set[str] = set()
         self.aborted: str | None = None
         self.outputs: dict[str, Any] = {}
         self.results: dict[str, StepResult] = {}
@@ -129,9 +130,11 @@ class PlanRun:
     def add(self, cs: CompiledStep) -> None:
         """Add a step; it starts as soon as its dependencies have succeeded."""
         tool = cs.step.tool
-        limit = self.invoker.annotations(tool).concurrency
-        if limit is not None:
-            self.sched.tool_limits[tool] = limit
+        if tool not in self._tools_seen:  # a tool's own concurrency limit, looked up once
+            self._tools_seen.add(tool)
+            limit = self.invoker.annotations(tool).concurrency
+            if limit is not None:
+                self.sched.tool_limits[tool] = limit
         self.steps[cs.step.id] = cs
         self.sched.add(cs.step.id, tool, cs.deps)
         if self._tg is not None:

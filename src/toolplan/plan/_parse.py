@@ -46,10 +46,13 @@ def detect_dialect(data: Mapping[str, Any]) -> Dialect | None:
         return "chaining"
     steps = data.get("steps")
     if isinstance(steps, list):
-        dicts = [cast(dict[str, Any], s) for s in steps if isinstance(s, dict)]
-        if dicts and all("args" in s and "id" not in s and "arguments" not in s for s in dicts):
-            return "batch"
-        return "native"
+        batch = False
+        for s in cast(list[Any], steps):
+            if isinstance(s, dict):
+                if "args" not in s or "id" in s or "arguments" in s:
+                    return "native"
+                batch = True
+        return "batch" if batch else "native"
     return None
 
 

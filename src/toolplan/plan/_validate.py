@@ -214,6 +214,7 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
 
     compiler = ArgumentCompiler(id_set, warn=warn, error=error)
     batch = plan.dialect == "batch"
+    backward = False  # whether some step depends on a later one (only then can there be a cycle)
     callable_tools = frozenset(registry.names).difference(META_TOOL_NAMES) if registry is not None else frozenset()
     for s in plan.steps:
         sid = s.id
@@ -252,10 +253,15 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
             step_deps = tuple(d for d in step_deps if d != sid)
         if s.depends_on:
             step_deps = tuple(d for d in step_deps if d in id_set)  # unknown ones are reported above
+        if not backward:
+            for d in step_deps:
+                if d not in compiled_steps:
+                    backward = True  # a dependency on a later step: there may be a cycle
+                    break
         deps[sid] = step_deps
         compiled_steps[sid] = CompiledStep(step=s, arguments=args, fallback_arguments=fb_args, deps=step_deps)
 
-    for cycle in find_cycles(deps):
+    for cycle in find_cycles(deps) if backward else ():
         issues.append(
             PlanIssue(
                 code="cycle",
