@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, nullcontext
 from typing import Any, cast
 
 from .._errors import UserError
@@ -114,7 +114,7 @@ class PlanRun:
         self.cancelled_by_us: set[str] = set()
         self.started_at: dict[str, float] = {}
         self.attempts: dict[str, int] = {}
-        self.run_id = uuid.uuid4().hex[:16]
+        self.run_id = os.urandom(8).hex()
         self._mono0 = time.perf_counter()
         self._epoch0 = time.time()
         self._tg: asyncio.TaskGroup | None = None
@@ -171,7 +171,8 @@ class PlanRun:
         elif self.on_event is not None:
             self.emit(PlanStarted(run_id=self.run_id, steps=(), at=start))
         try:
-            async with asyncio.timeout(self.deadline), asyncio.TaskGroup() as tg:
+            deadline = asyncio.timeout(self.deadline) if self.deadline is not None else nullcontext()
+            async with deadline, asyncio.TaskGroup() as tg:
                 self._tg = tg
                 self._report_ended()
                 self._launch()

@@ -63,6 +63,17 @@ def _as_tool(obj: Any, name: str | None = None) -> Tool:
     )
 
 
+_VALIDATING: dict[type, bool] = {}  # a runtime Protocol isinstance check is slow: once per class
+
+
+def _validates(obj: Tool) -> bool:
+    cls = type(obj)
+    known = _VALIDATING.get(cls)
+    if known is None:
+        known = _VALIDATING[cls] = isinstance(obj, ValidatingTool)
+    return known
+
+
 class ToolRegistry:
     """The set of tool functions a plan or an agent may call, by name."""
 
@@ -93,7 +104,7 @@ class ToolRegistry:
                 )
             self._owners[definition.name] = obj
             self._definitions[definition.name] = definition
-            self._checkers[definition.name] = obj.argument_problems if isinstance(obj, ValidatingTool) else None
+            self._checkers[definition.name] = obj.argument_problems if _validates(obj) else None
 
     def add_all(self, tools: ToolsLike) -> None:
         """Register every tool of a list, dict (keys are names) or registry."""
