@@ -110,7 +110,7 @@ class PlanRun:
         self.aborted: str | None = None
         self.outputs: dict[str, Any] = {}
         self.results: dict[str, StepResult] = {}
-        self.tasks: dict[str, asyncio.Task[None]] = {}
+        self.tasks: dict[str, asyncio.Task[None]] = {}  # the running steps' tasks
         self.cancelled_by_us: set[str] = set()
         self.started_at: dict[str, float] = {}
         self.attempts: dict[str, int] = {}
@@ -291,12 +291,13 @@ class PlanRun:
             sched.refuse(sid, result.error.message if result.error else "not run")
         else:
             sched.finish(sid, succeeded=result.status == "succeeded")
+        del self.tasks[sid]  # only running steps keep their task (fewer live objects in long plans)
         self._record(result)
         if sched.stopped is not None and result.status != "succeeded":
-            for other in sched.nodes:
-                if sched.state(other) == "running" and other != sid and other in self.tasks:
+            for other, task in self.tasks.items():
+                if sched.state(other) == "running":
                     self.cancelled_by_us.add(other)
-                    self.tasks[other].cancel()
+                    task.cancel()
         if self._reported < len(sched.ended_unrun):
             self._report_ended()
 
@@ -304,6 +305,7 @@ class PlanRun:
         """Record a step the plan cancelled while it ran (fail_fast or an aborted streamed plan)."""
         reason = self.sched.stopped or "Cancelled."
         self.sched.cancel(sid, reason)
+        del self.tasks[sid]
         self._record(
             StepResult(
                 id=sid,
