@@ -47,7 +47,7 @@ def detect_dialect(data: Mapping[str, Any]) -> Dialect | None:
     steps = data.get("steps")
     if isinstance(steps, list):
         batch = False
-        for s in cast(list[Any], steps):
+        for s in steps:
             if isinstance(s, dict):
                 if "args" not in s or "id" in s or "arguments" in s:
                     return "native"

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol, TypeAlias, runtime_checkable
+from typing import Any, Protocol, TypeAlias, TypeGuard, runtime_checkable
 
 from .._errors import UnknownToolError, UserError
 from ._definition import ToolDefinition
@@ -66,7 +66,7 @@ def _as_tool(obj: Any, name: str | None = None) -> Tool:
 _VALIDATING: dict[type, bool] = {}  # a runtime Protocol isinstance check is slow: once per class
 
 
-def _validates(obj: Tool) -> bool:
+def _validates(obj: Tool) -> TypeGuard[ValidatingTool]:
     cls = type(obj)
     known = _VALIDATING.get(cls)
     if known is None:
