@@ -43,6 +43,12 @@ def _machine(data: dict[str, Any]) -> str:
     )
 
 
+def _run_ratio(row: dict[str, Any]) -> float:
+    """toolplan's run phase (a compiled plan) over the floor's run, per step."""
+    u = row["us_per_step"]
+    return float(u["toolplan"]["run"]["median"] / u["floor"]["run"]["median"])
+
+
 def overhead_section(d: dict[str, Any]) -> list[str]:
     out = ["## 1. Engine overhead (no-op tools)", "", _machine(d), ""]
     out.append(
@@ -53,9 +59,11 @@ def overhead_section(d: dict[str, Any]) -> list[str]:
     cases = d["cases"]
     contenders = [c for c in NAMES if any(c in row["us_per_step"] for row in cases)]
     out.append(
-        "| shape | steps | " + " | ".join(NAMES[c] for c in contenders) + " | toolplan / floor | LangGraph / toolplan |"
+        "| shape | steps | "
+        + " | ".join(NAMES[c] for c in contenders)
+        + " | toolplan / floor | toolplan run / floor | LangGraph / toolplan |"
     )
-    out.append("|---|---:|" + "---:|" * len(contenders) + "---:|---:|")
+    out.append("|---|---:|" + "---:|" * len(contenders) + "---:|---:|---:|")
     for row in cases:
         cells = [
             _f(row["us_per_step"][c]["total"]["median"]) if c in row["us_per_step"] else "skipped" for c in contenders
@@ -64,7 +72,7 @@ def overhead_section(d: dict[str, Any]) -> list[str]:
         out.append(
             f"| {row['shape']} | {row['n']:,} | "
             + " | ".join(cells)
-            + f" | {row['ratio_toolplan_to_floor']:.1f}x | {f'{lg:.1f}x' if lg else '-'} |"
+            + f" | {row['ratio_toolplan_to_floor']:.1f}x | {_run_ratio(row):.1f}x | {f'{lg:.1f}x' if lg else '-'} |"
         )
     out += [
         "",
@@ -102,11 +110,14 @@ def overhead_section(d: dict[str, Any]) -> list[str]:
     lg_rows = [row for row in cases if "ratio_langgraph_to_toolplan" in row]
     lg_ok = bool(lg_rows) and all(row["ratio_langgraph_to_toolplan"] >= OVERHEAD_TARGET_LANGGRAPH for row in lg_rows)
     worst = max(row["ratio_toolplan_to_floor"] for row in cases)
+    worst_run = max(_run_ratio(row) for row in cases)
     lg_min = min((row["ratio_langgraph_to_toolplan"] for row in lg_rows), default=float("nan"))
     out += [
         "",
-        f"- Target: toolplan within {OVERHEAD_TARGET_FLOOR:g}x of the floor at every size: {_ok(floor_ok)} "
-        f"(worst {worst:.1f}x).",
+        f"- Target: toolplan within {OVERHEAD_TARGET_FLOOR:g}x of the floor at every size, counting validation "
+        f"and compilation (which the floor does not do): {_ok(floor_ok)} (worst {worst:.1f}x).",
+        f"- The same for execution alone (`execute_compiled` of a compiled plan against the floor, which also "
+        f"starts from a ready graph): {_ok(worst_run <= OVERHEAD_TARGET_FLOOR)} (worst {worst_run:.1f}x).",
         f"- Target: LangGraph ≥ {OVERHEAD_TARGET_LANGGRAPH:g}x toolplan's per-step cost: {_ok(lg_ok)} "
         f"(smallest ratio {lg_min:.1f}x).",
     ]
