@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -148,6 +149,28 @@ def test_inserted_values_are_not_resolved_again() -> None:
 def test_escaped_ref_is_literal() -> None:
     got = run([{"id": "c", "tool": "capture", "arguments": {"key": "v", "value": "$$ref:whatever"}}])
     assert got["v"] == "$ref:whatever"
+
+
+def test_escapes_and_literals_nested_next_to_references() -> None:
+    value = {
+        "esc": ["$$ref:a", {"deep": "$$ref:b"}],
+        "lit": {"x": [1, "$5 is not a ref", "{ {not} }", None]},
+        "ref": ["$ref:a", "$ref:a", {"again": "$ref:a"}],
+    }
+    steps = [
+        {"id": "a", "tool": "emit", "arguments": {"value": 7}},
+        {"id": "c", "tool": "capture", "arguments": {"key": "v", "value": value}},
+    ]
+    written = copy.deepcopy(steps)
+    assert run(steps)["v"] == {
+        "esc": ["$ref:a", {"deep": "$ref:b"}],
+        "lit": {"x": [1, "$5 is not a ref", "{ {not} }", None]},
+        "ref": [7, 7, {"again": 7}],
+    }
+    assert steps == written  # the plan as written is left as it was
+    only_escapes = {"esc": ["$$ref:a", {"deep": "$$ref:b"}], "n": 1}
+    got = run([{"id": "c", "tool": "capture", "arguments": {"key": "v", "value": only_escapes}}])
+    assert got["v"] == {"esc": ["$ref:a", {"deep": "$ref:b"}], "n": 1}
 
 
 def test_non_step_template_is_kept_and_warned() -> None:
