@@ -1,4 +1,4 @@
-"""``python -m bench overhead|makespan|roundtrips|streaming|all|report [--quick] [--out DIR]``."""
+"""``python -m bench overhead|instructions|makespan|roundtrips|streaming|all|report [--quick] [--out DIR]``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from . import common
 
-BENCHMARKS = ("overhead", "makespan", "roundtrips", "streaming")
+BENCHMARKS = ("overhead", "instructions", "makespan", "roundtrips", "streaming")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -19,7 +19,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=str(common.RESULTS_DIR), help="results directory (default bench/results)")
     p.add_argument("--reps", type=int, default=None, help="repetitions per contender (default per benchmark)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random DAGs and latencies")
-    p.add_argument("--sizes", type=int, nargs="*", help="overhead: plan sizes (default 10 100 1000 10000)")
+    p.add_argument(
+        "--sizes",
+        type=int,
+        nargs="*",
+        help="overhead, instructions: plan sizes (default 10 100 1000 10000; 10 100 1000)",
+    )
     p.add_argument(
         "--langgraph-max", type=int, default=10_000, help="overhead: largest plan given to LangGraph (default 10000)"
     )

@@ -239,6 +239,28 @@ def streaming_section(d: dict[str, Any]) -> list[str]:
     return out
 
 
+def instructions_section(d: dict[str, Any]) -> list[str]:
+    out = ["## 1b. Instructions per step (valgrind, deterministic)", "", _machine(d), ""]
+    if d.get("skipped"):
+        return [*out, f"Skipped: {d['skipped']}."]
+    out += [
+        f"Counter: {d['settings']['counter']}. Method: {d['settings']['method']}. Unlike the timed table these "
+        "do not move between runs; they do not weigh cache misses or the garbage collector.",
+        "",
+        "| shape | steps | floor | toolplan compile_plan | toolplan run | toolplan | toolplan / floor "
+        "| toolplan run / floor |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in d["cases"]:
+        i = row["instructions_per_step"]
+        out.append(
+            f"| {row['shape']} | {row['n']:,} | {i['floor']:,} | {i['toolplan_compile_plan']:,} "
+            f"| {i['toolplan_run']:,} | {i['toolplan']:,} | {row['ratio_toolplan_to_floor']:.1f}x "
+            f"| {row['ratio_toolplan_run_to_floor']:.1f}x |"
+        )
+    return out
+
+
 def write_report(out_dir: Path) -> Path:
     lines = [
         "# toolplan benchmark results",
@@ -249,6 +271,7 @@ def write_report(out_dir: Path) -> Path:
     ]
     for name, render in (
         ("overhead", overhead_section),
+        ("instructions", instructions_section),
         ("makespan", makespan_section),
         ("roundtrips", roundtrips_section),
         ("streaming", streaming_section),

@@ -54,6 +54,18 @@ def test_overhead_shape(results: Path) -> None:
         assert case["ratio_toolplan_to_floor"] > 0
 
 
+def test_instructions_shape(results: Path) -> None:
+    data = _load(results, "instructions")
+    if data.get("skipped"):  # no valgrind on this machine: the file says so and has no rows
+        assert "valgrind" in data["skipped"] and data["cases"] == []
+        return
+    assert {c["shape"] for c in data["cases"]} == {"chain", "fanout", "random"}
+    for case in data["cases"]:
+        counts = case["instructions_per_step"]
+        assert counts["floor"] > 0 and counts["toolplan_compile_plan"] > 0 and counts["toolplan_run"] > 0
+        assert counts["toolplan"] == pytest.approx(counts["toolplan_compile_plan"] + counts["toolplan_run"], abs=2)
+
+
 def test_makespan_shape(results: Path) -> None:
     data = _load(results, "makespan")
     assert {c["case"] for c in data["cases"]} == {"unlimited", "tool_limit"}

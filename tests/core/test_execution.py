@@ -555,3 +555,44 @@ async def test_a_long_chain_run_inline_still_lets_the_deadline_fire() -> None:
     result = await execute_plan({"steps": steps}, [spin], max_steps=3000, timeout=0.005)
     statuses = [r.status for r in result.steps.values()]
     assert statuses[-1] == "not_run" and 0 < statuses.count("succeeded") < 3000
+
+
+async def test_waiting_for_a_concurrency_slot_does_not_count_toward_the_timeout() -> None:
+    from toolplan.execute import ToolInvoker
+    from toolplan.tools import ToolRegistry
+
+    gate = asyncio.Event()
+
+    @tool(concurrency=1)
+    async def slot(hold: bool) -> str:
+        """Hold the tool's only slot until the gate opens."""
+        if hold:
+            await gate.wait()
+        await asyncio.sleep(0)  # one suspension: where an already expired timeout would strike
+        return "done"
+
+    invoker = ToolInvoker(ToolRegistry([slot]))
+    holder = asyncio.create_task(invoker.call("slot", {"hold": True}, timeout=30))
+    waiter = asyncio.create_task(invoker.call("slot", {"hold": False}, timeout=0.05))
+    await asyncio.sleep(0.2)  # the waiter has waited for the slot far longer than its timeout
+    assert not waiter.done()
+    gate.set()
+    assert (await holder).ok
+    outcome = await waiter
+    assert outcome.ok and outcome.output == "done", outcome.error  # its 0.05 s start once it runs
+
+
+async def test_a_tool_error_that_is_also_a_timeout_error_is_a_business_error() -> None:
+    from toolplan import ToolError
+
+    class LateError(ToolError, TimeoutError):
+        pass
+
+    @tool(idempotent=True)
+    def late() -> str:
+        """Fail with an error that is both."""
+        raise LateError("The record is locked.")
+
+    result = await execute_plan({"steps": [{"id": "s", "tool": "late"}]}, [late])
+    step = result.steps["s"]
+    assert (step.status, step.error and step.error.kind, step.attempts) == ("failed", "business", 1)

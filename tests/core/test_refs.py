@@ -216,3 +216,54 @@ def test_references_are_dependencies() -> None:
 
 def test_issue_str() -> None:
     assert str(PlanIssue(code="x", step="s", message="m.")) == "[x] step 's': m."
+
+
+def test_tools_never_receive_the_plans_own_lists_and_dicts() -> None:
+    @tool
+    def grow(items: Any) -> Any:
+        """Change the list it is given."""
+        items.append("grown")
+        return items
+
+    shared = ["x"]
+    plan: dict[str, Any] = {
+        "steps": [
+            {"id": "a", "tool": "grow", "arguments": {"items": shared}},
+            {"id": "b", "tool": "grow", "arguments": {"items": shared}},
+        ]
+    }
+    result = execute_plan_sync(plan, [grow])
+    assert result.outputs == {"a": ["x", "grown"], "b": ["x", "grown"]}
+    assert shared == ["x"] and plan["steps"][0]["arguments"]["items"] is shared
+
+
+def test_references_inside_container_subclasses_and_str_subclasses_kept() -> None:
+    import enum
+    from collections import OrderedDict
+
+    class Color(enum.StrEnum):
+        RED = "red"
+
+    class Items(list[Any]):
+        pass
+
+    got = run(
+        [
+            SOURCE,
+            {"id": "c1", "tool": "capture", "arguments": {"key": "od", "value": OrderedDict(n="$ref:src.num")}},
+            {"id": "c2", "tool": "capture", "arguments": {"key": "ls", "value": Items(["$ref:src.num", 2])}},
+            {"id": "c3", "tool": "capture", "arguments": {"key": "enum", "value": Color.RED}},
+        ]
+    )
+    assert got["od"] == {"n": 3.5} and got["ls"] == [3.5, 2]
+    assert got["enum"] is Color.RED
+    report = validate_plan(
+        {
+            "steps": [
+                SOURCE,
+                {"id": "c", "tool": "capture", "arguments": {"key": "k", "value": OrderedDict(n="$ref:src")}},
+            ]
+        },
+        TOOLS,
+    )
+    assert report.compiled is not None and report.compiled.steps["c"].deps == ("src",)

@@ -136,40 +136,44 @@ class ToolInvoker:
         if refused is not None:
             return CallOutcome(error=StepError(kind="limit", message=refused))
         sem = entry.semaphore
-        deadline = asyncio.timeout(timeout) if timeout is not None else None
+        deadline: asyncio.Timeout | None = None
         try:
             if sem is not None:
                 await sem.acquire()
             try:
-                if deadline is None:
+                if timeout is None:
                     result = await entry.execute(tool, arguments)
                 else:
+                    deadline = asyncio.timeout(timeout)  # made after the slot is taken: it starts now
                     async with deadline:
                         result = await entry.execute(tool, arguments)
             finally:
                 if sem is not None:
                     sem.release()
-        except TimeoutError as exc:
-            if deadline is None or not deadline.expired():
-                return _infrastructure(tool, exc)  # the tool's own TimeoutError
-            return CallOutcome(
-                error=StepError(
-                    kind="timeout",
-                    message=f"Tool {tool!r} did not finish within {timeout:g}s and was cancelled. "
-                    "Retry later, or give the step a longer 'timeout'.",
-                )
-            )
-        except InvalidArgumentsError as exc:
-            return CallOutcome(error=StepError(kind="invalid_arguments", message=exc.message))
-        except UnknownToolError as exc:
-            return CallOutcome(error=StepError(kind="unknown_tool", message=exc.message))
-        except ToolError as exc:
-            return CallOutcome(error=StepError(kind="business", message=exc.message))
         except Exception as exc:
-            return _infrastructure(tool, exc)
+            if isinstance(exc, TimeoutError) and deadline is not None and deadline.expired():
+                return CallOutcome(
+                    error=StepError(
+                        kind="timeout",
+                        message=f"Tool {tool!r} did not finish within {timeout:g}s and was cancelled. "
+                        "Retry later, or give the step a longer 'timeout'.",
+                    )
+                )
+            return _failure(tool, exc)  # a tool's own TimeoutError included
         if result.error is not None:
             return CallOutcome(output=result.content, error=StepError(kind="business", message=result.error))
         return CallOutcome(output=result.content)
+
+
+def _failure(tool: str, exc: Exception) -> CallOutcome:
+    """How a call that raised ``exc`` ended."""
+    if isinstance(exc, InvalidArgumentsError):
+        return CallOutcome(error=StepError(kind="invalid_arguments", message=exc.message))
+    if isinstance(exc, UnknownToolError):
+        return CallOutcome(error=StepError(kind="unknown_tool", message=exc.message))
+    if isinstance(exc, ToolError):
+        return CallOutcome(error=StepError(kind="business", message=exc.message))
+    return _infrastructure(tool, exc)
 
 
 def _infrastructure(tool: str, exc: BaseException) -> CallOutcome:

@@ -80,7 +80,8 @@ class Literal:
 
 
 Compiled = Ref | Template | _Dict | _List | Literal
-_NODE_TYPES = frozenset({Ref, Template, _Dict, _List})  # types of non-literal compiled nodes
+# The compiled node types. A Literal only appears inside a tree when a node object was given as data.
+_NODE_TYPES = frozenset({Ref, Template, _Dict, _List, Literal})
 
 
 def parse_path(expr: str) -> tuple[str, tuple[Segment, ...]] | None:
@@ -152,38 +153,33 @@ class ArgumentCompiler:
         self.error_callback(code, message)
 
     def _compile(self, value: Any) -> Any:
-        """A compiled node, or the value itself when it holds no reference."""
+        """A compiled node, or the literal value.
+
+        Containers are copied, so no tool ever receives (and may change) the plan's own lists and dicts.
+        """
         kind = type(value)
-        if kind is str:
+        if kind is str or (kind is not dict and kind is not list and isinstance(value, str)):
             if "$" not in value and "{{" not in value:
                 return value
             return self._string(value)
-        if kind is dict:
+        if kind is dict or isinstance(value, dict):
             pairs: list[tuple[str, Any]] = []
-            node = changed = False
+            node = False
             for k, v in cast(dict[str, Any], value).items():
                 c = self._compile(v)
-                if c is not v:
-                    changed = True
-                    node = node or type(c) in _NODE_TYPES
+                node = node or type(c) in _NODE_TYPES
                 pairs.append((k, c))
-            if node:
-                return _Dict(tuple(pairs))
-            return dict(pairs) if changed else value  # an unescaped '$$ref:' changes a literal
-        if kind is list:
+            return _Dict(tuple(pairs)) if node else dict(pairs)
+        if kind is list or isinstance(value, list):
             elems: list[Any] = []
-            node = changed = False
+            node = False
             for v in cast(list[Any], value):
                 c = self._compile(v) if type(v) is not str or "$" in v or "{{" in v else v
-                if c is not v:
-                    changed = True
-                    node = node or type(c) in _NODE_TYPES
+                node = node or type(c) in _NODE_TYPES
                 elems.append(c)
-            if node:
-                return _List(tuple(elems))
-            return elems if changed else value
-        if isinstance(value, str):  # str subclasses
-            return self._string(str(value))
+            return _List(tuple(elems)) if node else elems
+        if kind in _NODE_TYPES:  # one of these node objects given as data stays data
+            return Literal(value)
         return value
 
     def _string(self, s: str) -> Any:

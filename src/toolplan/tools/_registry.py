@@ -63,15 +63,9 @@ def _as_tool(obj: Any, name: str | None = None) -> Tool:
     )
 
 
-_VALIDATING: dict[type, bool] = {}  # a runtime Protocol isinstance check is slow: once per class
-
-
 def _validates(obj: Tool) -> TypeGuard[ValidatingTool]:
-    cls = type(obj)
-    known = _VALIDATING.get(cls)
-    if known is None:
-        known = _VALIDATING[cls] = isinstance(obj, ValidatingTool)
-    return known
+    # A runtime Protocol isinstance check is slow; a FunctionTool always validates.
+    return isinstance(obj, (FunctionTool, ValidatingTool))  # checked in this order
 
 
 class ToolRegistry:
@@ -182,9 +176,9 @@ class ToolRegistry:
         """
         if name not in self._owners:
             return [str(UnknownToolError(name, self.names))]
-        if deferred:  # a subset of the keys of arguments
+        if deferred:
             arguments = (
-                {} if len(deferred) == len(arguments) else {k: v for k, v in arguments.items() if k not in deferred}
+                {} if deferred.issuperset(arguments) else {k: v for k, v in arguments.items() if k not in deferred}
             )
         checker = self._checkers[name]
         if checker is not None:

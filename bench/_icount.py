@@ -1,0 +1,44 @@
+"""The workload `bench.instructions` runs under cachegrind: ``python -m bench._icount SHAPE N PHASE K``.
+
+It builds the case, runs every phase once as a warm-up (imports, caches, first-call costs), then
+runs PHASE K times. Run with K=0 and K>0, the difference in executed instructions is the cost of K
+runs, with start-up and warm-up cancelled out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from toolplan.execute import execute_compiled, prepare
+from toolplan.plan import compile_plan
+from toolplan.tools import ToolRegistry
+
+from .dags import Shape
+from .executors import floor_run
+from .overhead import Case, _noop_fn, noop
+
+PHASES = ("floor", "compile", "toolplan")
+
+
+async def _main(shape: Shape, n: int, phase: str, k: int) -> None:
+    case = Case(shape, n, seed=0)
+    registry = ToolRegistry.of([noop])
+    compiled, invoker = prepare(case.plan, registry, max_steps=n)
+    await execute_compiled(compiled, invoker, max_concurrency=n)
+    await floor_run(case.dag, _noop_fn)
+    for _ in range(k):
+        if phase == "floor":
+            await floor_run(case.dag, _noop_fn)
+        elif phase == "compile":
+            compile_plan(case.plan, registry, max_steps=n)
+        else:  # what the overhead benchmark times for toolplan: prepare + execute_compiled
+            compiled, invoker = prepare(case.plan, [noop], max_steps=n)
+            await execute_compiled(compiled, invoker, max_concurrency=n)
+
+
+if __name__ == "__main__":
+    shape, n, phase, k = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+    if phase not in PHASES:
+        raise SystemExit(f"phase must be one of {PHASES}")
+    asyncio.run(_main(shape, n, phase, k))  # type: ignore[arg-type]  # a Shape name from the command line
