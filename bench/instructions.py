@@ -22,6 +22,7 @@ from typing import Any
 
 from . import common
 from ._icount import PHASES
+from ._ops import ASYNC_OPERATIONS, DIVISOR, OPERATIONS
 from .dags import SHAPES
 
 SIZES = (10, 100, 1_000)
@@ -30,7 +31,7 @@ _IREFS = re.compile(r"I\s+refs:\s+([\d,]+)")
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _instructions(shape: str, n: int, phase: str, k: int) -> int:
+def _instructions(module: str, *args: object) -> int:
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
@@ -44,11 +45,8 @@ def _instructions(shape: str, n: int, phase: str, k: int) -> int:
             "--cachegrind-out-file=/dev/null",
             sys.executable,
             "-m",
-            "bench._icount",
-            shape,
-            str(n),
-            phase,
-            str(k),
+            module,
+            *map(str, args),
         ],
         cwd=ROOT,
         env=env,
@@ -68,7 +66,22 @@ def _runs(n: int, quick: bool) -> int:
 
 
 def _per_step(shape: str, n: int, phase: str, k: int) -> float:
-    return (_instructions(shape, n, phase, k) - _instructions(shape, n, phase, 0)) / (k * n)
+    return (_instructions("bench._icount", shape, n, phase, k) - _instructions("bench._icount", shape, n, phase, 0)) / (
+        k * n
+    )
+
+
+def _operation(name: str, k: int) -> float:
+    return (_instructions("bench._ops", name, k) - _instructions("bench._ops", name, 0)) / k / DIVISOR.get(name, 1)
+
+
+def operations(*, quick: bool) -> list[dict[str, Any]]:
+    """Instructions of single operations of a step (see `bench._ops`)."""
+    k = 500 if quick else 5_000
+    described = {name: d for name, (d, _) in {**OPERATIONS, **ASYNC_OPERATIONS}.items()}
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        counts = dict(zip(described, pool.map(lambda name: _operation(name, k), described), strict=True))
+    return [{"operation": n, "what": described[n], "instructions": round(counts[n])} for n in described]
 
 
 def run(*, sizes: tuple[int, ...], quick: bool) -> list[dict[str, Any]]:
@@ -112,7 +125,7 @@ def main(args: Any, argv: list[str]) -> Path:
     )
     if shutil.which("valgrind") is None:
         common.log("instructions: valgrind not found (apt install valgrind); skipped")
-        data.update(skipped="valgrind not found (apt install valgrind)", cases=[])
+        data.update(skipped="valgrind not found (apt install valgrind)", cases=[], operations=[])
     else:
-        data.update(cases=run(sizes=sizes, quick=args.quick))
+        data.update(cases=run(sizes=sizes, quick=args.quick), operations=operations(quick=args.quick))
     return common.write("instructions", data, Path(args.out))

@@ -258,6 +258,10 @@ def instructions_section(d: dict[str, Any]) -> list[str]:
             f"| {i['toolplan_run']:,} | {i['toolplan']:,} | {row['ratio_toolplan_to_floor']:.1f}x "
             f"| {row['ratio_toolplan_run_to_floor']:.1f}x |"
         )
+    if d.get("operations"):
+        out += ["", "Single operations of a step (`bench/_ops.py`; instructions each):", ""]
+        out += ["| operation | instructions |", "|---|---:|"]
+        out += [f"| {op['what']} | {op['instructions']:,} |" for op in d["operations"]]
     return out
 
 

@@ -57,8 +57,9 @@ def test_overhead_shape(results: Path) -> None:
 def test_instructions_shape(results: Path) -> None:
     data = _load(results, "instructions")
     if data.get("skipped"):  # no valgrind on this machine: the file says so and has no rows
-        assert "valgrind" in data["skipped"] and data["cases"] == []
+        assert "valgrind" in data["skipped"] and data["cases"] == [] and data["operations"] == []
         return
+    assert data["operations"] and all(op["instructions"] > 0 for op in data["operations"])
     assert {c["shape"] for c in data["cases"]} == {"chain", "fanout", "random"}
     for case in data["cases"]:
         counts = case["instructions_per_step"]
