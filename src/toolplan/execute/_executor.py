@@ -106,7 +106,6 @@ class PlanRun:
         self._sealed = asyncio.Event()
         self._waiters: dict[str, asyncio.Future[StepResult]] = {}
         self._tool_defaults: dict[str, tuple[int, float | None]] = {}  # (retries, timeout) per tool
-        self._tools_seen: set[str] = set()
         self.aborted: str | None = None
         self.outputs: dict[str, Any] = {}
         self.results: dict[str, StepResult] = {}
@@ -130,11 +129,11 @@ class PlanRun:
     def add(self, cs: CompiledStep) -> None:
         """Add a step; it starts as soon as its dependencies have succeeded."""
         tool = cs.step.tool
-        if tool not in self._tools_seen:  # a tool's own concurrency limit, looked up once
-            self._tools_seen.add(tool)
-            limit = self.invoker.annotations(tool).concurrency
-            if limit is not None:
-                self.sched.tool_limits[tool] = limit
+        if tool not in self._tool_defaults:  # a tool's own settings, looked up once per run
+            annotations = self.invoker.annotations(tool)
+            self._tool_defaults[tool] = (annotations.retries, self.invoker.timeout_for(tool))
+            if annotations.concurrency is not None:
+                self.sched.tool_limits[tool] = annotations.concurrency
         self.steps[cs.step.id] = cs
         self.sched.add(cs.step.id, tool, cs.deps)
         if self._tg is not None:
@@ -372,7 +371,7 @@ class PlanRun:
         sid, tool = step.id, step.tool
         missed: list[Ref] = []  # references to fields the output did not have
         args = resolve(cs.arguments, self.outputs, missing=self.missing_field, on_missing=missed.append)
-        defaults = self._tool_defaults.get(tool) or self._defaults_for(tool)
+        defaults = self._tool_defaults[tool]  # filled in by add()
         timeout = step.timeout if step.timeout is not None else defaults[1]
         self.attempts[sid] = 1
         if self.on_event is not None:
@@ -408,12 +407,6 @@ class PlanRun:
             if missed
             else (),
         )
-
-    def _defaults_for(self, tool: str) -> tuple[int, float | None]:
-        """The tool's (retries, timeout) when a step sets neither."""
-        invoker = self.invoker
-        defaults = self._tool_defaults[tool] = (invoker.annotations(tool).retries, invoker.timeout_for(tool))
-        return defaults
 
     async def _recover(
         self,

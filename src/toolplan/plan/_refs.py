@@ -106,8 +106,8 @@ _SIMPLE_REF_RE = re.compile(r"\$ref:\s*([A-Za-z0-9_-]+)\s*\Z")  # "$ref:ID": the
 class ArgumentCompiler:
     """Compiles the arguments of a plan's steps; one instance serves every step of a plan.
 
-    Inside a compiled tree a literal part is kept as the plain value (only a whole literal argument
-    object is wrapped in `Literal`), so compiling allocates nothing for literal data.
+    Inside a compiled tree a literal part is kept as a plain value, not wrapped in a node (only a
+    whole literal argument object is wrapped in `Literal`); literal lists and dicts are copies.
 
     Args:
         step_ids: The ids a reference may name.
@@ -174,7 +174,7 @@ class ArgumentCompiler:
             elems: list[Any] = []
             node = False
             for v in cast(list[Any], value):
-                c = self._compile(v) if type(v) is not str or "$" in v or "{{" in v else v
+                c = self._compile(v)
                 node = node or type(c) in _NODE_TYPES
                 elems.append(c)
             return _List(tuple(elems)) if node else elems

@@ -18,7 +18,6 @@ __all__ = ("FunctionTool", "tool", "to_jsonable")
 
 TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _PLAIN = (str, int, float, bool, type(None))
-_PLAIN_TYPES = frozenset(_PLAIN)
 
 
 def to_jsonable(value: Any) -> Any:
@@ -174,8 +173,6 @@ class FunctionTool:
             value = await self.function(**kwargs)
         else:
             value = await run_in_thread(self.function, **kwargs)
-        if type(value) in _PLAIN_TYPES:
-            return ToolResult(value)
         if isinstance(value, ToolResult):
             return ToolResult(to_jsonable(value.content), value.error)
         return ToolResult(to_jsonable(value))
