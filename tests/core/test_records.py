@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from dataclasses import FrozenInstanceError, dataclass, field
+from typing import Any
 
 import pytest
 
@@ -87,3 +88,49 @@ def test_plan_ir_uses_it() -> None:
     assert step.arguments == {} and step.depends_on == () and step.kind == "step"
     with pytest.raises(FrozenInstanceError):
         step.tool = "u"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["few fields", "four or more fields"])
+def test_the_object_has_its_own_class_from_post_init_on(wide: bool) -> None:
+    seen: list[type] = []
+
+    @dataclass(frozen=True, slots=True)
+    class Narrow:
+        x: int
+
+        def __post_init__(self) -> None:
+            seen.append(type(self))
+
+    @dataclass(frozen=True, slots=True)
+    class Wide:
+        x: int
+        y: int = 0
+        z: int = 0
+        w: int = 0
+
+        def __post_init__(self) -> None:
+            seen.append(type(self))
+
+    cls: Any = fast_init(Wide if wide else Narrow)
+    record = cls(1)
+    assert type(record) is cls and seen == [cls] and record.x == 1
+    with pytest.raises(FrozenInstanceError):
+        record.x = 2
+    with pytest.raises(FrozenInstanceError):
+        del record.x
+    replaced = dataclasses.replace(record, x=3)
+    assert replaced == cls(3) and type(replaced) is cls
+
+
+def test_subclasses_keep_the_dataclass_constructor() -> None:
+    _, fast = _make()
+
+    class Tagged(fast):  # type: ignore[misc, valid-type]
+        pass  # no __slots__: instances have a __dict__, a layout the fast path must not touch
+
+    record = Tagged(id="x")
+    assert type(record) is Tagged and record.tags == [] and record.id == "x"
+    with pytest.raises(ValueError, match="limit"):
+        Tagged(id="x", limit=-1)  # the dataclass __init__ still runs __post_init__
+    with pytest.raises(FrozenInstanceError):
+        record.id = "y"
