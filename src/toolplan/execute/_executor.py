@@ -8,7 +8,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager, nullcontext
-from typing import Any, cast
+from typing import Any
 
 from .._errors import UserError
 from .._tasks import task_group
@@ -401,7 +401,7 @@ class PlanRun:
             attempts=attempt,
             started_at=self.started_at[sid],
             ended_at=self.now(),
-            arguments=cast(dict[str, Any], args),
+            arguments=args,
             used_fallback=used_fallback,
             warnings=tuple(f"{r.text} resolved to nothing (no such field in {r.step!r}'s output)." for r in missed)
             if missed

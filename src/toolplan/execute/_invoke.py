@@ -161,8 +161,8 @@ class ToolInvoker:
                 )
             return _failure(tool, exc)  # a tool's own TimeoutError included
         if result.error is not None:
-            return CallOutcome(output=result.content, error=StepError(kind="business", message=result.error))
-        return CallOutcome(output=result.content)
+            return CallOutcome(result.content, StepError(kind="business", message=result.error))
+        return CallOutcome(result.content)  # positional: cheaper than keywords on the hot path
 
 
 def _failure(tool: str, exc: Exception) -> CallOutcome:

@@ -175,7 +175,7 @@ def _parse_native(data: dict[str, Any], issues: _Issues) -> Plan:
         if not isinstance(raw, dict):
             issues.error("invalid_step", f"Step #{i + 1} must be an object with 'id', 'tool' and 'arguments'.")
             continue
-        s = cast(dict[str, Any], raw)
+        s: dict[str, Any] = raw  # raw is Any; a cast would cost a call per step
         get = s.get
         sid = _step_id(get("id"), i, issues)
         args_raw = get("arguments")

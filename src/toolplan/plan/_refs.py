@@ -163,17 +163,19 @@ class ArgumentCompiler:
                 return value
             return self._string(value)
         if kind is dict or isinstance(value, dict):
+            mapping: dict[str, Any] = value  # (value is Any: no cast, which costs a call per use)
             pairs: list[tuple[str, Any]] = []
             node = False
-            for k, v in cast(dict[str, Any], value).items():
+            for k, v in mapping.items():
                 c = self._compile(v)
                 node = node or type(c) in _NODE_TYPES
                 pairs.append((k, c))
             return _Dict(tuple(pairs)) if node else dict(pairs)
         if kind is list or isinstance(value, list):
+            sequence: list[Any] = value
             elems: list[Any] = []
             node = False
-            for v in cast(list[Any], value):
+            for v in sequence:
                 c = self._compile(v)
                 node = node or type(c) in _NODE_TYPES
                 elems.append(c)
@@ -319,10 +321,9 @@ def resolve(
 
 
 def _resolve(c: Compiled, outputs: Mapping[str, Any], null: bool, on_missing: Callable[[Ref], None] | None) -> Any:
-    kind = type(c)
-    if kind is _Dict:
+    if isinstance(c, _Dict):  # isinstance narrows for the type checker; a cast would cost a call
         obj: dict[str, Any] = {}
-        for k, v in cast(_Dict, c).items:
+        for k, v in c.items:
             t = type(v)
             if t is Ref and not v.path:
                 obj[k] = outputs[v.step]  # a whole output: never missing (the step succeeded)
@@ -331,19 +332,18 @@ def _resolve(c: Compiled, outputs: Mapping[str, Any], null: bool, on_missing: Ca
             else:
                 obj[k] = v
         return obj
-    if kind is Ref:
-        ref = cast(Ref, c)
-        value = get_path(outputs[ref.step], ref.path) if ref.path else outputs[ref.step]
+    if isinstance(c, Ref):
+        value = get_path(outputs[c.step], c.path) if c.path else outputs[c.step]
         if value is _MISSING:
             if on_missing is not None:
-                on_missing(ref)
-            return None if null else ref.text
+                on_missing(c)
+            return None if null else c.text
         return value
-    if kind is Literal:
-        return cast(Literal, c).value
-    if kind is _List:
+    if isinstance(c, Literal):
+        return c.value
+    if isinstance(c, _List):
         seq: list[Any] = []
-        for v in cast(_List, c).items:
+        for v in c.items:
             t = type(v)
             if t is Ref and not v.path:
                 seq.append(outputs[v.step])
@@ -353,7 +353,7 @@ def _resolve(c: Compiled, outputs: Mapping[str, Any], null: bool, on_missing: Ca
                 seq.append(v)
         return seq
     chunks: list[str] = []
-    for part in cast(Template, c).parts:
+    for part in c.parts:
         if isinstance(part, str):
             chunks.append(part)
             continue
