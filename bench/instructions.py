@@ -75,9 +75,13 @@ def _operation(name: str, k: int) -> float:
     return (_instructions("bench._ops", name, k) - _instructions("bench._ops", name, 0)) / k / DIVISOR.get(name, 1)
 
 
-def operations(*, quick: bool) -> list[dict[str, Any]]:
-    """Instructions of single operations of a step (see `bench._ops`)."""
-    k = 500 if quick else 5_000
+def operations() -> list[dict[str, Any]]:
+    """Instructions of single operations of a step (see `bench._ops`).
+
+    5,000 repetitions, with ``--quick`` too: start-up varies by a few hundred thousand instructions,
+    which 500 repetitions of a 500-instruction function call do not outweigh.
+    """
+    k = 5_000
     described = {name: d for name, (d, _) in {**OPERATIONS, **ASYNC_OPERATIONS}.items()}
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         counts = dict(zip(described, pool.map(lambda name: _operation(name, k), described), strict=True))
@@ -127,5 +131,5 @@ def main(args: Any, argv: list[str]) -> Path:
         common.log("instructions: valgrind not found (apt install valgrind); skipped")
         data.update(skipped="valgrind not found (apt install valgrind)", cases=[], operations=[])
     else:
-        data.update(cases=run(sizes=sizes, quick=args.quick), operations=operations(quick=args.quick))
+        data.update(cases=run(sizes=sizes, quick=args.quick), operations=operations())
     return common.write("instructions", data, Path(args.out))

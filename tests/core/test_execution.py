@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -596,3 +597,69 @@ async def test_a_tool_error_that_is_also_a_timeout_error_is_a_business_error() -
     result = await execute_plan({"steps": [{"id": "s", "tool": "late"}]}, [late])
     step = result.steps["s"]
     assert (step.status, step.error and step.error.kind, step.attempts) == ("failed", "business", 1)
+
+
+async def test_steps_that_wait_on_io_all_run_at_once() -> None:
+    """Steps share worker tasks only while their tools return at once; waiting ones each get one."""
+    width = 200
+    everyone_started = asyncio.Event()
+    started = 0
+
+    @tool
+    async def rendezvous(i: int) -> int:
+        nonlocal started
+        started += 1
+        if started == width:
+            everyone_started.set()
+        await everyone_started.wait()  # deadlocks unless all `width` steps are running together
+        return i
+
+    steps = [{"id": f"s{i}", "tool": "rendezvous", "arguments": {"i": i}} for i in range(width)]
+    async with asyncio.timeout(10):
+        result = await execute_plan({"steps": steps}, [rendezvous], max_steps=width, max_concurrency=width)
+    assert result.ok and started == width
+
+
+async def test_steps_whose_tools_return_at_once_share_a_few_tasks() -> None:
+    tasks: set[asyncio.Task[Any]] = set()
+
+    @tool
+    async def note(i: int) -> int:
+        task = asyncio.current_task()
+        assert task is not None
+        tasks.add(task)
+        return i
+
+    n = 1_000
+    steps = [{"id": "root", "tool": "note", "arguments": {"i": 0}}]
+    steps += [{"id": f"s{i}", "tool": "note", "arguments": {"i": "$ref:root"}} for i in range(n - 1)]
+    result = await execute_plan({"steps": steps}, [note], max_steps=n, max_concurrency=n)
+    assert result.ok and [r.output for r in result.steps.values()] == [0] * n
+    assert len(tasks) <= n // 10, len(tasks)  # a task per step would be 1,000
+
+
+async def test_a_deadline_while_steps_wait_for_workers_starts_nothing_more() -> None:
+    never = asyncio.Event()
+    loop_errors: list[dict[str, Any]] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: loop_errors.append(context))
+
+    @tool
+    async def busy_then_hang(i: int) -> int:
+        """Hold the event loop for 1 ms (so the deadline passes while workers are still being added)."""
+        end = time.perf_counter() + 0.001
+        while time.perf_counter() < end:
+            pass
+        await never.wait()
+        return i
+
+    steps = [{"id": f"s{i}", "tool": "busy_then_hang", "arguments": {"i": i}} for i in range(300)]
+    try:
+        result = await execute_plan(
+            {"steps": steps}, [busy_then_hang], max_steps=300, max_concurrency=300, timeout=0.01
+        )
+    finally:
+        loop.set_exception_handler(None)
+    statuses = {r.status for r in result.steps.values()}
+    assert statuses <= {"timed_out", "not_run"} and "timed_out" in statuses
+    assert loop_errors == []

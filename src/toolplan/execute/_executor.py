@@ -117,6 +117,9 @@ class PlanRun:
         self._mono0 = time.perf_counter()
         self._epoch0 = time.time()
         self._tg: asyncio.TaskGroup | None = None
+        self._run_task: asyncio.Task[Any] | None = None
+        self._spawn_scheduled = False
+        self._spawn_batch = 1  # workers the next `_spawn` may start
         self._reported = 0
 
     def now(self) -> float:
@@ -173,6 +176,7 @@ class PlanRun:
             deadline = asyncio.timeout(self.deadline) if self.deadline is not None else nullcontext()
             async with deadline, asyncio.TaskGroup() as tg:
                 self._tg = tg
+                self._run_task = asyncio.current_task()
                 self._report_ended()
                 self._launch()
                 await self._sealed.wait()
@@ -197,22 +201,48 @@ class PlanRun:
 
     # -- scheduling -----------------------------------------------------------------------------
 
-    def _launch(self, *, keep_one: bool = False) -> str | None:
-        """Start the ready steps as tasks; with ``keep_one``, return one for the caller to run inline."""
-        ready = self.sched.take_ready()
+    def _launch(self) -> None:
+        """Start a worker task for the ready steps (from outside a worker: the run's start, `add`)."""
+        sid = self._take()
+        if sid is not None:
+            tg = self._tg
+            assert tg is not None
+            self.tasks[sid] = tg.create_task(self._step(sid))
+
+    def _take(self) -> str | None:
+        """The next step that may start, marked running, or None.
+
+        When more steps are waiting, `_spawn` is scheduled: it runs once every worker has given
+        the event loop a turn, i.e. is waiting on its tool or has run out of work.
+        """
+        ready = self.sched.take_ready(1)
         if not ready:
             return None
-        tg = self._tg
-        assert tg is not None
-        now = self.now()
-        kept: str | None = None
-        for sid in ready:
-            self.started_at[sid] = now
-            if keep_one and kept is None:
-                kept = sid
-            else:
-                self.tasks[sid] = tg.create_task(self._step(sid))
-        return kept
+        sid = ready[0]
+        self.started_at[sid] = self.now()
+        if not self._spawn_scheduled and self.sched.has_ready:
+            self._spawn_scheduled = True
+            asyncio.get_running_loop().call_soon(self._spawn)
+        return sid
+
+    def _spawn(self) -> None:
+        """Start more workers for the waiting steps: 1, then 2, 4, ... per turn of the event loop.
+
+        Workers run step after step, so steps whose tools return without waiting share a few
+        tasks, while steps that wait on I/O each get their own within a few turns of the loop.
+        """
+        self._spawn_scheduled = False
+        tg, run_task = self._tg, self._run_task
+        if tg is None or run_task is None or run_task.cancelling():
+            return  # the run is ending (deadline, cancellation): start nothing more
+        batch = self._spawn_batch
+        for _ in range(batch):
+            sid = self._take()
+            if sid is None:
+                self._spawn_batch = 1
+                return
+            self.tasks[sid] = tg.create_task(self._step(sid))
+        self._spawn_batch = batch * 2
 
     def _report_ended(self) -> None:
         """Create records for steps the scheduler ended without running them (skipped, not run)."""
@@ -255,8 +285,9 @@ class PlanRun:
             self.emit(StepFinished(run_id=self.run_id, result=result))
 
     async def _step(self, sid: str) -> None:
-        # A task that finishes a step runs one of the steps this made ready itself (a chain then
-        # costs no task and no event-loop round trip per step) and starts the others as tasks.
+        # A worker: it runs steps one after another while steps are ready (a chain, or steps whose
+        # tools return without waiting, cost no task and no event-loop round trip per step);
+        # `_spawn` adds workers when the loop gets a turn while steps are still waiting.
         task: asyncio.Task[Any] | None = None  # this task, looked up once it runs a step inline
         inline = 0
         while True:
@@ -273,7 +304,7 @@ class PlanRun:
                 self._cancelled(sid)
                 return
             self._finished(sid, result)
-            kept = self._launch(keep_one=True)
+            kept = self._take()
             if kept is None:
                 return
             if task is None:

@@ -104,13 +104,22 @@ class Scheduler:
         """The step's current state."""
         return self.nodes[step_id].state
 
-    def take_ready(self) -> list[str]:
-        """Steps to start now, in plan order among tools, within the concurrency limits.
+    @property
+    def has_ready(self) -> bool:
+        """True when a step is waiting for capacity and some is free (tool limits aside)."""
+        if self.running >= self.max_concurrency or self.stopped is not None:
+            return False
+        return any(self._queues.values())
+
+    def take_ready(self, limit: int | None = None) -> list[str]:
+        """Steps to start now (at most ``limit``), in plan order among tools, within the concurrency limits.
 
         They are marked running; the caller must `finish` each of them.
         """
         out: list[str] = []
         room = self.max_concurrency - self.running
+        if limit is not None and limit < room:
+            room = limit
         if room <= 0 or self.stopped is not None:
             return out
         queues = self._queues
