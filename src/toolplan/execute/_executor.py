@@ -14,7 +14,7 @@ from .._errors import UserError
 from .._tasks import task_group
 from ..plan import DEFAULT_MAX_STEPS, Budget, CompiledPlan, CompiledStep, Dialect, FailureMode, Plan, compile_plan
 from ..plan._ir import MissingField
-from ..plan._refs import Ref, resolve
+from ..plan._refs import Ref, resolve_compiled
 from ..tools import ToolRegistry, ToolsLike
 from ._events import (
     EventHandler,
@@ -109,7 +109,7 @@ class PlanRun:
         self.aborted: str | None = None
         self.outputs: dict[str, Any] = {}
         self.results: dict[str, StepResult] = {}
-        self.tasks: dict[str, asyncio.Task[None]] = {}  # the running steps' tasks
+        self.tasks: dict[str, asyncio.Task[Any]] = {}  # the running steps' tasks (workers)
         self.cancelled_by_us: set[str] = set()
         self.started_at: dict[str, float] = {}
         self.attempts: dict[str, int] = {}
@@ -118,8 +118,8 @@ class PlanRun:
         self._epoch0 = time.time()
         self._tg: asyncio.TaskGroup | None = None
         self._run_task: asyncio.Task[Any] | None = None
-        self._spawn_scheduled = False
-        self._spawn_batch = 1  # workers the next `_spawn` may start
+        self._spawn_handle: asyncio.Handle | None = None  # a `_spawn` waiting for its turn
+        self._yielding = 0  # workers in their periodic yield (not waiting on a tool)
         self._reported = 0
 
     def now(self) -> float:
@@ -176,9 +176,13 @@ class PlanRun:
             deadline = asyncio.timeout(self.deadline) if self.deadline is not None else nullcontext()
             async with deadline, asyncio.TaskGroup() as tg:
                 self._tg = tg
-                self._run_task = asyncio.current_task()
+                self._run_task = run_task = asyncio.current_task()
+                assert run_task is not None
                 self._report_ended()
-                self._launch()
+                first = self._take()
+                if first is not None:  # this task is the first worker: no task or loop turn of its own
+                    self.tasks[first] = run_task
+                    await self._step(first)
                 await self._sealed.wait()
         except TimeoutError:
             self._end_unfinished(
@@ -197,6 +201,10 @@ class PlanRun:
             )
             self._finalize(start, "cancelled")
             raise
+        finally:
+            if self._spawn_handle is not None:  # nothing is left to start; let go of this run
+                self._spawn_handle.cancel()
+                self._spawn_handle = None
         return self._finalize(start, None)
 
     # -- scheduling -----------------------------------------------------------------------------
@@ -212,37 +220,31 @@ class PlanRun:
     def _take(self) -> str | None:
         """The next step that may start, marked running, or None.
 
-        When more steps are waiting, `_spawn` is scheduled: it runs once every worker has given
-        the event loop a turn, i.e. is waiting on its tool or has run out of work.
+        When more steps are waiting, `_spawn` is scheduled: it runs at the event loop's next turn.
         """
         ready = self.sched.take_ready(1)
         if not ready:
             return None
         sid = ready[0]
         self.started_at[sid] = self.now()
-        if not self._spawn_scheduled and self.sched.has_ready:
-            self._spawn_scheduled = True
-            asyncio.get_running_loop().call_soon(self._spawn)
+        if self._spawn_handle is None and self.sched.has_ready:
+            self._spawn_handle = asyncio.get_running_loop().call_soon(self._spawn)
         return sid
 
     def _spawn(self) -> None:
-        """Start more workers for the waiting steps: 1, then 2, 4, ... per turn of the event loop.
+        """A worker for every waiting step: the event loop got a turn, so a running tool is waiting.
 
-        Workers run step after step, so steps whose tools return without waiting share a few
-        tasks, while steps that wait on I/O each get their own within a few turns of the loop.
+        Unless the turn came from a worker's periodic yield: that worker is not waiting on anything
+        and goes on with the waiting steps itself (a later `_take` schedules the next `_spawn`).
+        So tools that wait on I/O each get their own task at once, and tools that return without
+        waiting share one.
         """
-        self._spawn_scheduled = False
+        self._spawn_handle = None
         tg, run_task = self._tg, self._run_task
-        if tg is None or run_task is None or run_task.cancelling():
-            return  # the run is ending (deadline, cancellation): start nothing more
-        batch = self._spawn_batch
-        for _ in range(batch):
-            sid = self._take()
-            if sid is None:
-                self._spawn_batch = 1
-                return
+        if tg is None or run_task is None or run_task.cancelling() or self._yielding:
+            return  # the run is ending (deadline, cancellation), or no tool is waiting
+        while (sid := self._take()) is not None:
             self.tasks[sid] = tg.create_task(self._step(sid))
-        self._spawn_batch = batch * 2
 
     def _report_ended(self) -> None:
         """Create records for steps the scheduler ended without running them (skipped, not run)."""
@@ -293,7 +295,11 @@ class PlanRun:
         while True:
             try:
                 if inline and inline % _YIELD_EVERY == 0:
-                    await asyncio.sleep(0)  # a long inline chain lets other tasks (and deadlines) in
+                    self._yielding += 1
+                    try:
+                        await asyncio.sleep(0)  # a long inline run lets other tasks (and deadlines) in
+                    finally:
+                        self._yielding -= 1
                 result = await self._execute(self.steps[sid])
             except asyncio.CancelledError:
                 if sid not in self.cancelled_by_us:
@@ -401,7 +407,7 @@ class PlanRun:
         step = cs.step
         sid, tool = step.id, step.tool
         missed: list[Ref] = []  # references to fields the output did not have
-        args = resolve(cs.arguments, self.outputs, missing=self.missing_field, on_missing=missed.append)
+        args = resolve_compiled(cs.arguments, self.outputs, self.missing_field == "null", missed.append)
         defaults = self._tool_defaults[tool]  # filled in by add()
         timeout = step.timeout if step.timeout is not None else defaults[1]
         self.attempts[sid] = 1
@@ -472,7 +478,7 @@ class PlanRun:
         if outcome.error is None or fb is None or _refused_at_start(outcome, attempt):
             return outcome, attempt, False
         assert cs.fallback_arguments is not None
-        fb_args = resolve(cs.fallback_arguments, self.outputs, missing=self.missing_field, on_missing=missed.append)
+        fb_args = resolve_compiled(cs.fallback_arguments, self.outputs, self.missing_field == "null", missed.append)
         attempt += 1
         self.attempts[sid] = attempt
         if self.on_event is not None:

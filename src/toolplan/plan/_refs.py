@@ -161,6 +161,10 @@ class ArgumentCompiler:
         if kind is str or (kind is not dict and kind is not list and isinstance(value, str)):
             if "$" not in value and "{{" not in value:
                 return value
+            cached = self._ref_cache.get(value)  # the same "$ref:..." text again (a fan-in, a fan-out)
+            if cached is not None:
+                self.refs[cached.step] = None
+                return cached
             return self._string(value)
         if kind is dict or isinstance(value, dict):
             mapping: dict[str, Any] = value  # (value is Any: no cast, which costs a call per use)
@@ -185,10 +189,6 @@ class ArgumentCompiler:
         return value
 
     def _string(self, s: str) -> Any:
-        cached = self._ref_cache.get(s)
-        if cached is not None:
-            self.refs[cached.step] = None
-            return cached
         if s.startswith(REF_PREFIX):
             m = _SIMPLE_REF_RE.match(s)
             parsed = (m.group(1), ()) if m is not None else parse_path(s[len(REF_PREFIX) :].strip())
@@ -317,10 +317,17 @@ def resolve(
     on_missing: Callable[[Ref], None] | None = None,
 ) -> Any:
     """Build the concrete value of a compiled tree from the outputs of finished steps."""
-    return _resolve(compiled, outputs, missing == "null", on_missing)
+    return resolve_compiled(compiled, outputs, missing == "null", on_missing)
 
 
-def _resolve(c: Compiled, outputs: Mapping[str, Any], null: bool, on_missing: Callable[[Ref], None] | None) -> Any:
+def resolve_compiled(
+    c: Compiled, outputs: Mapping[str, Any], null: bool, on_missing: Callable[[Ref], None] | None
+) -> Any:
+    """`resolve` with positional arguments (``null``: a missing field becomes None, else its text).
+
+    The executor calls it once per step; keywords and the extra call of `resolve` cost more than
+    resolving a typical step's arguments.
+    """
     if isinstance(c, _Dict):  # isinstance narrows for the type checker; a cast would cost a call
         obj: dict[str, Any] = {}
         for k, v in c.items:
@@ -328,7 +335,7 @@ def _resolve(c: Compiled, outputs: Mapping[str, Any], null: bool, on_missing: Ca
             if t is Ref and not v.path:
                 obj[k] = outputs[v.step]  # a whole output: never missing (the step succeeded)
             elif t in _NODE_TYPES:
-                obj[k] = _resolve(v, outputs, null, on_missing)
+                obj[k] = resolve_compiled(v, outputs, null, on_missing)
             else:
                 obj[k] = v
         return obj
@@ -348,7 +355,7 @@ def _resolve(c: Compiled, outputs: Mapping[str, Any], null: bool, on_missing: Ca
             if t is Ref and not v.path:
                 seq.append(outputs[v.step])
             elif t in _NODE_TYPES:
-                seq.append(_resolve(v, outputs, null, on_missing))
+                seq.append(resolve_compiled(v, outputs, null, on_missing))
             else:
                 seq.append(v)
         return seq
