@@ -663,3 +663,29 @@ async def test_a_deadline_while_steps_wait_for_workers_starts_nothing_more() -> 
     statuses = {r.status for r in result.steps.values()}
     assert statuses <= {"timed_out", "not_run"} and "timed_out" in statuses
     assert loop_errors == []
+
+
+async def test_cancelling_the_run_is_not_lost_when_the_plan_cancels_a_step_of_its_own() -> None:
+    """The caller's task runs steps too: a fail_fast cancel of its step must not swallow the caller's."""
+    hanging = asyncio.Event()
+    outer: asyncio.Task[Any] | None = None
+
+    @tool
+    async def hang() -> None:
+        hanging.set()
+        await asyncio.Event().wait()
+
+    @tool
+    async def fail_and_cancel_the_run() -> None:
+        await hanging.wait()
+        assert outer is not None
+        outer.cancel()  # the caller cancels the run while this step fails (and fail_fast cancels `hang`)
+        raise RuntimeError("boom")
+
+    plan = {
+        "steps": [{"id": "h", "tool": "hang"}, {"id": "f", "tool": "fail_and_cancel_the_run"}],
+        "failure_mode": "fail_fast",
+    }
+    outer = asyncio.create_task(execute_plan(plan, [hang, fail_and_cancel_the_run]))
+    with pytest.raises(asyncio.CancelledError):
+        await outer

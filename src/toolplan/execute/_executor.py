@@ -306,7 +306,8 @@ class PlanRun:
                     raise
                 current = asyncio.current_task()
                 assert current is not None
-                current.uncancel()
+                if current.uncancel():
+                    raise  # someone else cancelled this task too (the run itself, when it is the worker)
                 self._cancelled(sid)
                 return
             self._finished(sid, result)
