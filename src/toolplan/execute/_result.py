@@ -170,6 +170,7 @@ class PlanResult:
 
     def to_dict(self) -> dict[str, Any]:
         """Everything as JSON data (the CLI's ``--json`` shape)."""
+        path, path_duration = self._critical()
         return {
             "status": self.status,
             "run_id": self.run_id,
@@ -179,8 +180,8 @@ class PlanResult:
             "ended_at": self.ended_at,
             "duration": self.duration,
             "waves": [list(w) for w in self.waves],
-            "critical_path": self._critical()[0],
-            "critical_path_duration": self._critical()[1],
+            "critical_path": path,
+            "critical_path_duration": path_duration,
             "parallelism": round(self.parallelism, 3),
             "warnings": [w.to_dict() for w in self.warnings],
         }
