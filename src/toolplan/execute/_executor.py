@@ -239,12 +239,14 @@ class PlanRun:
         So tools that wait on I/O each get their own task at once, and tools that return without
         waiting share one.
         """
-        self._spawn_handle = None
         tg, run_task = self._tg, self._run_task
         if tg is None or run_task is None or run_task.cancelling() or self._yielding:
+            self._spawn_handle = None
             return  # the run is ending (deadline, cancellation), or no tool is waiting
+        # The handle stays set while this runs, so these takes do not schedule another `_spawn`.
         while (sid := self._take()) is not None:
             self.tasks[sid] = tg.create_task(self._step(sid))
+        self._spawn_handle = None
 
     def _report_ended(self) -> None:
         """Create records for steps the scheduler ended without running them (skipped, not run)."""
