@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from toolplan._records import fast_init
+from toolplan._records import fast_init, maker
 from toolplan.plan import Step
 
 
-def _make() -> tuple[type, type]:
+def _make() -> tuple[Any, Any]:
     def build() -> type:
         @dataclass(frozen=True, slots=True, kw_only=True)
         class Record:
@@ -134,3 +134,45 @@ def test_subclasses_keep_the_dataclass_constructor() -> None:
         Tagged(id="x", limit=-1)  # the dataclass __init__ still runs __post_init__
     with pytest.raises(FrozenInstanceError):
         record.id = "y"
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["few fields", "four or more fields"])
+def test_maker_makes_what_the_class_makes(wide: bool) -> None:
+    _, fast = _make()
+    make: Any = maker(fast)
+    record = make(id="x", tags=["t"], limit=2)
+    assert type(record) is fast and record == fast(id="x", tags=["t"], limit=2)
+    assert hash(make(id="y", tags=(), limit=1)) == hash(fast(id="y", tags=(), limit=1))
+    a, b = make(id="x"), make(id="x")
+    assert a.tags == [] and a.tags is not b.tags and (a.limit, a.ok) == (None, True)  # defaults, fresh factories
+    with pytest.raises(ValueError, match="limit"):
+        make(id="x", limit=-1)  # __post_init__ runs
+    with pytest.raises(FrozenInstanceError):
+        record.id = "y"
+    with pytest.raises(TypeError):
+        make("x")  # keyword-only, as declared
+    assert dataclasses.replace(record, id="z") == fast(id="z", tags=["t"], limit=2)
+
+    @fast_init
+    @dataclass(frozen=True, slots=True)
+    class Small:
+        x: int
+        y: int = 0
+
+    @fast_init
+    @dataclass(frozen=True, slots=True)
+    class Wide:
+        x: int
+        y: int = 0
+        z: int = 0
+        w: int = 0
+
+    cls: Any = Wide if wide else Small
+    made = maker(cls)(1, y=2)
+    assert type(made) is cls and made == cls(1, y=2) and repr(made) == repr(cls(1, y=2))
+
+
+def test_maker_needs_a_fast_init_class() -> None:
+    plain, _ = _make()
+    with pytest.raises(TypeError, match="fast_init"):
+        maker(plain)

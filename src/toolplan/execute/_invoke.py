@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import InvalidArgumentsError, ToolError, UnknownToolError
-from .._records import fast_init
+from .._records import fast_init, maker
 from ..plan import Budget
 from ..tools import ToolAnnotations, ToolRegistry, ToolResult
 from ._result import StepError
@@ -34,6 +34,9 @@ class CallOutcome:
     def ok(self) -> bool:
         """True when the call succeeded."""
         return self.error is None
+
+
+_new_outcome = maker(CallOutcome)
 
 
 @dataclass(slots=True)
@@ -162,7 +165,7 @@ class ToolInvoker:
             return _failure(tool, exc)  # a tool's own TimeoutError included
         if result.error is not None:
             return CallOutcome(result.content, StepError(kind="business", message=result.error))
-        return CallOutcome(result.content)  # positional: cheaper than keywords on the hot path
+        return _new_outcome(result.content)  # a maker: cheaper than calling the class
 
 
 def _failure(tool: str, exc: Exception) -> CallOutcome:

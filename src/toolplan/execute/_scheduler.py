@@ -66,7 +66,7 @@ class Scheduler:
         nodes = self.nodes
         if step_id in nodes:
             raise ValueError(f"duplicate step {step_id!r}")
-        node = _Node(step_id, len(nodes), tool, 0, dependents=self._awaited.pop(step_id, []))
+        node = _Node(step_id, len(nodes), tool, 0, "pending", False, self._awaited.pop(step_id, []))  # positional
         failed_dep: str | None = None
         for d in deps:
             dep = nodes.get(d)

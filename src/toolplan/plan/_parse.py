@@ -12,12 +12,15 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from .._errors import PlanIssue
+from .._records import maker
 from ._ir import Budget, Dialect, FailureMode, Fallback, Plan, Step
 
 __all__ = ("BATCH_MAX_STEPS", "ID_RE", "detect_dialect", "parse_source")
 
 ID_RE = re.compile(r"^[A-Za-z0-9_-]+$")
 BATCH_MAX_STEPS = 50
+
+_new_step = maker(Step)  # a Step per step of every plan: the cheaper way to make one
 
 _NATIVE_STEP_KEYS = frozenset(
     {"id", "tool", "arguments", "depends_on", "timeout", "retry", "fallback", "rationale", "expected_outcome"}
@@ -201,7 +204,7 @@ def _parse_native(data: dict[str, Any], issues: _Issues) -> Plan:
         depends_on, timeout, retry = get("depends_on"), get("timeout"), get("retry")
         rationale, expected = get("rationale"), get("expected_outcome")
         steps.append(
-            Step(
+            _new_step(
                 id=sid,
                 tool=_tool_name(get("tool"), sid, issues),
                 arguments=args_raw if type(args_raw) is dict else _arguments(args_raw, "'arguments'", sid, issues),
@@ -285,7 +288,7 @@ def _parse_chaining(data: dict[str, Any], issues: _Issues) -> Plan:
         counts[name] = counts.get(name, 0) + 1
         sid = name if counts[name] == 1 else f"{name}_{counts[name]}"
         steps.append(
-            Step(
+            _new_step(
                 id=sid,
                 tool=name,
                 arguments=_arguments(t.get("parameters"), "'parameters'", sid, issues),
@@ -351,7 +354,7 @@ def _parse_batch(data: dict[str, Any], issues: _Issues) -> Plan:
             continue
         s = cast(dict[str, Any], raw)
         steps.append(
-            Step(
+            _new_step(
                 id=sid,
                 tool=_tool_name(s.get("tool"), sid, issues),
                 arguments=_arguments(s.get("args"), "'args'", sid, issues),

@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from .._records import fast_init
+from .._records import fast_init, maker
 from ._ir import MissingField
 
 __all__ = (
@@ -80,6 +80,14 @@ class Literal:
 
 
 Compiled = Ref | Template | _Dict | _List | Literal
+# The compiler makes these per step: makers cost less than class calls (see toolplan._records).
+_new_ref, _new_template, _new_dict, _new_list, _new_literal = (
+    maker(Ref),
+    maker(Template),
+    maker(_Dict),
+    maker(_List),
+    maker(Literal),
+)
 # The compiled node types. A Literal only appears inside a tree when a node object was given as data.
 _NODE_TYPES = frozenset({Ref, Template, _Dict, _List, Literal})
 
@@ -145,8 +153,8 @@ class ArgumentCompiler:
                 deferred.append(key)
             items.append((key, c))
         if not deferred:
-            return Literal(dict(items)), (), frozenset()
-        return _Dict(tuple(items)), tuple(self.refs), frozenset(deferred)
+            return _new_literal(dict(items)), (), frozenset()
+        return _new_dict(tuple(items)), tuple(self.refs), frozenset(deferred)
 
     def _error(self, code: str, message: str) -> None:
         self.error_count += 1
@@ -174,7 +182,7 @@ class ArgumentCompiler:
                 c = self._compile(v)
                 node = node or type(c) in _NODE_TYPES
                 pairs.append((k, c))
-            return _Dict(tuple(pairs)) if node else dict(pairs)
+            return _new_dict(tuple(pairs)) if node else dict(pairs)
         if kind is list or isinstance(value, list):
             sequence: list[Any] = value
             elems: list[Any] = []
@@ -183,9 +191,9 @@ class ArgumentCompiler:
                 c = self._compile(v)
                 node = node or type(c) in _NODE_TYPES
                 elems.append(c)
-            return _List(tuple(elems)) if node else elems
+            return _new_list(tuple(elems)) if node else elems
         if kind in _NODE_TYPES:  # one of these node objects given as data stays data
-            return Literal(value)
+            return _new_literal(value)
         return value
 
     def _string(self, s: str) -> Any:
@@ -204,7 +212,7 @@ class ArgumentCompiler:
                 self._error("unknown_reference", f"{s!r} refers to step {step!r}, which is not in the plan.")
                 return s
             self.refs[step] = None
-            ref = self._ref_cache[s] = Ref(step, path, s)
+            ref = self._ref_cache[s] = _new_ref(step, path, s)
             return ref
         if s.startswith(ESCAPED_PREFIX):
             return s[1:]
@@ -236,7 +244,7 @@ class ArgumentCompiler:
             if m.start() > pos:
                 parts.append(s[pos : m.start()])
             self.refs[parsed[0]] = None
-            parts.append(Ref(parsed[0], parsed[1], m.group(0)))
+            parts.append(_new_ref(parsed[0], parsed[1], m.group(0)))
             pos = m.end()
         if not any(isinstance(p, Ref) for p in parts):
             return s
@@ -244,7 +252,7 @@ class ArgumentCompiler:
             parts.append(s[pos:])
         if len(parts) == 1 and isinstance(parts[0], Ref):
             return parts[0]  # exactly one {{...}}: the value keeps its type
-        return Template(tuple(parts))
+        return _new_template(tuple(parts))
 
 
 def compile_arguments(

@@ -10,6 +10,7 @@ import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 
 from .._errors import InvalidArgumentsError, ToolError, UserError
+from .._records import maker
 from .._threads import run_in_thread
 from ._definition import ToolAnnotations, ToolDefinition
 from ._result import ToolResult
@@ -18,6 +19,7 @@ __all__ = ("FunctionTool", "tool", "to_jsonable")
 
 TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _PLAIN = (str, int, float, bool, type(None))
+_new_result = maker(ToolResult)  # a result per call: cheaper than calling the class
 
 
 def to_jsonable(value: Any) -> Any:
@@ -175,7 +177,7 @@ class FunctionTool:
             value = await run_in_thread(self.function, **kwargs)
         if isinstance(value, ToolResult):
             return ToolResult(to_jsonable(value.content), value.error)
-        return ToolResult(to_jsonable(value))
+        return _new_result(to_jsonable(value))  # a maker: cheaper than calling the class
 
     async def __call__(self, **kwargs: Any) -> Any:
         """Call the tool directly (validated), returning its content or raising `ToolError`."""
