@@ -46,6 +46,7 @@ __all__ = (
 DEFAULT_MAX_CONCURRENCY = 20
 RETRYABLE = frozenset({"infrastructure", "timeout"})
 _new_result = maker(StepResult)  # a record per step: cheaper than calling the class
+_new_plan_result = maker(PlanResult)
 _YIELD_EVERY = 64  # steps a task runs inline before it lets the event loop run others
 _backoff_enabled = True
 
@@ -105,7 +106,8 @@ class PlanRun:
         self.missing_field: MissingField = plan.missing_field if plan is not None else "null"
         self.sched = Scheduler(max_concurrency=max_concurrency, fail_fast=mode == "fail_fast")
         self.steps: dict[str, CompiledStep] = {}
-        self._sealed = asyncio.Event()
+        # An incremental run ends once sealed (or aborted); a compiled plan is complete from the start.
+        self._sealed: asyncio.Event | None = asyncio.Event() if compiled is None else None
         self._waiters: dict[str, asyncio.Future[StepResult]] = {}
         self._tool_defaults: dict[str, tuple[int, float | None]] = {}  # (retries, timeout) per tool
         self.aborted: str | None = None
@@ -152,7 +154,8 @@ class PlanRun:
         for sid, cs in compiled.steps.items():
             if sid not in self.steps:
                 self.add(cs)
-        self._sealed.set()
+        if self._sealed is not None:
+            self._sealed.set()
 
     def abort(self, reason: str) -> None:
         """Start nothing more and cancel the running steps (a streamed plan turned out invalid)."""
@@ -161,7 +164,8 @@ class PlanRun:
             if sid in self.tasks:
                 self.cancelled_by_us.add(sid)
                 self.tasks[sid].cancel()
-        self._sealed.set()
+        if self._sealed is not None:
+            self._sealed.set()
 
     async def run(self) -> PlanResult:
         """Run until every step has ended (for an incremental run: until sealed or aborted, too)."""
@@ -171,7 +175,6 @@ class PlanRun:
                 self.emit(PlanStarted(run_id=self.run_id, steps=self.compiled.plan.step_ids, at=start))
             for cs in self.compiled.steps.values():
                 self.add(cs)
-            self._sealed.set()
         elif self.on_event is not None:
             self.emit(PlanStarted(run_id=self.run_id, steps=(), at=start))
         try:
@@ -185,7 +188,8 @@ class PlanRun:
                 if first is not None:  # this task is the first worker: no task or loop turn of its own
                     self.tasks[first] = run_task
                     await self._step(first)
-                await self._sealed.wait()
+                if self._sealed is not None:
+                    await self._sealed.wait()
         except TimeoutError:
             self._end_unfinished(
                 f"Not started: the plan deadline of {self.deadline:g}s passed.",
@@ -391,7 +395,7 @@ class PlanRun:
         plan = compiled.plan
         steps = {sid: self.results[sid] for sid in compiled.steps}
         status: PlanStatus = forced or ("succeeded" if all(r.ok for r in steps.values()) else "failed")
-        result = PlanResult(
+        result = _new_plan_result(
             status=status,
             steps=steps,
             output_steps=plan.outputs,

@@ -108,6 +108,7 @@ def _cap_value(value: Any, limit: int) -> Any:
     return cap_text(text, limit)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PlanResult:
     """The record of a plan run: every step's result plus plan-level facts."""

@@ -21,6 +21,7 @@ ID_RE = re.compile(r"^[A-Za-z0-9_-]+$")
 BATCH_MAX_STEPS = 50
 
 _new_step = maker(Step)  # a Step per step of every plan: the cheaper way to make one
+_new_plan = maker(Plan)
 
 _NATIVE_STEP_KEYS = frozenset(
     {"id", "tool", "arguments", "depends_on", "timeout", "retry", "fallback", "rationale", "expected_outcome"}
@@ -73,7 +74,7 @@ def parse_source(source: Any, *, dialect: Dialect | None = None) -> tuple[Plan |
             f"A plan must be a JSON object with a 'steps' list, got {type(data).__name__}.",
         )
         return None, issues
-    obj = cast(dict[str, Any], data)
+    obj: dict[str, Any] = data  # data is Any: no cast (a subscripted cast builds a generic alias per call)
     if "plannedSequence" in obj:
         issues.error(
             "declared_plan",
@@ -119,7 +120,8 @@ def _arguments(raw: Any, where: str, step: str | None, issues: _Issues) -> dict[
             step,
         )
         return {}
-    return cast(dict[str, Any], raw)
+    arguments: dict[str, Any] = raw
+    return arguments
 
 
 def _str_list(raw: Any, field: str, step: str | None, issues: _Issues) -> tuple[str, ...]:
@@ -128,7 +130,8 @@ def _str_list(raw: Any, field: str, step: str | None, issues: _Issues) -> tuple[
     if isinstance(raw, str):
         return (raw,)
     if isinstance(raw, list) and all(isinstance(x, str) for x in raw):
-        return tuple(cast(list[str], raw))
+        ids: list[str] = raw
+        return tuple(ids)
     issues.error("invalid_field", f"'{field}' must be a step id or a list of step ids.", step)
     return ()
 
@@ -193,7 +196,7 @@ def _parse_native(data: dict[str, Any], issues: _Issues) -> Plan:
         fb = get("fallback")
         if fb is not None:
             if isinstance(fb, dict):
-                fbd = cast(dict[str, Any], fb)
+                fbd: dict[str, Any] = fb
                 fallback = Fallback(
                     tool=_tool_name(fbd.get("tool"), sid, issues),
                     arguments=_arguments(fbd.get("arguments"), "The fallback's 'arguments'", sid, issues),
@@ -216,7 +219,7 @@ def _parse_native(data: dict[str, Any], issues: _Issues) -> Plan:
                 expected_outcome=expected if isinstance(expected, str) else None,
             )
         )
-    return Plan(
+    return _new_plan(
         steps=tuple(steps),
         output_steps=_str_list(data.get("output_steps"), "output_steps", None, issues),
         goal=data.get("goal") if isinstance(data.get("goal"), str) else None,
@@ -283,7 +286,7 @@ def _parse_chaining(data: dict[str, Any], issues: _Issues) -> Plan:
         if not isinstance(raw, dict):
             issues.error("invalid_step", f"tools[{i}] must be an object with 'name' and 'parameters'.")
             continue
-        t = cast(dict[str, Any], raw)
+        t: dict[str, Any] = raw
         name = _tool_name(t.get("name"), f"tools[{i}]", issues)
         counts[name] = counts.get(name, 0) + 1
         sid = name if counts[name] == 1 else f"{name}_{counts[name]}"
@@ -298,7 +301,7 @@ def _parse_chaining(data: dict[str, Any], issues: _Issues) -> Plan:
     order = data.get("executionOrder")
     if order is not None:
         _check_execution_order(order, steps, issues)
-    return Plan(
+    return _new_plan(
         steps=tuple(steps),
         output_steps=_str_list(data.get("output_steps"), "output_steps", None, issues),
         failure_mode=_failure_mode(data.get("failure_mode"), "fail_fast", issues),
@@ -352,7 +355,7 @@ def _parse_batch(data: dict[str, Any], issues: _Issues) -> Plan:
         if not isinstance(raw, dict):
             issues.error("invalid_step", f"Step #{i} must be an object with 'tool' and 'args'.", sid)
             continue
-        s = cast(dict[str, Any], raw)
+        s: dict[str, Any] = raw
         steps.append(
             _new_step(
                 id=sid,
@@ -360,4 +363,4 @@ def _parse_batch(data: dict[str, Any], issues: _Issues) -> Plan:
                 arguments=_arguments(s.get("args"), "'args'", sid, issues),
             )
         )
-    return Plan(steps=tuple(steps), dialect="batch")
+    return _new_plan(steps=tuple(steps), dialect="batch")

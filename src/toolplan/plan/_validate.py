@@ -40,12 +40,7 @@ class CompiledStep:
     deps: tuple[str, ...]
 
 
-# Records made per step: makers cost less than class calls (see toolplan._records).
-_new_compiled = maker(CompiledStep)
-_new_step = maker(Step)
-_new_literal = maker(Literal)
-
-
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompiledPlan:
     """A valid plan, ready to execute."""
@@ -68,6 +63,7 @@ class CompiledPlan:
         return mermaid(self.deps, {s: f"{s}: {c.step.tool}" for s, c in self.steps.items()})
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ValidationReport:
     """What `validate_plan` found: errors (the plan cannot run) and warnings (it can)."""
@@ -95,6 +91,15 @@ class ValidationReport:
             "errors": [e.to_dict() for e in self.errors],
             "warnings": [w.to_dict() for w in self.warnings],
         }
+
+
+# Records made per step or per plan: makers cost less than class calls (see toolplan._records).
+_new_compiled = maker(CompiledStep)
+_new_step = maker(Step)
+_new_literal = maker(Literal)
+_new_compiled_plan = maker(CompiledPlan)
+_new_report = maker(ValidationReport)
+_new_plan = maker(Plan)
 
 
 def parse_plan(source: Any, *, dialect: Dialect | None = None) -> Plan:
@@ -139,7 +144,7 @@ def compile_plan(
 
 def _report(plan: Plan | None, issues: list[PlanIssue], compiled: CompiledPlan | None) -> ValidationReport:
     errors = tuple(i for i in issues if i.severity == "error")
-    return ValidationReport(
+    return _new_report(
         plan=plan,
         errors=errors,
         warnings=tuple(i for i in issues if i.severity == "warning"),
@@ -285,7 +290,7 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
                 )
             )
     warnings = tuple(i for i in issues if i.severity == "warning")
-    return CompiledPlan(plan=plan, steps=compiled_steps, warnings=warnings, deps=deps)
+    return _new_compiled_plan(plan=plan, steps=compiled_steps, warnings=warnings, deps=deps)
 
 
 def compile_calls(calls: Sequence[tuple[str, str, Mapping[str, Any]]]) -> CompiledPlan:
@@ -299,6 +304,6 @@ def compile_calls(calls: Sequence[tuple[str, str, Mapping[str, Any]]]) -> Compil
         sid: _new_compiled(step=s, arguments=_new_literal(dict(s.arguments)), fallback_arguments=None, deps=())
         for sid, s in steps.items()
     }
-    return CompiledPlan(
-        plan=Plan(steps=tuple(steps.values()), dialect="batch"), steps=compiled, deps=dict.fromkeys(steps, ())
+    return _new_compiled_plan(
+        plan=_new_plan(steps=tuple(steps.values()), dialect="batch"), steps=compiled, deps=dict.fromkeys(steps, ())
     )

@@ -107,12 +107,12 @@ class ToolRegistry:
                 self._owners[name] = owner
                 self._definitions[name] = tools._definitions[name]
                 self._checkers[name] = tools._checkers[name]
-        elif isinstance(tools, Mapping):
+        elif not isinstance(tools, (list, tuple)) and isinstance(tools, Mapping):  # (lists skip the abc checks)
             for name, obj in tools.items():
                 self.add(obj, name=name)
         else:
             items: Any = tools
-            if not isinstance(items, Sequence):  # a single tool passed where a list was expected
+            if not isinstance(items, (list, tuple, Sequence)):  # a single tool passed where a list was expected
                 items = [items]
             for obj in items:
                 self.add(obj)
