@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from toolplan._records import maker
 from toolplan.execute import ToolInvoker, prepare
 from toolplan.execute._result import StepResult
 from toolplan.execute._scheduler import Scheduler
@@ -26,6 +27,7 @@ _step = _compiled.steps["s5"]
 _outputs = dict.fromkeys(_case.dag, 1)
 _args = {"deps": [1]}
 _invoker = ToolInvoker(ToolRegistry([noop]))
+_new_step_result = maker(StepResult)  # what the executor makes its records with
 
 
 def _function_call() -> None:
@@ -46,6 +48,22 @@ OPERATIONS: dict[str, tuple[str, Callable[[], Any]]] = {
     "step_record": (
         "`StepResult(...)`, the frozen record of one step (11 fields)",
         lambda: StepResult(
+            id="s5",
+            tool="noop",
+            status="succeeded",
+            output=1,
+            error=None,
+            attempts=1,
+            started_at=1.0,
+            ended_at=2.0,
+            arguments=_args,
+            used_fallback=False,
+            warnings=(),
+        ),
+    ),
+    "step_record_maker": (
+        "the same record made by `maker(StepResult)`, as the executor makes it",
+        lambda: _new_step_result(
             id="s5",
             tool="noop",
             status="succeeded",

@@ -24,6 +24,7 @@ from .executors import dask_graph, dask_run, floor_run, langgraph_build, langgra
 SIZES = (10, 100, 1_000, 10_000)
 QUICK_SIZES = (10, 100)
 LANGGRAPH_MAX = 10_000  # lowered by --langgraph-max if a machine cannot afford it
+PAIRS = 15  # back-to-back toolplan / floor pairs per case (see _paired)
 CONTENDERS = ("toolplan", "toolplan_default_mc", "floor", "wave", "langgraph", "dask")
 
 
@@ -121,6 +122,36 @@ async def _peak_memory(case: Case, name: str) -> int:
     return peak
 
 
+async def _paired(case: Case, inner: int, pairs: int) -> dict[str, list[float]]:
+    """toolplan over the floor, measured back to back: ``pairs`` ratios of adjacent samples.
+
+    This VM switches between a fast and a slow speed every fraction of a second (`speed_probe`
+    measures it); two samples taken back to back almost always share one speed, while the medians
+    of the interleaved samples above may each come from a different one. The order alternates.
+    """
+    whole: list[float] = []
+    run: list[float] = []
+    for i in range(pairs):
+        got: dict[str, dict[str, float]] = {}
+        for name in ("toolplan", "floor") if i % 2 == 0 else ("floor", "toolplan"):
+            got[name] = await _timed(case, name, inner)
+        whole.append(got["toolplan"]["total"] / got["floor"]["total"])
+        run.append(got["toolplan"]["run"] / got["floor"]["total"])
+    return {"total": whole, "run": run}
+
+
+def speed_probe(samples: int) -> list[float]:
+    """Milliseconds for one fixed pure-Python loop, ``samples`` times: how much this machine's speed moves."""
+    out: list[float] = []
+    for _ in range(samples):
+        t0 = common.now()
+        acc = 0
+        for i in range(300_000):
+            acc += i
+        out.append((common.now() - t0) * 1e3)
+    return out
+
+
 async def _compile_only(case: Case, inner: int, reps: int) -> list[float]:
     """validate + parse + compile (``compile_plan``) alone, µs per step."""
     samples: list[float] = []
@@ -139,6 +170,7 @@ async def run(
     sizes = sizes or (QUICK_SIZES if quick else SIZES)
     reps_for = (lambda n: 2) if quick else (lambda n: reps or (3 if n >= 1_000 else 5))
     cases: list[dict[str, Any]] = []
+    probe: list[float] = []  # the machine's speed, probed before each case's pairs
     for n in sizes:
         for shape in SHAPES:
             case = Case(shape, n, seed=seed)
@@ -157,6 +189,8 @@ async def run(
                 for c in common.rotate(contenders, r):
                     for phase, us in (await _timed(case, c, inner)).items():
                         samples[c].setdefault(phase, []).append(us)
+            probe += speed_probe(5)
+            paired = await _paired(case, inner, 2 if quick else PAIRS)
             memory = {c: await _peak_memory(case, c) for c in contenders}
             compile_samples = await _compile_only(case, inner, reps_for(n))
             row: dict[str, Any] = {
@@ -173,6 +207,7 @@ async def run(
             tp = row["us_per_step"]["toolplan"]["total"]["median"]
             fl = row["us_per_step"]["floor"]["total"]["median"]
             row["ratio_toolplan_to_floor"] = tp / fl
+            row["paired_ratio_toolplan_to_floor"] = {p: common.summarize(v) for p, v in paired.items()}
             if "langgraph" in contenders:
                 row["ratio_langgraph_to_toolplan"] = row["us_per_step"]["langgraph"]["total"]["median"] / tp
             common.log(
@@ -181,7 +216,7 @@ async def run(
                 + " µs/step"
             )
             cases.append(row)
-    return {"cases": cases, "growth": _growth(cases)}
+    return {"cases": cases, "growth": _growth(cases), "speed_probe_ms": common.summarize(probe)}
 
 
 def _growth(cases: list[dict[str, Any]]) -> dict[str, Any]:

@@ -52,6 +52,9 @@ def test_overhead_shape(results: Path) -> None:
             assert case["peak_memory_bytes"][name] > 0
         assert case["compile_plan_us_per_step"]["median"] > 0
         assert case["ratio_toolplan_to_floor"] > 0
+        paired = case["paired_ratio_toolplan_to_floor"]
+        assert paired["total"]["n"] == paired["run"]["n"] == 2 and paired["run"]["median"] > 0
+    assert data["speed_probe_ms"]["n"] == 5 * len(data["cases"])
 
 
 def test_instructions_shape(results: Path) -> None:
