@@ -8,6 +8,7 @@ the sync equivalent). Time per step = wall time of one run / number of steps. Sm
 from __future__ import annotations
 
 import asyncio
+import gc
 import tracemalloc
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -100,13 +101,18 @@ class Case:
         return {"floor": self.floor, "wave": self.wave, "langgraph": self.langgraph, "dask": self.dask}[name]
 
 
-async def _timed(case: Case, name: str, inner: int) -> dict[str, float]:
+async def _timed(case: Case, name: str, inner: int, *, gc_off: bool = False) -> dict[str, float]:
     run = case.runner(name)
     common.settle()
     totals: dict[str, float] = {}
-    for _ in range(inner):
-        for phase, t in (await run()).items():
-            totals[phase] = totals.get(phase, 0.0) + t
+    if gc_off:
+        gc.disable()
+    try:
+        for _ in range(inner):
+            for phase, t in (await run()).items():
+                totals[phase] = totals.get(phase, 0.0) + t
+    finally:
+        gc.enable()
     return {phase: t / inner / case.n * 1e6 for phase, t in totals.items()}  # µs per step
 
 
@@ -122,19 +128,20 @@ async def _peak_memory(case: Case, name: str) -> int:
     return peak
 
 
-async def _paired(case: Case, inner: int, pairs: int) -> dict[str, list[float]]:
+async def _paired(case: Case, inner: int, pairs: int, *, gc_off: bool = False) -> dict[str, list[float]]:
     """toolplan over the floor, measured back to back: ``pairs`` ratios of adjacent samples.
 
     This VM switches between a fast and a slow speed every fraction of a second (`speed_probe`
     measures it); two samples taken back to back almost always share one speed, while the medians
     of the interleaved samples above may each come from a different one. The order alternates.
+    ``gc_off``: the garbage collector is disabled while each sample runs (to show what it costs).
     """
     whole: list[float] = []
     run: list[float] = []
     for i in range(pairs):
         got: dict[str, dict[str, float]] = {}
         for name in ("toolplan", "floor") if i % 2 == 0 else ("floor", "toolplan"):
-            got[name] = await _timed(case, name, inner)
+            got[name] = await _timed(case, name, inner, gc_off=gc_off)
         whole.append(got["toolplan"]["total"] / got["floor"]["total"])
         run.append(got["toolplan"]["run"] / got["floor"]["total"])
     return {"total": whole, "run": run}
@@ -191,6 +198,7 @@ async def run(
                         samples[c].setdefault(phase, []).append(us)
             probe += speed_probe(5)
             paired = await _paired(case, inner, 2 if quick else PAIRS)
+            paired_gc_off = await _paired(case, inner, 2 if quick else PAIRS, gc_off=True)
             memory = {c: await _peak_memory(case, c) for c in contenders}
             compile_samples = await _compile_only(case, inner, reps_for(n))
             row: dict[str, Any] = {
@@ -208,6 +216,7 @@ async def run(
             fl = row["us_per_step"]["floor"]["total"]["median"]
             row["ratio_toolplan_to_floor"] = tp / fl
             row["paired_ratio_toolplan_to_floor"] = {p: common.summarize(v) for p, v in paired.items()}
+            row["paired_ratio_gc_off"] = {p: common.summarize(v) for p, v in paired_gc_off.items()}
             if "langgraph" in contenders:
                 row["ratio_langgraph_to_toolplan"] = row["us_per_step"]["langgraph"]["total"]["median"] / tp
             common.log(

@@ -54,6 +54,7 @@ def test_overhead_shape(results: Path) -> None:
         assert case["ratio_toolplan_to_floor"] > 0
         paired = case["paired_ratio_toolplan_to_floor"]
         assert paired["total"]["n"] == paired["run"]["n"] == 2 and paired["run"]["median"] > 0
+        assert case["paired_ratio_gc_off"]["total"]["median"] > 0
     assert data["speed_probe_ms"]["n"] == 5 * len(data["cases"])
 
 
