@@ -91,7 +91,9 @@ def operations() -> list[dict[str, Any]]:
 def run(*, sizes: tuple[int, ...], quick: bool) -> list[dict[str, Any]]:
     jobs = [(shape, n, phase) for n in sizes for shape in SHAPES for phase in PHASES]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # one valgrind per core
-        counts = dict(zip(jobs, pool.map(lambda job: _per_step(*job, _runs(job[1], quick)), jobs), strict=True))
+        counts = dict(
+            zip(jobs, pool.map(lambda job: _per_step(job[0], job[1], job[2], _runs(job[1], quick)), jobs), strict=True)
+        )
     cases: list[dict[str, Any]] = []
     for n in sizes:
         for shape in SHAPES:

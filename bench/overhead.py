@@ -175,7 +175,10 @@ async def run(
     *, quick: bool, reps: int | None, sizes: tuple[int, ...] | None, langgraph_max: int, seed: int
 ) -> dict[str, Any]:
     sizes = sizes or (QUICK_SIZES if quick else SIZES)
-    reps_for = (lambda n: 2) if quick else (lambda n: reps or (3 if n >= 1_000 else 5))
+
+    def reps_for(n: int) -> int:
+        return 2 if quick else reps or (3 if n >= 1_000 else 5)
+
     cases: list[dict[str, Any]] = []
     probe: list[float] = []  # the machine's speed, probed before each case's pairs
     for n in sizes:

@@ -121,10 +121,10 @@ def overhead_section(d: dict[str, Any]) -> list[str]:
         out += ["", "Growth: per-step cost at the largest size / at the smallest (1.0 = linear):", ""]
         out.append("| shape | from → to | " + " | ".join([*(NAMES[c] for c in contenders), "compile_plan"]) + " |")
         out.append("|---|---|" + "---:|" * (len(contenders) + 1))
-        for shape, g in d["growth"].items():
-            r = g["per_step_cost_ratio"]
+        for shape, growth in d["growth"].items():
+            r = growth["per_step_cost_ratio"]
             cells = [f"{r[c]:.2f}" if c in r else "-" for c in [*contenders, "compile_plan"]]
-            out.append(f"| {shape} | {g['from']:,} → {g['to']:,} | " + " | ".join(cells) + " |")
+            out.append(f"| {shape} | {growth['from']:,} → {growth['to']:,} | " + " | ".join(cells) + " |")
     floor_ok = all(row["ratio_toolplan_to_floor"] <= OVERHEAD_TARGET_FLOOR for row in cases)
     lg_rows = [row for row in cases if "ratio_langgraph_to_toolplan" in row]
     lg_ok = bool(lg_rows) and all(row["ratio_langgraph_to_toolplan"] >= OVERHEAD_TARGET_LANGGRAPH for row in lg_rows)

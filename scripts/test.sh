@@ -25,6 +25,6 @@ BIN=$(dirname "$PY")
 echo "== ruff check";  "$BIN/ruff" check src tests bench
 echo "== ruff format"; "$BIN/ruff" format --check src tests bench
 echo "== mypy"  # strict; each test folder separately (they each have a conftest.py)
-"$BIN/mypy" src tests/*.py
+"$BIN/mypy" src bench tests/*.py
 for d in tests/*/; do "$BIN/mypy" "$d"; done
 echo "== pytest";      "$PY" -m pytest -q "$@"
