@@ -12,7 +12,7 @@ from .._records import fast_init, maker
 from ..tools import ToolRegistry, ToolsLike
 from ._graph import critical_path, find_cycles, mermaid, waves
 from ._ir import META_TOOL_NAMES, Dialect, Plan, Step
-from ._parse import parse_source
+from ._parse import _new_plan, _new_step, parse_source
 from ._refs import ArgumentCompiler, Compiled, Literal
 
 __all__ = (
@@ -95,11 +95,9 @@ class ValidationReport:
 
 # Records made per step or per plan: makers cost less than class calls (see toolplan._records).
 _new_compiled = maker(CompiledStep)
-_new_step = maker(Step)
 _new_literal = maker(Literal)
 _new_compiled_plan = maker(CompiledPlan)
 _new_report = maker(ValidationReport)
-_new_plan = maker(Plan)
 
 
 def parse_plan(source: Any, *, dialect: Dialect | None = None) -> Plan:
