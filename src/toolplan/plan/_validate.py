@@ -13,7 +13,7 @@ from ..tools import ToolRegistry, ToolsLike
 from ._graph import critical_path, find_cycles, mermaid, waves
 from ._ir import META_TOOL_NAMES, Dialect, Plan, Step
 from ._parse import _new_plan, _new_step, parse_source
-from ._refs import ArgumentCompiler, Compiled, Literal
+from ._refs import ArgumentCompiler, Compiled, _new_literal
 
 __all__ = (
     "DEFAULT_MAX_STEPS",
@@ -95,7 +95,6 @@ class ValidationReport:
 
 # Records made per step or per plan: makers cost less than class calls (see toolplan._records).
 _new_compiled = maker(CompiledStep)
-_new_literal = maker(Literal)
 _new_compiled_plan = maker(CompiledPlan)
 _new_report = maker(ValidationReport)
 
