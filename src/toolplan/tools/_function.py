@@ -19,7 +19,7 @@ __all__ = ("FunctionTool", "tool", "to_jsonable")
 
 TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _PLAIN = (str, int, float, bool, type(None))
-_new_result = maker(ToolResult)  # a result per call: cheaper than calling the class
+_new_tool_result = maker(ToolResult)  # a result per call: cheaper than calling the class
 
 
 def to_jsonable(value: Any) -> Any:
@@ -177,7 +177,7 @@ class FunctionTool:
             value = await run_in_thread(self.function, **kwargs)
         if isinstance(value, ToolResult):
             return ToolResult(to_jsonable(value.content), value.error)
-        return _new_result(to_jsonable(value))  # a maker: cheaper than calling the class
+        return _new_tool_result(to_jsonable(value))  # a maker: cheaper than calling the class
 
     async def __call__(self, **kwargs: Any) -> Any:
         """Call the tool directly (validated), returning its content or raising `ToolError`."""
