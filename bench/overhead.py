@@ -200,8 +200,9 @@ async def run(
                     for phase, us in (await _timed(case, c, inner)).items():
                         samples[c].setdefault(phase, []).append(us)
             probe += speed_probe(5)
-            paired = await _paired(case, inner, 2 if quick else PAIRS)
-            paired_gc_off = await _paired(case, inner, 2 if quick else PAIRS, gc_off=True)
+            pairs = 2 if quick else PAIRS
+            paired = await _paired(case, inner, pairs)
+            paired_gc_off = await _paired(case, inner, pairs, gc_off=True)
             memory = {c: await _peak_memory(case, c) for c in contenders}
             compile_samples = await _compile_only(case, inner, reps_for(n))
             row: dict[str, Any] = {
