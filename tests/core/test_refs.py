@@ -267,3 +267,45 @@ def test_references_inside_container_subclasses_and_str_subclasses_kept() -> Non
         TOOLS,
     )
     assert report.compiled is not None and report.compiled.steps["c"].deps == ("src",)
+
+
+def test_python_tuples_in_arguments_stay_literal_values() -> None:
+    # A tuple that looks like a compiled reference node must still arrive as data.
+    lookalike = (0, "src", (), "$ref:src")
+    got = run(
+        [
+            SOURCE,
+            {"id": "c1", "tool": "capture", "arguments": {"key": "top", "value": lookalike}},
+            {"id": "c2", "tool": "capture", "arguments": {"key": "mixed", "value": {"t": (1, 2), "n": "$ref:src.num"}}},
+            {"id": "c3", "tool": "capture", "arguments": {"key": "list", "value": [lookalike, "$ref:src.flag"]}},
+            {"id": "c4", "tool": "capture", "arguments": {"key": "plain", "value": [(1, "a"), {"u": (2,)}]}},
+        ]
+    )
+    assert got["top"] == lookalike and type(got["top"]) is tuple
+    assert got["mixed"] == {"t": (1, 2), "n": 3.5}
+    assert got["list"] == [lookalike, True]
+    assert got["plain"] == [(1, "a"), {"u": (2,)}]
+
+
+def test_compiled_references_are_not_tracked_by_the_garbage_collector() -> None:
+    # A big plan keeps its compiled arguments until it ends; tracked, they would make its run
+    # collect the whole heap more often (docs/benchmarks.md, "Garbage collection").
+    import gc
+
+    report = validate_plan(
+        {
+            "steps": [
+                SOURCE,
+                {
+                    "id": "c",
+                    "tool": "capture",
+                    "arguments": {"key": "k", "value": ["$ref:src.arr[0].id", "{{src.text}}!"]},
+                },
+            ]
+        },
+        TOOLS,
+    )
+    assert report.compiled is not None
+    for _ in range(20):  # each collection untracks one more level of nested tuples (9 here)
+        gc.collect()
+    assert not gc.is_tracked(report.compiled.steps["c"].arguments)

@@ -15,7 +15,7 @@ from .._errors import ToolError, UnknownToolError
 from .._tasks import task_group
 from ..execute import EventHandler, PlanResult, PlanRun, ToolInvoker
 from ..plan import META_TOOL_NAMES, CompiledStep, Step, compile_calls
-from ..plan._refs import Literal
+from ..plan._refs import literal
 from ..tools import ToolAnnotations, ToolDefinition, ToolRegistry, ToolResult
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ class CodeTool:
             run.add(
                 CompiledStep(
                     step=Step(id=sid, tool=name, arguments=args),
-                    arguments=Literal(args),
+                    arguments=literal(args),
                     fallback_arguments=None,
                     deps=(),
                 )

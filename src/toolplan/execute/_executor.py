@@ -415,7 +415,7 @@ class PlanRun:
     async def _execute(self, cs: CompiledStep) -> StepResult:
         step = cs.step
         sid, tool = step.id, step.tool
-        missed: list[Ref] = []  # references to fields the output did not have
+        missed: list[Ref] = []  # REF nodes of fields the output did not have
         args = resolve_compiled(cs.arguments, self.outputs, self.missing_field == "null", missed.append)
         defaults = self._tool_defaults[tool]  # filled in by add()
         timeout = step.timeout if step.timeout is not None else defaults[1]
@@ -449,7 +449,7 @@ class PlanRun:
             ended_at=self.now(),
             arguments=args,
             used_fallback=used_fallback,
-            warnings=tuple(f"{r.text} resolved to nothing (no such field in {r.step!r}'s output)." for r in missed)
+            warnings=tuple(f"{r[3]} resolved to nothing (no such field in {r[1]!r}'s output)." for r in missed)
             if missed
             else (),
         )

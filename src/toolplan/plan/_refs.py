@@ -10,21 +10,25 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
 from typing import Any, cast
 
-from .._records import fast_init, maker
 from ._ir import MissingField
 
 __all__ = (
+    "DICT",
+    "LIST",
+    "LITERAL",
+    "REF",
+    "TEMPLATE",
     "ArgumentCompiler",
     "Compiled",
     "Ref",
-    "Template",
     "compile_arguments",
     "get_path",
+    "literal",
     "parse_path",
     "resolve",
+    "resolve_compiled",
 )
 
 REF_PREFIX = "$ref:"
@@ -37,59 +41,33 @@ _INLINE_REF_RE = re.compile(r"(?<!\$)\$ref:([A-Za-z0-9_-]+)")
 Segment = str | int
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
-class Ref:
-    """A reference to step ``step``'s output, or to the field at ``path`` inside it."""
+# A compiled argument tree is made of plain tuples tagged by their first item, plus the literal
+# values themselves:
+#
+#   (REF, step, path, text)     step's output, or the field at ``path`` (a tuple of segments) inside
+#                               it; ``text`` is the reference as written, for messages and 'keep' mode
+#   (TEMPLATE, parts)           a string with ``{{...}}`` parts: a tuple of strings and REF nodes
+#   (DICT, pairs)               a dict holding a reference: a tuple of (key, item) tuples
+#   (LIST, items)               a list holding a reference
+#   (LITERAL, value)            a value without references; inside a tree only a literal tuple is
+#                               wrapped (any other item without references is the value itself)
+#
+# Why tuples: CPython stops tracking a tuple in its garbage collector once everything in it is
+# untracked (strings, numbers, such tuples). Arguments made of references and JSON scalars thus
+# cost the collector nothing, although a compiled plan keeps them until it ends. As slotted
+# objects, a 10,000-step plan's compiled arguments alone made its run collect the whole heap
+# once more (docs/benchmarks.md, "Garbage collection").
+REF, TEMPLATE, DICT, LIST, LITERAL = range(5)
 
-    step: str
-    path: tuple[Segment, ...]
-    text: str  # as written, for messages and for 'keep' mode
-
-
-@fast_init
-@dataclass(frozen=True, slots=True)
-class Template:
-    """A string with ``{{...}}`` parts interpolated at run time."""
-
-    parts: tuple[str | Ref, ...]
-
-
-# Inside _Dict and _List an item is a compiled node (Ref, Template, _Dict, _List) or, when it holds
-# no reference, the plain literal value itself.
-
-
-@fast_init
-@dataclass(frozen=True, slots=True)
-class _Dict:
-    items: tuple[tuple[str, Any], ...]
+Ref = tuple[Any, ...]
+"""A REF node: ``(REF, step, path, text)``."""
+Compiled = tuple[Any, ...]
+"""A compiled argument tree: one of the nodes above."""
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
-class _List:
-    items: tuple[Any, ...]
-
-
-@fast_init
-@dataclass(frozen=True, slots=True)
-class Literal:
-    """A value without references (kept as is)."""
-
-    value: Any
-
-
-Compiled = Ref | Template | _Dict | _List | Literal
-# The compiler makes these per step: makers cost less than class calls (see toolplan._records).
-_new_ref, _new_template, _new_dict, _new_list, _new_literal = (
-    maker(Ref),
-    maker(Template),
-    maker(_Dict),
-    maker(_List),
-    maker(Literal),
-)
-# The compiled node types. A Literal only appears inside a tree when a node object was given as data.
-_NODE_TYPES = frozenset({Ref, Template, _Dict, _List, Literal})
+def literal(value: Any) -> Compiled:
+    """The compiled form of arguments without references."""
+    return (LITERAL, value)
 
 
 def parse_path(expr: str) -> tuple[str, tuple[Segment, ...]] | None:
@@ -115,7 +93,7 @@ class ArgumentCompiler:
     """Compiles the arguments of a plan's steps; one instance serves every step of a plan.
 
     Inside a compiled tree a literal part is kept as a plain value, not wrapped in a node (only a
-    whole literal argument object is wrapped in `Literal`); literal lists and dicts are copies.
+    literal tuple is wrapped, and a whole literal argument object); literal lists and dicts are copies.
 
     Args:
         step_ids: The ids a reference may name.
@@ -133,7 +111,7 @@ class ArgumentCompiler:
         self.error_callback = error
         self.error_count = 0
         self.refs: dict[str, None] = {}  # the steps referred to, in order of appearance
-        self._ref_cache: dict[str, Ref] = {}  # "$ref:..." text -> Ref (refs are immutable; reuse them)
+        self._ref_cache: dict[str, Ref] = {}  # "$ref:..." text -> its REF node (reused: a fan-in, a fan-out)
 
     def arguments(self, arguments: Mapping[str, Any]) -> tuple[Compiled, tuple[str, ...], frozenset[str]]:
         """Compile a step's arguments.
@@ -143,18 +121,24 @@ class ArgumentCompiler:
         """
         self.refs = {}
         deferred: list[str] = []
-        items: list[tuple[str, Any]] = []
+        pairs: list[tuple[str, Any]] = []
+        wrapped = False
         for key, value in arguments.items():
             before = self.error_count
             c = self._compile(value)
             # A value holding a reference is only known at run time; so is one whose reference is
             # broken (already reported: checking its text against the schema would add a misleading error).
-            if type(c) in _NODE_TYPES or self.error_count > before:
+            if type(c) is tuple:
+                if c[0] != LITERAL:
+                    deferred.append(key)
+                else:
+                    wrapped = True
+            elif self.error_count > before:
                 deferred.append(key)
-            items.append((key, c))
+            pairs.append((key, c))
         if not deferred:
-            return _new_literal(dict(items)), (), frozenset()
-        return _new_dict(tuple(items)), tuple(self.refs), frozenset(deferred)
+            return (LITERAL, _literal_dict(pairs, wrapped)), (), frozenset()
+        return (DICT, tuple(pairs)), tuple(self.refs), frozenset(deferred)
 
     def _error(self, code: str, message: str) -> None:
         self.error_count += 1
@@ -169,31 +153,43 @@ class ArgumentCompiler:
         if kind is str or (kind is not dict and kind is not list and isinstance(value, str)):
             if "$" not in value and "{{" not in value:
                 return value
-            cached = self._ref_cache.get(value)  # the same "$ref:..." text again (a fan-in, a fan-out)
+            cached = self._ref_cache.get(value)
             if cached is not None:
-                self.refs[cached.step] = None
+                self.refs[cached[1]] = None
                 return cached
             return self._string(value)
         if kind is dict or isinstance(value, dict):
             mapping: dict[str, Any] = value  # (value is Any: no cast, which costs a call per use)
             pairs: list[tuple[str, Any]] = []
-            node = False
+            node = wrapped = False
             for k, v in mapping.items():
                 c = self._compile(v)
-                node = node or type(c) in _NODE_TYPES
+                if type(c) is tuple:
+                    if c[0] != LITERAL:
+                        node = True
+                    else:
+                        wrapped = True
                 pairs.append((k, c))
-            return _new_dict(tuple(pairs)) if node else dict(pairs)
+            if node:
+                return (DICT, tuple(pairs))
+            return _literal_dict(pairs, wrapped)
         if kind is list or isinstance(value, list):
             sequence: list[Any] = value
             elems: list[Any] = []
-            node = False
+            node = wrapped = False
             for v in sequence:
                 c = self._compile(v)
-                node = node or type(c) in _NODE_TYPES
+                if type(c) is tuple:
+                    if c[0] != LITERAL:
+                        node = True
+                    else:
+                        wrapped = True
                 elems.append(c)
-            return _new_list(tuple(elems)) if node else elems
-        if kind in _NODE_TYPES:  # one of these node objects given as data stays data
-            return _new_literal(value)
+            if node:
+                return (LIST, tuple(elems))
+            return [c[1] if type(c) is tuple else c for c in elems] if wrapped else elems
+        if kind is tuple:  # a plain tuple inside a tree would read as a node
+            return (LITERAL, value)
         return value
 
     def _string(self, s: str) -> Any:
@@ -212,7 +208,7 @@ class ArgumentCompiler:
                 self._error("unknown_reference", f"{s!r} refers to step {step!r}, which is not in the plan.")
                 return s
             self.refs[step] = None
-            ref = self._ref_cache[s] = _new_ref(step, path, s)
+            ref = self._ref_cache[s] = (REF, step, path, s)
             return ref
         if s.startswith(ESCAPED_PREFIX):
             return s[1:]
@@ -230,8 +226,9 @@ class ArgumentCompiler:
         return s
 
     def _template(self, s: str) -> Any:
-        parts: list[str | Ref] = []
+        parts: list[Any] = []  # strings and REF nodes
         pos = 0
+        found = False
         for m in TEMPLATE_RE.finditer(s):
             parsed = parse_path(m.group(1))
             if parsed is None or parsed[0] not in self.step_ids:
@@ -244,15 +241,23 @@ class ArgumentCompiler:
             if m.start() > pos:
                 parts.append(s[pos : m.start()])
             self.refs[parsed[0]] = None
-            parts.append(_new_ref(parsed[0], parsed[1], m.group(0)))
+            parts.append((REF, parsed[0], parsed[1], m.group(0)))
+            found = True
             pos = m.end()
-        if not any(isinstance(p, Ref) for p in parts):
+        if not found:
             return s
         if pos < len(s):
             parts.append(s[pos:])
-        if len(parts) == 1 and isinstance(parts[0], Ref):
+        if len(parts) == 1:
             return parts[0]  # exactly one {{...}}: the value keeps its type
-        return _new_template(tuple(parts))
+        return (TEMPLATE, tuple(parts))
+
+
+def _literal_dict(pairs: list[tuple[str, Any]], wrapped: bool) -> dict[str, Any]:
+    """The dict of ``pairs`` without references; ``wrapped``: take literal tuples out of their nodes."""
+    if wrapped:
+        return {k: c[1] if type(c) is tuple else c for k, c in pairs}
+    return dict(pairs)
 
 
 def compile_arguments(
@@ -336,47 +341,48 @@ def resolve_compiled(
     The executor calls it once per step; keywords and the extra call of `resolve` cost more than
     resolving a typical step's arguments.
     """
-    if isinstance(c, _Dict):  # isinstance narrows for the type checker; a cast would cost a call
+    tag = c[0]
+    if tag == DICT:
         obj: dict[str, Any] = {}
-        for k, v in c.items:
-            t = type(v)
-            if t is Ref and not v.path:
-                obj[k] = outputs[v.step]  # a whole output: never missing (the step succeeded)
-            elif t in _NODE_TYPES:
-                obj[k] = resolve_compiled(v, outputs, null, on_missing)
-            else:
+        for k, v in c[1]:
+            if type(v) is not tuple:
                 obj[k] = v
+            elif v[0] == REF and not v[2]:
+                obj[k] = outputs[v[1]]  # a whole output: never missing (the step succeeded)
+            else:
+                obj[k] = resolve_compiled(v, outputs, null, on_missing)
         return obj
-    if isinstance(c, Ref):
-        value = get_path(outputs[c.step], c.path) if c.path else outputs[c.step]
+    if tag == REF:
+        path = c[2]
+        value = get_path(outputs[c[1]], path) if path else outputs[c[1]]
         if value is _MISSING:
             if on_missing is not None:
                 on_missing(c)
-            return None if null else c.text
+            return None if null else c[3]
         return value
-    if isinstance(c, Literal):
-        return c.value
-    if isinstance(c, _List):
+    if tag == LITERAL:
+        return c[1]
+    if tag == LIST:
         seq: list[Any] = []
-        for v in c.items:
-            t = type(v)
-            if t is Ref and not v.path:
-                seq.append(outputs[v.step])
-            elif t in _NODE_TYPES:
-                seq.append(resolve_compiled(v, outputs, null, on_missing))
-            else:
+        for v in c[1]:
+            if type(v) is not tuple:
                 seq.append(v)
+            elif v[0] == REF and not v[2]:
+                seq.append(outputs[v[1]])
+            else:
+                seq.append(resolve_compiled(v, outputs, null, on_missing))
         return seq
     chunks: list[str] = []
-    for part in c.parts:
-        if isinstance(part, str):
+    for part in c[1]:
+        if type(part) is str:
             chunks.append(part)
             continue
-        v = get_path(outputs[part.step], part.path) if part.path else outputs[part.step]
+        path = part[2]
+        v = get_path(outputs[part[1]], path) if path else outputs[part[1]]
         if v is _MISSING:
             if on_missing is not None:
                 on_missing(part)
-            chunks.append("null" if null else part.text)
+            chunks.append("null" if null else part[3])
         else:
             chunks.append(to_text(v))
     return "".join(chunks)

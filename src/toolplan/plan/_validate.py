@@ -13,7 +13,7 @@ from ..tools import ToolRegistry, ToolsLike
 from ._graph import critical_path, find_cycles, mermaid, waves
 from ._ir import META_TOOL_NAMES, Dialect, Plan, Step
 from ._parse import _new_plan, _new_step, parse_source
-from ._refs import ArgumentCompiler, Compiled, _new_literal
+from ._refs import ArgumentCompiler, Compiled, literal
 
 __all__ = (
     "DEFAULT_MAX_STEPS",
@@ -230,7 +230,7 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
             continue  # duplicate, reported above
         tool_ok = s.tool in callable_tools or _check_tool(s.tool, sid, registry, issues, "The step")
         if batch:  # no data flow between batch steps
-            args: Compiled = _new_literal(dict(s.arguments))
+            args: Compiled = literal(dict(s.arguments))
             refs: tuple[str, ...] = ()
             deferred: frozenset[str] = frozenset()
         else:
@@ -298,7 +298,7 @@ def compile_calls(calls: Sequence[tuple[str, str, Mapping[str, Any]]]) -> Compil
     """
     steps = {sid: _new_step(id=sid, tool=tool, arguments=args) for sid, tool, args in calls}
     compiled = {
-        sid: _new_compiled(step=s, arguments=_new_literal(dict(s.arguments)), fallback_arguments=None, deps=())
+        sid: _new_compiled(step=s, arguments=literal(dict(s.arguments)), fallback_arguments=None, deps=())
         for sid, s in steps.items()
     }
     return _new_compiled_plan(
