@@ -147,6 +147,43 @@ async def _paired(case: Case, inner: int, pairs: int, *, gc_off: bool = False) -
     return {"total": whole, "run": run}
 
 
+GC_RUNS = 3  # watched runs per contender and case (see _gc_cost)
+
+
+async def _gc_cost(case: Case, name: str) -> dict[str, Any]:
+    """What the garbage collector does during one run, ``GC_RUNS`` times after a full collection.
+
+    Collections per generation (the largest count seen) and milliseconds spent in them (the median).
+    A full collection (generation 2) walks the whole process heap; CPython 3.11 starts one when the
+    objects that survived into the oldest generation since the last one exceed a quarter of those there.
+    """
+    run = case.runner(name)
+    counts = [0, 0, 0]
+    seen = [0, 0, 0]  # this run's collections per generation
+    spent: list[float] = []
+    clock = [0.0, 0.0]  # start of the current collection, time in collections this run
+
+    def watch(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            clock[0] = common.now()
+            return
+        clock[1] += common.now() - clock[0]
+        seen[info["generation"]] += 1
+
+    gc.callbacks.append(watch)
+    try:
+        for _ in range(GC_RUNS):
+            common.settle()
+            seen[:] = [0, 0, 0]
+            clock[1] = 0.0
+            await run()
+            counts = [max(a, b) for a, b in zip(counts, seen, strict=True)]
+            spent.append(clock[1] * 1e3)
+    finally:
+        gc.callbacks.remove(watch)
+    return {"collections": counts, "ms": common.summarize(spent)}
+
+
 def speed_probe(samples: int) -> list[float]:
     """Milliseconds for one fixed pure-Python loop, ``samples`` times: how much this machine's speed moves."""
     out: list[float] = []
@@ -205,6 +242,7 @@ async def run(
             paired_gc_off = await _paired(case, inner, pairs, gc_off=True)
             memory = {c: await _peak_memory(case, c) for c in contenders}
             compile_samples = await _compile_only(case, inner, reps_for(n))
+            gc_cost = {c: await _gc_cost(case, c) for c in ("toolplan", "floor")}
             row: dict[str, Any] = {
                 "shape": shape,
                 "n": n,
@@ -214,6 +252,7 @@ async def run(
                 "us_per_step": {c: {p: common.summarize(v) for p, v in ph.items()} for c, ph in samples.items()},
                 "peak_memory_bytes": memory,
                 "compile_plan_us_per_step": common.summarize(compile_samples),
+                "gc_per_run": gc_cost,
                 "skipped": [c for c in CONTENDERS if c not in contenders],
             }
             tp = row["us_per_step"]["toolplan"]["total"]["median"]

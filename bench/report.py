@@ -117,6 +117,23 @@ def overhead_section(d: dict[str, Any]) -> list[str]:
             f"| {g('toolplan', 'run')} | {g('langgraph', 'build')} | {g('langgraph', 'run')} | {g('floor', 'run')} "
             f"| {mem('toolplan')} | {mem('floor')} | {mem('wave')} | {mem('langgraph')} | {mem('dask')} |"
         )
+    gc_rows = [row for row in cases if "gc_per_run" in row]
+    if gc_rows:
+        out += [
+            "",
+            "The garbage collector during one run (after a full collection; most collections of generations "
+            "0 / 1 / 2 in 3 runs, median milliseconds in the collector). A generation-2 collection walks the "
+            "whole heap of the process:",
+            "",
+            "| shape | steps | toolplan collections | floor collections | toolplan ms | floor ms |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        for row in gc_rows:
+            t, f = row["gc_per_run"]["toolplan"], row["gc_per_run"]["floor"]
+            out.append(
+                f"| {row['shape']} | {row['n']:,} | {' / '.join(map(str, t['collections']))} "
+                f"| {' / '.join(map(str, f['collections']))} | {_f(t['ms']['median'])} | {_f(f['ms']['median'])} |"
+            )
     if d.get("growth"):
         out += ["", "Growth: per-step cost at the largest size / at the smallest (1.0 = linear):", ""]
         out.append("| shape | from → to | " + " | ".join([*(NAMES[c] for c in contenders), "compile_plan"]) + " |")

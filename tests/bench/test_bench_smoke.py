@@ -55,6 +55,10 @@ def test_overhead_shape(results: Path) -> None:
         paired = case["paired_ratio_toolplan_to_floor"]
         assert paired["total"]["n"] == paired["run"]["n"] == 2 and paired["run"]["median"] > 0
         assert case["paired_ratio_gc_off"]["total"]["median"] > 0
+        for name in ("toolplan", "floor"):
+            watched = case["gc_per_run"][name]
+            assert len(watched["collections"]) == 3 and min(watched["collections"]) >= 0
+            assert watched["ms"]["n"] == 3 and watched["ms"]["min"] >= 0
     assert data["speed_probe_ms"]["n"] == 5 * len(data["cases"])
 
 
@@ -106,3 +110,4 @@ def test_report_written(results: Path) -> None:
     text = (results / "RESULTS.md").read_text()
     for heading in ("Engine overhead", "Makespan", "Round-trips", "Streamed plans"):
         assert heading in text
+    assert "| toolplan collections | floor collections |" in text
