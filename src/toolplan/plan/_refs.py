@@ -52,11 +52,11 @@ Segment = str | int
 #   (LITERAL, value)            a value without references; inside a tree only a literal tuple is
 #                               wrapped (any other item without references is the value itself)
 #
-# Why tuples: CPython stops tracking a tuple in its garbage collector once everything in it is
-# untracked (strings, numbers, such tuples). Arguments made of references and JSON scalars thus
-# cost the collector nothing, although a compiled plan keeps them until it ends. As slotted
-# objects, a 10,000-step plan's compiled arguments alone made its run collect the whole heap
-# once more (docs/benchmarks.md, "Garbage collection").
+# Why tuples: they cost less to build and to read than slotted records, and CPython stops tracking
+# a tuple in its garbage collector once everything in it is untracked (strings, numbers, such
+# tuples). A compiled plan keeps its arguments until it ends; made of references and JSON scalars,
+# they drop out of the collections after the first few (docs/benchmarks.md, "Garbage collection
+# at 10,000 steps").
 REF, TEMPLATE, DICT, LIST, LITERAL = range(5)
 
 Ref = tuple[Any, ...]
