@@ -288,8 +288,8 @@ def test_python_tuples_in_arguments_stay_literal_values() -> None:
 
 
 def test_compiled_references_are_not_tracked_by_the_garbage_collector() -> None:
-    # A big plan keeps its compiled arguments until it ends; tracked, they would make its run
-    # collect the whole heap more often (docs/benchmarks.md, "Garbage collection").
+    # A big plan keeps its compiled arguments until it ends; tracked, every collection would walk
+    # them (docs/benchmarks.md, "Garbage collection at 10,000 steps").
     import gc
 
     report = validate_plan(
