@@ -154,8 +154,9 @@ async def _gc_cost(case: Case, name: str) -> dict[str, Any]:
     """What the garbage collector does during one run, ``GC_RUNS`` times after a full collection.
 
     Collections per generation (the largest count seen) and milliseconds spent in them (the median).
-    A full collection (generation 2) walks the whole process heap; CPython 3.11 starts one when the
-    objects that survived into the oldest generation since the last one exceed a quarter of those there.
+    A full collection (generation 2) walks the whole process heap; CPython 3.11 starts one at the 11th
+    collection of generation 1 since the last one, if the objects that reached the oldest generation
+    since then exceed a quarter of those already there (docs/benchmarks.md, "Garbage collection").
     """
     run = case.runner(name)
     counts = [0, 0, 0]
