@@ -177,7 +177,7 @@ class FunctionTool:
             value = await run_in_thread(self.function, **kwargs)
         if isinstance(value, ToolResult):
             return ToolResult(to_jsonable(value.content), value.error)
-        return _new_tool_result(to_jsonable(value))  # a maker: cheaper than calling the class
+        return _new_tool_result(to_jsonable(value))
 
     async def __call__(self, **kwargs: Any) -> Any:
         """Call the tool directly (validated), returning its content or raising `ToolError`."""
