@@ -689,3 +689,52 @@ async def test_cancelling_the_run_is_not_lost_when_the_plan_cancels_a_step_of_it
     outer = asyncio.create_task(execute_plan(plan, [hang, fail_and_cancel_the_run]))
     with pytest.raises(asyncio.CancelledError):
         await outer
+
+
+class _Interrupt(BaseException):
+    """Stands for KeyboardInterrupt or SystemExit raised inside a tool."""
+
+
+async def test_a_base_exception_in_a_tool_propagates_and_starts_no_more_workers() -> None:
+    # The caller's task runs `first` itself and `hang` gets a worker of its own. When `first`
+    # returns, `a` and `b` become ready together: the caller's task goes on with `a` and a worker
+    # for `b` is due at the event loop's next turn. `a` raises a BaseException, which ends the run
+    # while `hang` is being cancelled, so that turn comes: it must not try to start `b`.
+    hang_started = asyncio.Event()
+    loop_errors: list[dict[str, Any]] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: loop_errors.append(context))
+
+    @tool
+    async def first() -> int:
+        await hang_started.wait()
+        return 1
+
+    @tool
+    async def hang() -> None:
+        hang_started.set()
+        await asyncio.Event().wait()
+
+    @tool
+    async def interrupt(x: int) -> int:
+        raise _Interrupt
+
+    @tool
+    async def after(x: int) -> int:
+        return x
+
+    plan = {
+        "steps": [
+            {"id": "first", "tool": "first"},
+            {"id": "hang", "tool": "hang"},
+            {"id": "a", "tool": "interrupt", "arguments": {"x": "$ref:first"}},
+            {"id": "b", "tool": "after", "arguments": {"x": "$ref:first"}},
+        ]
+    }
+    try:
+        with pytest.raises(BaseExceptionGroup) as raised:  # asyncio's TaskGroup wraps it
+            await execute_plan(plan, [first, hang, interrupt, after])
+    finally:
+        loop.set_exception_handler(None)
+    assert [type(e) for e in raised.value.exceptions] == [_Interrupt]
+    assert loop_errors == []

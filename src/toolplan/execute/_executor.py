@@ -183,13 +183,19 @@ class PlanRun:
                 self._tg = tg
                 self._run_task = run_task = asyncio.current_task()
                 assert run_task is not None
-                self._report_ended()
-                first = self._take()
-                if first is not None:  # this task is the first worker: no task or loop turn of its own
-                    self.tasks[first] = run_task
-                    await self._step(first)
-                if self._sealed is not None:
-                    await self._sealed.wait()
+                try:
+                    self._report_ended()
+                    first = self._take()
+                    if first is not None:  # this task is the first worker: no task or loop turn of its own
+                        self.tasks[first] = run_task
+                        await self._step(first)
+                    if self._sealed is not None:
+                        await self._sealed.wait()
+                except BaseException:
+                    # The group shuts down (a tool raised a BaseException in this task, or the run was
+                    # cancelled) and refuses new tasks while it waits for the others: start no more.
+                    self._tg = None
+                    raise
         except TimeoutError:
             self._end_unfinished(
                 f"Not started: the plan deadline of {self.deadline:g}s passed.",
@@ -248,7 +254,7 @@ class PlanRun:
         tg, run_task = self._tg, self._run_task
         if tg is None or run_task is None or run_task.cancelling() or self._yielding:
             self._spawn_handle = None
-            return  # the run is ending (deadline, cancellation), or no tool is waiting
+            return  # the run is ending (deadline, cancellation, a BaseException), or no tool is waiting
         # The handle stays set while this runs, so these takes do not schedule another `_spawn`.
         while (sid := self._take()) is not None:
             self.tasks[sid] = tg.create_task(self._step(sid))
