@@ -306,6 +306,6 @@ def test_compiled_references_are_not_tracked_by_the_garbage_collector() -> None:
         TOOLS,
     )
     assert report.compiled is not None
-    for _ in range(20):  # each collection untracks one more level of nested tuples (9 here)
+    for _ in range(20):  # each collection untracks one more level of nested tuples (5 here)
         gc.collect()
     assert not gc.is_tracked(report.compiled.steps["c"].arguments)

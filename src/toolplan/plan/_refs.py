@@ -46,17 +46,19 @@ Segment = str | int
 #
 #   (REF, step, path, text)     step's output, or the field at ``path`` (a tuple of segments) inside
 #                               it; ``text`` is the reference as written, for messages and 'keep' mode
-#   (TEMPLATE, parts)           a string with ``{{...}}`` parts: a tuple of strings and REF nodes
-#   (DICT, pairs)               a dict holding a reference: a tuple of (key, item) tuples
-#   (LIST, items)               a list holding a reference
+#   (TEMPLATE, *parts)          a string with ``{{...}}`` parts: strings and REF nodes
+#   (DICT, keys, *items)        a dict holding a reference: its keys (one tuple, shared by every dict
+#                               of the plan with the same keys), then the item of each key
+#   (LIST, *items)              a list holding a reference
 #   (LITERAL, value)            a value without references; inside a tree only a literal tuple is
 #                               wrapped (any other item without references is the value itself)
 #
-# Why tuples: they cost less to build and to read than slotted records, and CPython stops tracking
-# a tuple in its garbage collector once everything in it is untracked (strings, numbers, such
-# tuples). A compiled plan keeps its arguments until it ends; made of references and JSON scalars,
-# they drop out of the collections after the first few (docs/benchmarks.md, "Garbage collection
-# at 10,000 steps").
+# Why flat tuples: they cost less to build and to read than slotted records or nested pairs, and
+# CPython stops tracking a tuple in its garbage collector once everything in it is untracked
+# (strings, numbers, such tuples). Each one made still counts towards the collector's next young
+# collection, so a node is one tuple, not a tuple of pairs. A compiled plan keeps its arguments
+# until it ends; made of references and JSON scalars, they drop out of the collections after the
+# first few (docs/benchmarks.md, "Garbage collection at 10,000 steps").
 REF, TEMPLATE, DICT, LIST, LITERAL = range(5)
 
 Ref = tuple[Any, ...]
@@ -101,7 +103,7 @@ class ArgumentCompiler:
         error: Called with ``(code, message)`` for each error.
     """
 
-    __slots__ = ("_ref_cache", "error_callback", "error_count", "refs", "step_ids", "warn")
+    __slots__ = ("_keys", "_ref_cache", "error_callback", "error_count", "refs", "step_ids", "warn")
 
     def __init__(
         self, step_ids: Collection[str], *, warn: Callable[[str, str], None], error: Callable[[str, str], None]
@@ -112,6 +114,7 @@ class ArgumentCompiler:
         self.error_count = 0
         self.refs: dict[str, None] = {}  # the steps referred to, in order of appearance
         self._ref_cache: dict[str, Ref] = {}  # "$ref:..." text -> its REF node (reused: a fan-in, a fan-out)
+        self._keys: dict[tuple[str, ...], tuple[str, ...]] = {}  # the keys of DICT nodes, one tuple each
 
     def arguments(self, arguments: Mapping[str, Any]) -> tuple[Compiled, tuple[str, ...], frozenset[str]]:
         """Compile a step's arguments.
@@ -121,7 +124,8 @@ class ArgumentCompiler:
         """
         self.refs = {}
         deferred: list[str] = []
-        pairs: list[tuple[str, Any]] = []
+        keys: list[str] = []
+        items: list[Any] = []
         wrapped = False
         for key, value in arguments.items():
             before = self.error_count
@@ -135,10 +139,19 @@ class ArgumentCompiler:
                     wrapped = True
             elif self.error_count > before:
                 deferred.append(key)
-            pairs.append((key, c))
+            keys.append(key)
+            items.append(c)
         if not deferred:
-            return (LITERAL, _literal_dict(pairs, wrapped)), (), frozenset()
-        return (DICT, tuple(pairs)), tuple(self.refs), frozenset(deferred)
+            return (LITERAL, _literal_dict(keys, items, wrapped)), (), frozenset()
+        return self._dict(keys, items), tuple(self.refs), frozenset(deferred)
+
+    def _dict(self, keys: list[str], items: list[Any]) -> Compiled:
+        """A DICT node; its keys tuple is shared with the plan's other dicts with the same keys."""
+        kt = tuple(keys)
+        shared = self._keys.get(kt)
+        if shared is None:
+            shared = self._keys[kt] = kt
+        return (DICT, shared, *items)
 
     def _error(self, code: str, message: str) -> None:
         self.error_count += 1
@@ -160,19 +173,20 @@ class ArgumentCompiler:
             return self._string(value)
         if kind is dict or isinstance(value, dict):
             mapping: dict[str, Any] = value  # (value is Any: no cast, which costs a call per use)
-            pairs: list[tuple[str, Any]] = []
+            keys = list(mapping)
+            items: list[Any] = []
             node = wrapped = False
-            for k, v in mapping.items():
+            for v in mapping.values():
                 c = self._compile(v)
                 if type(c) is tuple:
                     if c[0] != LITERAL:
                         node = True
                     else:
                         wrapped = True
-                pairs.append((k, c))
+                items.append(c)
             if node:
-                return (DICT, tuple(pairs))
-            return _literal_dict(pairs, wrapped)
+                return self._dict(keys, items)
+            return _literal_dict(keys, items, wrapped)
         if kind is list or isinstance(value, list):
             sequence: list[Any] = value
             elems: list[Any] = []
@@ -186,7 +200,7 @@ class ArgumentCompiler:
                         wrapped = True
                 elems.append(c)
             if node:
-                return (LIST, tuple(elems))
+                return (LIST, *elems)
             return [c[1] if type(c) is tuple else c for c in elems] if wrapped else elems
         if kind is tuple:  # a plain tuple inside a tree would read as a node
             return (LITERAL, value)
@@ -250,14 +264,14 @@ class ArgumentCompiler:
             parts.append(s[pos:])
         if len(parts) == 1:
             return parts[0]  # exactly one {{...}}: the value keeps its type
-        return (TEMPLATE, tuple(parts))
+        return (TEMPLATE, *parts)
 
 
-def _literal_dict(pairs: list[tuple[str, Any]], wrapped: bool) -> dict[str, Any]:
-    """The dict of ``pairs`` without references; ``wrapped``: take literal tuples out of their nodes."""
+def _literal_dict(keys: list[str], items: list[Any], wrapped: bool) -> dict[str, Any]:
+    """The dict of ``keys`` and ``items`` without references; ``wrapped``: take literal tuples out of their nodes."""
     if wrapped:
-        return {k: c[1] if type(c) is tuple else c for k, c in pairs}
-    return dict(pairs)
+        return {k: c[1] if type(c) is tuple else c for k, c in zip(keys, items, strict=True)}
+    return dict(zip(keys, items, strict=True))
 
 
 def compile_arguments(
@@ -344,7 +358,10 @@ def resolve_compiled(
     tag = c[0]
     if tag == DICT:
         obj: dict[str, Any] = {}
-        for k, v in c[1]:
+        i = 1
+        for k in c[1]:
+            i += 1
+            v = c[i]
             if type(v) is not tuple:
                 obj[k] = v
             elif v[0] == REF and not v[2]:
@@ -364,7 +381,7 @@ def resolve_compiled(
         return c[1]
     if tag == LIST:
         seq: list[Any] = []
-        for v in c[1]:
+        for v in c[1:]:
             if type(v) is not tuple:
                 seq.append(v)
             elif v[0] == REF and not v[2]:
@@ -373,7 +390,7 @@ def resolve_compiled(
                 seq.append(resolve_compiled(v, outputs, null, on_missing))
         return seq
     chunks: list[str] = []
-    for part in c[1]:
+    for part in c[1:]:
         if type(part) is str:
             chunks.append(part)
             continue
