@@ -107,7 +107,7 @@ def test_scheduler_core(dag: tuple[list[list[int]], set[int]], limit: int, rnd: 
             running.clear()
     assert sched.done
     assert len(started) == len(set(started))
-    states = {int(s[1:]): sched.state(s) for s in sched.nodes}
+    states = {int(s[1:]): sched.state(s) for s in sched.order}
     failed = {i for i, s in states.items() if s == "failed"}
     assert failed <= failing
     skipped = {i for i, s in states.items() if s == "skipped"}

@@ -268,7 +268,7 @@ class PlanRun:
             self._reported += 1
             if sid in self.results:
                 continue  # the executor recorded it (a refused or cancelled call)
-            state = self.sched.nodes[sid].state
+            state = self.sched.state(sid)
             kind: ErrorKind = "skipped" if state == "skipped" else "cancelled" if state == "cancelled" else "not_run"
             self._record(
                 _new_result(

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Literal
 
 __all__ = ("Scheduler", "StepState")
@@ -16,19 +15,12 @@ __all__ = ("Scheduler", "StepState")
 StepState = Literal["pending", "running", "succeeded", "failed", "skipped", "not_run", "cancelled"]
 
 
-@dataclass(slots=True, eq=False)
-class _Node:
-    id: str
-    index: int  # plan order
-    tool: str
-    waiting_on: int  # dependencies not yet succeeded
-    state: StepState = "pending"
-    queued: bool = False
-    dependents: list[_Node] = field(default_factory=list["_Node"])
-
-
 class Scheduler:
     """Eager dataflow: a step is ready the moment its own dependencies have succeeded.
+
+    Steps are numbered in the order they are added (plan order) and kept in parallel lists, not one
+    object per step: a plan of 10,000 steps then adds no objects for the garbage collector to count
+    and walk (docs/benchmarks.md, "Garbage collection at 10,000 steps").
 
     Args:
         max_concurrency: Steps running at once, plan-wide.
@@ -48,13 +40,20 @@ class Scheduler:
         self.max_concurrency = max_concurrency
         self.tool_limits = dict(tool_limits or {})
         self.fail_fast = fail_fast
-        self.nodes: dict[str, _Node] = {}
+        self.order: dict[str, int] = {}  # step id -> its number (plan order)
         self.reasons: dict[str, str] = {}  # why a step was skipped / not run
         self.running = 0
         self.running_by_tool: dict[str, int] = {}  # for tools with a limit
         self.stopped: str | None = None
-        self._queues: dict[str, deque[_Node]] = {}  # ready steps waiting for capacity, per tool
-        self._awaited: dict[str, list[_Node]] = {}  # steps waiting on an id not added yet (streamed plans)
+        # Per step number:
+        self._ids: list[str] = []
+        self._tools: list[str] = []
+        self._states: list[StepState] = []
+        self._waiting: list[int] = []  # dependencies not yet succeeded
+        self._queued: list[bool] = []  # in a ready queue
+        self._dependents: list[int | list[int] | None] = []  # one dependent, several, or none
+        self._queues: dict[str, deque[int]] = {}  # ready steps waiting for capacity, per tool
+        self._awaited: dict[str, list[int]] = {}  # steps waiting on an id not added yet (streamed plans)
         self._open = 0  # steps not yet in a terminal state
         # Steps that ended without their own outcome (skipped, not run, cancelled), in that order.
         self.ended_unrun: list[str] = []
@@ -63,35 +62,49 @@ class Scheduler:
 
     def add(self, step_id: str, tool: str, deps: Sequence[str]) -> None:
         """Add a step. Dependencies may name steps added later (streamed plans)."""
-        nodes = self.nodes
-        if step_id in nodes:
+        order = self.order
+        if step_id in order:
             raise ValueError(f"duplicate step {step_id!r}")
-        node = _Node(step_id, len(nodes), tool, 0, "pending", False, self._awaited.pop(step_id, []))  # positional
-        failed_dep: str | None = None
+        i = len(self._ids)
+        states, dependents = self._states, self._dependents
+        waiting = 0
+        failed_dep = -1
         for d in deps:
-            dep = nodes.get(d)
-            if dep is None:
-                node.waiting_on += 1
+            j = order.get(d)
+            if j is None:
+                waiting += 1
                 awaited = self._awaited.get(d)
                 if awaited is None:
-                    self._awaited[d] = [node]
+                    self._awaited[d] = [i]
                 else:
-                    awaited.append(node)
+                    awaited.append(i)
                 continue
-            dep.dependents.append(node)
-            state = dep.state
+            others = dependents[j]
+            if others is None:
+                dependents[j] = i
+            elif isinstance(others, int):
+                dependents[j] = [others, i]
+            else:
+                others.append(i)
+            state = states[j]
             if state == "pending" or state == "running":
-                node.waiting_on += 1
+                waiting += 1
             elif state != "succeeded":
-                failed_dep = d
-        nodes[step_id] = node
+                failed_dep = j
+        self._ids.append(step_id)
+        self._tools.append(tool)
+        states.append("pending")
+        self._waiting.append(waiting)
+        self._queued.append(False)
+        dependents.append(self._awaited.pop(step_id, None))
+        order[step_id] = i
         self._open += 1
-        if failed_dep is not None:
-            self._skip_from(node, nodes[failed_dep])
+        if failed_dep >= 0:
+            self._skip_from(i, failed_dep)
         elif self.stopped is not None:
-            self._end(node, "not_run", self.stopped)
-        elif node.waiting_on == 0:
-            self._enqueue(node)
+            self._end(i, "not_run", self.stopped)
+        elif waiting == 0:
+            self._enqueue(i)
 
     # -- running --------------------------------------------------------------------------------
 
@@ -102,7 +115,7 @@ class Scheduler:
 
     def state(self, step_id: str) -> StepState:
         """The step's current state."""
-        return self.nodes[step_id].state
+        return self._states[self.order[step_id]]
 
     @property
     def has_ready(self) -> bool:
@@ -122,19 +135,20 @@ class Scheduler:
             room = limit
         if room <= 0 or self.stopped is not None:
             return out
-        queues = self._queues
+        queues, ids, states, queued = self._queues, self._ids, self._states, self._queued
         if len(queues) == 1 and not self.tool_limits:  # one tool, no per-tool limit: take in order
             for queue in queues.values():
                 while queue and room > 0:
-                    node = queue.popleft()
-                    node.queued = False
-                    node.state = "running"
-                    out.append(node.id)
+                    i = queue.popleft()
+                    queued[i] = False
+                    states[i] = "running"
+                    out.append(ids[i])
                     room -= 1
             self.running += len(out)
             return out
         while room > 0:
-            best: _Node | None = None
+            best = -1
+            best_tool = ""
             for tool, queue in queues.items():
                 if not queue:
                     continue
@@ -142,72 +156,79 @@ class Scheduler:
                 if limit is not None and self.running_by_tool.get(tool, 0) >= limit:
                     continue
                 head = queue[0]
-                if best is None or head.index < best.index:
-                    best = head
-            if best is None:
+                if best < 0 or head < best:
+                    best, best_tool = head, tool
+            if best < 0:
                 break
-            queues[best.tool].popleft()
-            best.queued = False
-            best.state = "running"
+            queues[best_tool].popleft()
+            queued[best] = False
+            states[best] = "running"
             self.running += 1
             room -= 1
             if self.tool_limits:
-                self._count(best.tool, 1)
-            out.append(best.id)
+                self._count(best_tool, 1)
+            out.append(ids[best])
         return out
 
     def finish(self, step_id: str, *, succeeded: bool) -> None:
         """Record a running step's outcome: release dependents, or skip them on failure."""
-        node = self.nodes[step_id]
-        if node.state != "running":
-            raise ValueError(f"step {step_id!r} is {node.state}, not running")
+        i = self.order[step_id]
+        states = self._states
+        if states[i] != "running":
+            raise ValueError(f"step {step_id!r} is {states[i]}, not running")
         self.running -= 1
         if self.tool_limits:
-            self._count(node.tool, -1)
+            self._count(self._tools[i], -1)
         if not succeeded:
-            self._end(node, "failed", None)
-            self._skip_dependents(node)
+            self._end(i, "failed", None)
+            self._skip_dependents(i)
             if self.fail_fast:
                 self.stop(f"Not started: the plan stopped after step {step_id!r} failed (fail_fast).")
             return
-        node.state = "succeeded"  # what _end does, inlined for the common case
+        states[i] = "succeeded"  # what _end does, inlined for the common case
         self._open -= 1
-        for child in node.dependents:
-            if child.state == "pending":
-                child.waiting_on -= 1
-                if child.waiting_on == 0:
+        others = self._dependents[i]
+        if others is None:
+            return
+        waiting = self._waiting
+        for child in (others,) if isinstance(others, int) else others:
+            if states[child] == "pending":
+                left = waiting[child] - 1
+                waiting[child] = left
+                if left == 0:
                     self._enqueue(child)
 
     def cancel(self, step_id: str, reason: str) -> None:
         """Record that a running step was cancelled (its dependents are skipped)."""
-        node = self.nodes[step_id]
-        if node.state != "running":
+        i = self.order[step_id]
+        if self._states[i] != "running":
             return
         self.running -= 1
-        self._count(node.tool, -1)
-        self._end(node, "cancelled", reason)
-        self._skip_dependents(node)
+        self._count(self._tools[i], -1)
+        self._end(i, "cancelled", reason)
+        self._skip_dependents(i)
 
     def stop(self, reason: str) -> list[str]:
         """Start nothing more: every pending step ends ``not_run``. Returns the running steps."""
         if self.stopped is None:
             self.stopped = reason
         for queue in self._queues.values():
-            for node in queue:
-                node.queued = False
+            for i in queue:
+                self._queued[i] = False
             queue.clear()
-        for node in self.nodes.values():
-            if node.state == "pending":
-                self._end(node, "not_run", reason)
-        return [sid for sid, node in self.nodes.items() if node.state == "running"]
+        states = self._states
+        for i in range(len(states)):
+            if states[i] == "pending":
+                self._end(i, "not_run", reason)
+        return [self._ids[i] for i, state in enumerate(states) if state == "running"]
 
     def refuse(self, step_id: str, reason: str) -> None:
         """A running step could not start after all (budget): it ends ``not_run``, dependents skip."""
-        node = self.nodes[step_id]
+        i = self.order[step_id]
         self.running -= 1
-        self._count(node.tool, -1)
-        self._end(node, "not_run", reason)
-        self._skip_dependents(node)
+        self._count(self._tools[i], -1)
+        self._end(i, "not_run", reason)
+        self._skip_dependents(i)
 
     # -- internals ------------------------------------------------------------------------------
 
@@ -216,38 +237,46 @@ class Scheduler:
         if tool in self.tool_limits:
             self.running_by_tool[tool] = self.running_by_tool.get(tool, 0) + delta
 
-    def _enqueue(self, node: _Node) -> None:
-        node.queued = True
-        queue = self._queues.get(node.tool)
+    def _enqueue(self, i: int) -> None:
+        self._queued[i] = True
+        tool = self._tools[i]
+        queue = self._queues.get(tool)
         if queue is None:
-            queue = self._queues[node.tool] = deque()
-        queue.append(node)
+            queue = self._queues[tool] = deque()
+        queue.append(i)
 
-    def _end(self, node: _Node, state: StepState, reason: str | None) -> None:
-        if node.queued:
-            self._queues[node.tool].remove(node)
-            node.queued = False
-        node.state = state
+    def _end(self, i: int, state: StepState, reason: str | None) -> None:
+        if self._queued[i]:
+            self._queues[self._tools[i]].remove(i)
+            self._queued[i] = False
+        self._states[i] = state
         self._open -= 1
         if state != "succeeded" and state != "failed":
-            self.ended_unrun.append(node.id)
+            self.ended_unrun.append(self._ids[i])
         if reason is not None:
-            self.reasons[node.id] = reason
+            self.reasons[self._ids[i]] = reason
 
-    def _skip_dependents(self, node: _Node) -> None:
-        for child in node.dependents:
-            if child.state == "pending":
-                self._skip_from(child, node)
+    def _children(self, i: int) -> Sequence[int]:
+        others = self._dependents[i]
+        if others is None:
+            return ()
+        return (others,) if isinstance(others, int) else others
 
-    def _skip_from(self, node: _Node, cause: _Node) -> None:
-        """Skip ``node`` and its pending transitive dependents because ``cause`` did not succeed."""
-        stack = [(node, cause)]
+    def _skip_dependents(self, i: int) -> None:
+        for child in self._children(i):
+            if self._states[child] == "pending":
+                self._skip_from(child, i)
+
+    def _skip_from(self, i: int, cause: int) -> None:
+        """Skip step ``i`` and its pending transitive dependents because step ``cause`` did not succeed."""
+        states = self._states
+        stack = [(i, cause)]
         while stack:
             n, why = stack.pop()
-            if n.state != "pending":
+            if states[n] != "pending":
                 continue
             verb = {"failed": "failed", "cancelled": "was cancelled", "not_run": "did not run"}.get(
-                why.state, "was skipped"
+                states[why], "was skipped"
             )
-            self._end(n, "skipped", f"Skipped because dependency {why.id!r} {verb}.")
-            stack.extend((child, n) for child in n.dependents)
+            self._end(n, "skipped", f"Skipped because dependency {self._ids[why]!r} {verb}.")
+            stack.extend((child, n) for child in self._children(n))
