@@ -124,7 +124,7 @@ class ArgumentCompiler:
         """
         self.refs = {}
         deferred: list[str] = []
-        keys: list[str] = []
+        keys = list(arguments)
         items: list[Any] = []
         wrapped = False
         for key, value in arguments.items():
@@ -139,7 +139,6 @@ class ArgumentCompiler:
                     wrapped = True
             elif self.error_count > before:
                 deferred.append(key)
-            keys.append(key)
             items.append(c)
         if not deferred:
             return (LITERAL, _literal_dict(keys, items, wrapped)), (), frozenset()
@@ -270,8 +269,8 @@ class ArgumentCompiler:
 def _literal_dict(keys: list[str], items: list[Any], wrapped: bool) -> dict[str, Any]:
     """The dict of ``keys`` and ``items`` without references; ``wrapped``: take literal tuples out of their nodes."""
     if wrapped:
-        return {k: c[1] if type(c) is tuple else c for k, c in zip(keys, items, strict=True)}
-    return dict(zip(keys, items, strict=True))
+        return {k: c[1] if type(c) is tuple else c for k, c in zip(keys, items)}  # noqa: B905 (same length)
+    return dict(zip(keys, items))  # noqa: B905 (same length; strict=True costs more than the rest)
 
 
 def compile_arguments(
