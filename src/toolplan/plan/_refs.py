@@ -47,8 +47,7 @@ Segment = str | int
 #   (REF, step, path, text)     step's output, or the field at ``path`` (a tuple of segments) inside
 #                               it; ``text`` is the reference as written, for messages and 'keep' mode
 #   (TEMPLATE, *parts)          a string with ``{{...}}`` parts: strings and REF nodes
-#   (DICT, keys, *items)        a dict holding a reference: its keys (one tuple, shared by every dict
-#                               of the plan with the same keys), then the item of each key
+#   (DICT, k1, item1, k2, ...)  a dict holding a reference: each key followed by its item
 #   (LIST, *items)              a list holding a reference
 #   (LITERAL, value)            a value without references; inside a tree only a literal tuple is
 #                               wrapped (any other item without references is the value itself)
@@ -103,7 +102,7 @@ class ArgumentCompiler:
         error: Called with ``(code, message)`` for each error.
     """
 
-    __slots__ = ("_keys", "_ref_cache", "error_callback", "error_count", "refs", "step_ids", "warn")
+    __slots__ = ("_ref_cache", "error_callback", "error_count", "refs", "step_ids", "warn")
 
     def __init__(
         self, step_ids: Collection[str], *, warn: Callable[[str, str], None], error: Callable[[str, str], None]
@@ -114,7 +113,6 @@ class ArgumentCompiler:
         self.error_count = 0
         self.refs: dict[str, None] = {}  # the steps referred to, in order of appearance
         self._ref_cache: dict[str, Ref] = {}  # "$ref:..." text -> its REF node (reused: a fan-in, a fan-out)
-        self._keys: dict[tuple[str, ...], tuple[str, ...]] = {}  # the keys of DICT nodes, one tuple each
 
     def arguments(self, arguments: Mapping[str, Any]) -> tuple[Compiled, tuple[str, ...], frozenset[str]]:
         """Compile a step's arguments.
@@ -124,8 +122,7 @@ class ArgumentCompiler:
         """
         self.refs = {}
         deferred: list[str] = []
-        keys = list(arguments)
-        items: list[Any] = []
+        node: list[Any] = [DICT]  # the DICT node, if a value holds a reference
         wrapped = False
         for key, value in arguments.items():
             before = self.error_count
@@ -139,18 +136,11 @@ class ArgumentCompiler:
                     wrapped = True
             elif self.error_count > before:
                 deferred.append(key)
-            items.append(c)
+            node.append(key)
+            node.append(c)
         if not deferred:
-            return (LITERAL, _literal_dict(keys, items, wrapped)), (), frozenset()
-        return self._dict(keys, items), tuple(self.refs), frozenset(deferred)
-
-    def _dict(self, keys: list[str], items: list[Any]) -> Compiled:
-        """A DICT node; its keys tuple is shared with the plan's other dicts with the same keys."""
-        kt = tuple(keys)
-        shared = self._keys.get(kt)
-        if shared is None:
-            shared = self._keys[kt] = kt
-        return (DICT, shared, *items)
+            return (LITERAL, _literal_dict(node, wrapped)), (), frozenset()
+        return tuple(node), tuple(self.refs), frozenset(deferred)
 
     def _error(self, code: str, message: str) -> None:
         self.error_count += 1
@@ -172,20 +162,20 @@ class ArgumentCompiler:
             return self._string(value)
         if kind is dict or isinstance(value, dict):
             mapping: dict[str, Any] = value  # (value is Any: no cast, which costs a call per use)
-            keys = list(mapping)
-            items: list[Any] = []
+            items: list[Any] = [DICT]
             node = wrapped = False
-            for v in mapping.values():
+            for k, v in mapping.items():
                 c = self._compile(v)
                 if type(c) is tuple:
                     if c[0] != LITERAL:
                         node = True
                     else:
                         wrapped = True
+                items.append(k)
                 items.append(c)
             if node:
-                return self._dict(keys, items)
-            return _literal_dict(keys, items, wrapped)
+                return tuple(items)
+            return _literal_dict(items, wrapped)
         if kind is list or isinstance(value, list):
             sequence: list[Any] = value
             elems: list[Any] = []
@@ -199,7 +189,8 @@ class ArgumentCompiler:
                         wrapped = True
                 elems.append(c)
             if node:
-                return (LIST, *elems)
+                elems.insert(0, LIST)
+                return tuple(elems)
             return [c[1] if type(c) is tuple else c for c in elems] if wrapped else elems
         if kind is tuple:  # a plain tuple inside a tree would read as a node
             return (LITERAL, value)
@@ -263,14 +254,17 @@ class ArgumentCompiler:
             parts.append(s[pos:])
         if len(parts) == 1:
             return parts[0]  # exactly one {{...}}: the value keeps its type
-        return (TEMPLATE, *parts)
+        parts.insert(0, TEMPLATE)
+        return tuple(parts)
 
 
-def _literal_dict(keys: list[str], items: list[Any], wrapped: bool) -> dict[str, Any]:
-    """The dict of ``keys`` and ``items`` without references; ``wrapped``: take literal tuples out of their nodes."""
+def _literal_dict(node: list[Any], wrapped: bool) -> dict[str, Any]:
+    """The dict of a would-be DICT node without references; ``wrapped``: take literal tuples out of their nodes."""
+    it = iter(node)
+    next(it)  # the tag
     if wrapped:
-        return {k: c[1] if type(c) is tuple else c for k, c in zip(keys, items)}  # noqa: B905 (same length)
-    return dict(zip(keys, items))  # noqa: B905 (same length; strict=True costs more than the rest)
+        return {k: c[1] if type(c) is tuple else c for k, c in zip(it, it)}  # noqa: B905 (pairs)
+    return dict(zip(it, it))  # noqa: B905 (pairs of key and value)
 
 
 def compile_arguments(
@@ -357,10 +351,9 @@ def resolve_compiled(
     tag = c[0]
     if tag == DICT:
         obj: dict[str, Any] = {}
-        i = 1
-        for k in c[1]:
-            i += 1
-            v = c[i]
+        it = iter(c)
+        next(it)  # the tag
+        for k, v in zip(it, it):  # noqa: B905 (pairs of key and item)
             if type(v) is not tuple:
                 obj[k] = v
             elif v[0] == REF and not v[2]:
