@@ -306,7 +306,7 @@ def instructions_section(d: dict[str, Any]) -> list[str]:
         return [*out, f"Skipped: {d['skipped']}."]
     out += [
         f"Counter: {d['settings']['counter']}. Method: {d['settings']['method']}. Unlike the timed table these "
-        "do not move between runs; they do not weigh cache misses or the garbage collector.",
+        "do not move between runs; they count the garbage collector's work like any other code, not cache misses.",
         "",
         "| shape | steps | floor | toolplan compile_plan | toolplan run | toolplan | toolplan / floor "
         "| toolplan run / floor |",
