@@ -351,9 +351,10 @@ def resolve_compiled(
     tag = c[0]
     if tag == DICT:
         obj: dict[str, Any] = {}
-        it = iter(c)
-        next(it)  # the tag
-        for k, v in zip(it, it):  # noqa: B905 (pairs of key and item)
+        i, n = 1, len(c)
+        while i < n:  # (a while loop costs less here than iter/zip or range, for the usual one or two keys)
+            k, v = c[i], c[i + 1]
+            i += 2
             if type(v) is not tuple:
                 obj[k] = v
             elif v[0] == REF and not v[2]:
