@@ -1,4 +1,4 @@
-"""``python -m bench overhead|instructions|makespan|roundtrips|streaming|all|report [--quick] [--out DIR]``."""
+"""``python -m bench NAME|all|report [--quick] [--out DIR]``; NAME is one of ``BENCHMARKS``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from . import common
 
-BENCHMARKS = ("overhead", "instructions", "makespan", "roundtrips", "streaming")
+BENCHMARKS = ("overhead", "instructions", "makespan", "roundtrips", "local_model", "streaming")
 
 
 def parser() -> argparse.ArgumentParser:

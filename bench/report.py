@@ -268,6 +268,26 @@ def roundtrips_section(d: dict[str, Any]) -> list[str]:
     return out
 
 
+def local_model_section(d: dict[str, Any]) -> list[str]:
+    out = ["## 3b. The demo task with the real local model", "", _machine(d), ""]
+    if d.get("skipped"):
+        return [*out, f"Skipped: {d['skipped']}."]
+    out += [
+        f"Model: {d['model']}, started in {d['server_start_s']:.1f} s. Task: {d['settings']['task']} "
+        "Token counts are the server's.",
+        "",
+        "| mode | status | requests | input tokens | output tokens | tool calls | wall (s) | answer (start) |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for m in d["modes"]:
+        answer = m["answer"][:80].replace("|", "/").replace("\n", " ")
+        out.append(
+            f"| {m['mode']} | {m['status']} | {m['requests']} | {m['input_tokens']:,} | {m['output_tokens']:,} "
+            f"| {m['tool_calls']} | {m['wall_s']:.1f} | {answer} |"
+        )
+    return out
+
+
 def streaming_section(d: dict[str, Any]) -> list[str]:
     out = ["## 4. Streamed plans", "", _machine(d), ""]
     out.append(
@@ -348,6 +368,7 @@ def write_report(out_dir: Path) -> Path:
         ("instructions", instructions_section),
         ("makespan", makespan_section),
         ("roundtrips", roundtrips_section),
+        ("local_model", local_model_section),
         ("streaming", streaming_section),
     ):
         data = _load(out_dir, name)

@@ -106,8 +106,14 @@ def test_streaming_shape(results: Path) -> None:
         assert task["streamed"] == "pending" or task["streamed"]["total_s"] > 0
 
 
+def test_local_model_is_skipped_when_quick(results: Path) -> None:
+    data = _load(results, "local_model")
+    assert "--quick" in data["skipped"]
+    assert "modes" not in data
+
+
 def test_report_written(results: Path) -> None:
     text = (results / "RESULTS.md").read_text()
-    for heading in ("Engine overhead", "Makespan", "Round-trips", "Streamed plans"):
+    for heading in ("Engine overhead", "Makespan", "Round-trips", "real local model", "Streamed plans"):
         assert heading in text
     assert "| toolplan collections | floor collections |" in text
