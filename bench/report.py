@@ -268,10 +268,18 @@ def roundtrips_section(d: dict[str, Any]) -> list[str]:
     return out
 
 
-def local_model_section(d: dict[str, Any]) -> list[str]:
-    out = ["## 3b. The demo task with the real local model", "", _machine(d), ""]
+def _head(title: str, d: dict[str, Any]) -> list[str]:
+    """A section's title and machine line, then why it was skipped if it was."""
+    out = [f"## {title}", "", _machine(d), ""]
     if d.get("skipped"):
-        return [*out, f"Skipped: {d['skipped']}."]
+        out.append(f"Skipped: {d['skipped']}.")
+    return out
+
+
+def local_model_section(d: dict[str, Any]) -> list[str]:
+    out = _head("3b. The demo task with the real local model", d)
+    if d.get("skipped"):
+        return out
     out += [
         f"Model: {d['model']}, started in {d['server_start_s']:.1f} s. Task: {d['settings']['task']} "
         "Token counts are the server's.",
@@ -321,9 +329,9 @@ def streaming_section(d: dict[str, Any]) -> list[str]:
 
 
 def instructions_section(d: dict[str, Any]) -> list[str]:
-    out = ["## 1b. Instructions per step (valgrind, deterministic)", "", _machine(d), ""]
+    out = _head("1b. Instructions per step (valgrind, deterministic)", d)
     if d.get("skipped"):
-        return [*out, f"Skipped: {d['skipped']}."]
+        return out
     out += [
         f"Counter: {d['settings']['counter']}. Method: {d['settings']['method']}. Unlike the timed table these "
         "do not move between runs; they count the garbage collector's work like any other code, not cache misses.",
