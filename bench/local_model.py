@@ -15,33 +15,19 @@ from pathlib import Path
 from typing import Any
 
 from toolplan import ToolplanError
-from toolplan.agent import Agent
-from toolplan.cli._agent_demo import AGENT_TASK
-from toolplan.cli._demo import demo_tools
+from toolplan.cli._agent_demo import AGENT_MODES, AGENT_TASK, demo_agent, tool_calls
 from toolplan.models import Model
 
 from . import common
 
-MODES = (  # label, agent strategy, tool planning
-    ("one call per turn", "sequential", False),
-    ("parallel calls", "native", False),
-    ("one plan", "native", True),
-)
 TIMEOUT_S = 300.0  # per mode
 
 
 async def _run(model: Model) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    for label, strategy, planning in MODES:
-        agent = Agent(
-            model=model,
-            tools=demo_tools(),
-            strategy=strategy,
-            tool_planning=planning,
-            instructions="Answer the user's question using the tools.",
-        )
+    for label, _, strategy, planning in AGENT_MODES:
         t0 = common.now()
-        result = await asyncio.wait_for(agent.run(AGENT_TASK), TIMEOUT_S)
+        result = await asyncio.wait_for(demo_agent(model, strategy, planning).run(AGENT_TASK), TIMEOUT_S)
         rows.append(
             {
                 "mode": label,
@@ -49,7 +35,7 @@ async def _run(model: Model) -> list[dict[str, Any]]:
                 "requests": result.usage.requests,
                 "input_tokens": result.usage.input_tokens,
                 "output_tokens": result.usage.output_tokens,
-                "tool_calls": sum(len(p.steps) for p in result.plan_results) or result.tool_calls,
+                "tool_calls": tool_calls(result),
                 "wall_s": common.now() - t0,
                 "answer": str(result.output)[:300],
             }

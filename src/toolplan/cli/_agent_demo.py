@@ -23,7 +23,7 @@ from ..testing import FunctionInfo, FunctionModel
 from ._demo import demo_tools
 from ._render import say
 
-__all__ = ("AGENT_TASK", "demo_model", "run_agent_demo")
+__all__ = ("AGENT_MODES", "AGENT_TASK", "demo_agent", "demo_model", "run_agent_demo", "tool_calls")
 
 AGENT_TASK = "Is Tokyo warmer than London, and Paris warmer than New York? Summarise both comparisons."
 SIMULATED_MODEL_LATENCY = 0.2  # seconds per request of the demo model, to make wall times realistic
@@ -120,23 +120,35 @@ class _Row:
     seconds: float
 
 
+AGENT_MODES = (  # label, the demo model's mode, agent strategy, tool planning
+    ("one call per turn", "one_per_turn", "sequential", False),
+    ("parallel calls", "parallel", "native", False),
+    ("one plan", "planning", "native", True),
+)
+
+
+def demo_agent(model: Model, strategy: str, planning: bool) -> Agent:
+    """The demo's agent: its tools and instructions, one of `AGENT_MODES`' strategies."""
+    return Agent(
+        model=model,
+        tools=demo_tools(),
+        strategy=strategy,
+        tool_planning=planning,
+        instructions="Answer the user's question using the tools.",
+    )
+
+
+def tool_calls(result: AgentResult) -> int:
+    """The tools a run called: the steps of its plans, or its direct calls."""
+    return sum(len(p.steps) for p in result.plan_results) or result.tool_calls
+
+
 async def _run_all(model: Model | None) -> list[_Row]:
     rows: list[_Row] = []
-    modes = [
-        ("one call per turn", "one_per_turn", "sequential", False),
-        ("parallel calls", "parallel", "native", False),
-        ("one plan", "planning", "native", True),
-    ]
-    for label, key, strategy, planning in modes:
+    for label, key, strategy, planning in AGENT_MODES:
         if model is not None and not planning:
             continue
-        agent = Agent(
-            model=model or demo_model(key),
-            tools=demo_tools(),
-            strategy=strategy,
-            tool_planning=planning,
-            instructions="Answer the user's question using the tools.",
-        )
+        agent = demo_agent(model or demo_model(key), strategy, planning)
         start = time.perf_counter()
         result = await agent.run(AGENT_TASK)
         rows.append(_Row(label, result, time.perf_counter() - start))
@@ -164,7 +176,7 @@ def run_agent_demo(console: Console, model: Model | None = None) -> None:
         table.add_column(column, justify="left" if column == "mode" else "right")
     for row in rows:
         r = row.result
-        calls = sum(len(p.steps) for p in r.plan_results) or r.tool_calls
+        calls = tool_calls(r)
         table.add_row(
             row.mode,
             str(r.usage.requests),
