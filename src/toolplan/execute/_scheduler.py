@@ -187,7 +187,7 @@ class Scheduler:
             return
         states[i] = "succeeded"  # what _end does, inlined for the common case
         self._open -= 1
-        others = self._dependents[i]
+        others = self._dependents[i]  # what _children does, inlined too
         if others is None:
             return
         waiting = self._waiting
