@@ -30,9 +30,12 @@ from .agent import PlanTool as PlanTool
 from .agent import SequentialExecutor as SequentialExecutor
 from .agent import create_executor as create_executor
 from .agent import run as run
+from .execute import CallContext as CallContext
 from .execute import PlanResult as PlanResult
+from .execute import RunLimits as RunLimits
 from .execute import StepError as StepError
 from .execute import StepResult as StepResult
+from .execute import current_call as current_call
 from .execute import execute_plan as execute_plan
 from .execute import execute_plan_sync as execute_plan_sync
 from .execute import stream_plan as stream_plan
@@ -54,6 +57,7 @@ __all__ = (
     "Agent",
     "AgentResult",
     "Budget",
+    "CallContext",
     "ExecutionStrategy",
     "FunctionTool",
     "InvalidArgumentsError",
@@ -70,6 +74,7 @@ __all__ = (
     "PlanTool",
     "PlanValidationError",
     "RunError",
+    "RunLimits",
     "SandboxError",
     "SequentialExecutor",
     "Step",
@@ -89,6 +94,7 @@ __all__ = (
     "ValidationReport",
     "__version__",
     "create_executor",
+    "current_call",
     "execute_plan",
     "execute_plan_sync",
     "parse_plan",

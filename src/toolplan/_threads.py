@@ -1,16 +1,29 @@
-"""Run blocking callables off the event loop, on one shared, lazily created thread pool."""
+"""Run blocking callables off the event loop, on one shared, lazily grown pool of daemon threads.
+
+Python cannot stop a thread. When the await of a sync tool is abandoned (its timeout passed, or the
+run was cancelled) the function goes on in its thread. Two rules follow:
+
+- The call's owner is told (``CallContext.on_linger``) so the tool's concurrency slots stay taken
+  until the thread really ends: a ``concurrency=1`` tool never runs twice at once, and a retry does
+  not overlap the attempt it replaces.
+- The threads are daemon threads, so a process (the CLI, a script) exits when its work is done
+  instead of waiting for abandoned functions; their results were already discarded.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
 import functools
+import queue
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import ParamSpec, TypeVar
+from concurrent.futures import Future
+from typing import Any, ParamSpec, TypeVar
 
-__all__ = ("run_in_thread",)
+from ._context import _CURRENT, linger_hook
+
+__all__ = ("lingering_threads", "run_in_thread")
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -19,26 +32,86 @@ R = TypeVar("R")
 # share a process. The default asyncio executor (min(32, cpus + 4) threads) would silently cap a
 # plan of sync tools at 6 parallel calls on a 2-core machine.
 _MAX_THREADS = 128
-_pool: ThreadPoolExecutor | None = None
-_lock = threading.Lock()
 
 
-def _get_pool() -> ThreadPoolExecutor:
+class _DaemonPool:
+    """A minimal pool of daemon threads.
+
+    `concurrent.futures.ThreadPoolExecutor` joins its non-daemon threads at interpreter exit, which
+    would keep a process alive for abandoned calls.
+    """
+
+    def __init__(self, max_threads: int) -> None:
+        self._max = max_threads
+        self._work: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+        self.busy = 0  # calls running or queued, abandoned ones included
+
+    def submit(self, fn: Callable[[], Any]) -> Future[Any]:
+        future: Future[Any] = Future()
+        with self._lock:
+            self.busy += 1
+            start = self._idle == 0 and self._threads < self._max
+            if start:
+                self._threads += 1
+            else:
+                self._idle -= 1
+        self._work.put((future, fn))
+        if start:
+            threading.Thread(target=self._worker, name=f"toolplan-tool-{self._threads}", daemon=True).start()
+        return future
+
+    def _worker(self) -> None:
+        while True:
+            future, fn = self._work.get()
+            if future.set_running_or_notify_cancel():
+                try:
+                    result = fn()
+                except BaseException as exc:  # handed to the awaiting task (SystemExit included)
+                    future.set_exception(exc)
+                else:
+                    future.set_result(result)
+                del future, fn
+            with self._lock:
+                self.busy -= 1
+                self._idle += 1
+
+
+_pool: _DaemonPool | None = None
+_pool_lock = threading.Lock()
+
+
+def _get_pool() -> _DaemonPool:
     global _pool
     if _pool is None:
-        with _lock:
+        with _pool_lock:
             if _pool is None:
-                _pool = ThreadPoolExecutor(max_workers=_MAX_THREADS, thread_name_prefix="toolplan-tool")
+                _pool = _DaemonPool(_MAX_THREADS)
     return _pool
+
+
+def lingering_threads() -> int:
+    """Calls still running (or queued) in the tool thread pool, abandoned ones included."""
+    return 0 if _pool is None else _pool.busy
 
 
 async def run_in_thread(func: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
     """Run ``func`` in the shared pool, keeping the caller's context variables.
 
     A cancelled await stops waiting at once; the thread itself runs to completion (Python cannot
-    interrupt a thread), so blocking tools should honour their own timeouts.
+    interrupt a thread). When that happens during a tool call, the call's owner is told, so the
+    call keeps counting against its limits until the thread ends.
     """
-    loop = asyncio.get_running_loop()
     ctx = contextvars.copy_context()
-    call = functools.partial(ctx.run, func, *args, **kwargs)
-    return await loop.run_in_executor(_get_pool(), call)
+    future = _get_pool().submit(functools.partial(ctx.run, func, *args, **kwargs))
+    try:
+        return await asyncio.wrap_future(future)
+    except asyncio.CancelledError:
+        if not future.done():  # already running: cancel() could not stop it
+            raw = _CURRENT.get()
+            hook = None if raw is None else linger_hook(raw)
+            if hook is not None:
+                hook(raw, future)
+        raise

@@ -336,7 +336,12 @@ async def test_streamed_plan_that_turns_out_invalid_cancels_what_it_started() ->
     result = await agent.run("go")
     assert cancelled == ["hang"]
     reply = tool_messages(result.messages)[0]
-    assert reply.is_error and "unknown_tool" in reply.content and "1 step(s) that had already started" in reply.content
+    assert reply.is_error and "unknown_tool" in reply.content
+    assert "1 of its steps had started" in reply.content and "no tool was called" not in reply.content
+    assert "- a (hang): cancelled while running" in reply.content
+    # The record of what ran is kept with the run's plan results.
+    (kept,) = result.plan_results
+    assert kept.steps["a"].status == "cancelled" and kept.steps["a"].attempts == 1
 
 
 async def test_test_model_calls_every_tool_once() -> None:

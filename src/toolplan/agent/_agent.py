@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Self
 
 from .._errors import UserError
 from .._tasks import task_group
-from ..execute import ToolInvoker
+from ..execute import RunLimits, ToolInvoker
 from ..models import (
     AssistantMessage,
     Model,
@@ -45,7 +47,7 @@ class Agent:
     """An LLM agent that calls tools, natively in parallel and, opt-in, through plans.
 
     Args:
-        model: A `Model` or a ``"provider:name"`` string (``"openai:gpt-4o-mini"``).
+        model: A `Model` or a ``"provider:name"`` string (``"openai:gpt-4o-mini"``); may be positional.
         name: A name for logs and traces.
         instructions: The system prompt.
         tools: Typed functions, `@tool` objects, `Tool` implementations, or a `ToolRegistry`.
@@ -53,19 +55,23 @@ class Agent:
         code_execution: A code runner (see ``toolplan.sandbox``); offers the model ``execute_code``.
         max_iterations: Most model requests in one run.
         max_tool_calls_per_turn: Calls beyond this in one model turn are not run (the model is told).
-        max_concurrent_tools: Calls of one turn (or steps of one plan) running at once.
+        limits: Every tool-call limit of a run in one `RunLimits`: concurrency, timeouts, the run's
+            deadline, its one budget (shared by direct calls, plans, streamed plans and code, reserved
+            when a call is dispatched). The three options below override its fields.
+        max_concurrent_tools: Calls of one turn (or steps of one plan) running at once (default 20).
         strategy: ``"native"`` (concurrent calls) or ``"sequential"`` (one at a time, in order).
         stream_plans: Stream the model's answer and start a plan's steps while it is still being
             written (needs `tool_planning`).
         settings: Model settings for every request.
-        budget: Limits on tool calls and cost over the whole run (plans included).
+        budget: Limits on tool calls, cost and latency over the whole run (plans and code included);
+            ``max_latency`` is the run's deadline for tool calls, counted from the start of the run.
         tool_timeout: Default timeout of one tool call, in seconds.
     """
 
     def __init__(
         self,
-        *,
         model: Model | str,
+        *,
         name: str = "agent",
         instructions: str = "",
         tools: ToolsLike = (),
@@ -73,7 +79,8 @@ class Agent:
         code_execution: CodeRunner | None = None,
         max_iterations: int = 25,
         max_tool_calls_per_turn: int = 50,
-        max_concurrent_tools: int = 20,
+        limits: RunLimits | None = None,
+        max_concurrent_tools: int | None = None,
         strategy: ExecutionStrategy | str = ExecutionStrategy.NATIVE,
         stream_plans: bool = False,
         settings: ModelSettings | None = None,
@@ -82,8 +89,11 @@ class Agent:
     ) -> None:
         if max_iterations < 1:
             raise UserError(f"max_iterations must be >= 1, got {max_iterations}.")
-        if max_tool_calls_per_turn < 1 or max_concurrent_tools < 1:
-            raise UserError("max_tool_calls_per_turn and max_concurrent_tools must be >= 1.")
+        if isinstance(max_tool_calls_per_turn, bool) or max_tool_calls_per_turn < 1:
+            raise UserError(f"max_tool_calls_per_turn must be >= 1, got {max_tool_calls_per_turn!r}.")
+        self.limits = RunLimits.of(
+            limits, max_concurrency=max_concurrent_tools, budget=budget, step_timeout=tool_timeout
+        )
         self.model = infer_model(model)
         self.name = name
         self.instructions = instructions
@@ -96,12 +106,31 @@ class Agent:
         self.code_execution = code_execution
         self.max_iterations = max_iterations
         self.max_tool_calls_per_turn = max_tool_calls_per_turn
-        self.max_concurrent_tools = max_concurrent_tools
         self.strategy = ExecutionStrategy(strategy)
         self.stream_plans = stream_plans
         self.settings = settings
-        self.budget = budget
-        self.tool_timeout = tool_timeout
+
+    @property
+    def max_concurrent_tools(self) -> int:
+        """Calls of one turn (or steps of one plan) running at once (``limits.max_concurrency``)."""
+        return self.limits.max_concurrency
+
+    @property
+    def budget(self) -> Budget:
+        """The run's budget (``limits.budget``)."""
+        return self.limits.budget
+
+    @property
+    def tool_timeout(self) -> float | None:
+        """Default timeout of one tool call (``limits.step_timeout``)."""
+        return self.limits.step_timeout
+
+    def _inner_limits(self) -> RunLimits:
+        """Limits of one plan or code run inside an agent run.
+
+        The run's budget and deadline are enforced by the run's invoker and deadline, not again per plan.
+        """
+        return dataclasses.replace(self.limits, budget=Budget(), deadline=None)
 
     def enable_tool_planning(self, *, stream_plans: bool | None = None) -> Self:
         """Offer the model ``execute_tool_plan`` (fluent: returns the agent)."""
@@ -116,11 +145,11 @@ class Agent:
         """The meta-tools this agent offers, by name."""
         out: dict[str, MetaTool] = {}
         if self.tool_planning:
-            out[PLAN_TOOL_NAME] = PlanTool(self.registry, max_concurrency=self.max_concurrent_tools)
+            out[PLAN_TOOL_NAME] = PlanTool(self.registry, limits=self._inner_limits())
         if self.code_execution is not None:
             from ._code import CodeTool
 
-            code_tool = CodeTool(self.code_execution, self.registry)
+            code_tool = CodeTool(self.code_execution, self.registry, run_limits=self._inner_limits())
             out[code_tool.name] = code_tool
         return out
 
@@ -184,11 +213,14 @@ class Agent:
             messages.append(SystemMessage(content=system))
         messages.extend(history)
         messages.append(UserMessage(content=prompt))
+        deadline = self.limits.run_deadline
         ctx = TurnContext(
             registry=self.registry,
             meta_tools=meta,
-            invoker=ToolInvoker(self.registry, budget=self.budget, default_timeout=self.tool_timeout),
+            invoker=ToolInvoker.for_limits(self.registry, self.limits),  # the run's one budget ledger
             max_tool_calls_per_turn=self.max_tool_calls_per_turn,
+            limits=self._inner_limits(),
+            expires=None if deadline is None else time.monotonic() + deadline,
             emit=emit,
         )
         executor = create_executor(self, self.strategy)
@@ -357,6 +389,6 @@ async def run(
 ) -> AgentResult:
     """Run a one-off agent on ``task`` and return its result."""
     agent = Agent(
-        model=model, tools=tools, max_iterations=max_iterations, tool_planning=tool_planning, instructions=instructions
+        model, tools=tools, max_iterations=max_iterations, tool_planning=tool_planning, instructions=instructions
     )
     return await agent.run(task)

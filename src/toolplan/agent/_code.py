@@ -7,13 +7,15 @@ budget and events as plan steps, and show up as steps in the `PlanResult`.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ToolError, UnknownToolError
 from .._tasks import task_group
-from ..execute import EventHandler, PlanResult, PlanRun, ToolInvoker
+from ..execute import EventHandler, PlanResult, PlanRun, RunLimits, ToolInvoker
 from ..plan import META_TOOL_NAMES, CompiledStep, Step, compile_calls
 from ..plan._refs import literal
 from ..tools import ToolAnnotations, ToolDefinition, ToolRegistry, ToolResult
@@ -38,7 +40,15 @@ def code_instructions(runner: CodeRunner) -> str:
 
 
 class CodeTool:
-    """The ``execute_code`` meta-tool around a `CodeRunner`."""
+    """The ``execute_code`` meta-tool around a `CodeRunner`.
+
+    Args:
+        runner: Where the code runs.
+        tools: What the code may call.
+        limits: The code's own limits (time, memory, output...); default: the runner's.
+        run_limits: Limits of the code's tool calls (concurrency, timeouts, budget, deadline), as for
+            a plan; inside an agent run, the run's budget and deadline apply on top.
+    """
 
     def __init__(
         self,
@@ -46,12 +56,13 @@ class CodeTool:
         tools: ToolRegistry,
         *,
         limits: CodeLimits | None = None,
-        max_concurrency: int = 20,
+        run_limits: RunLimits | None = None,
+        max_concurrency: int | None = None,
     ) -> None:
         self.runner = runner
         self.registry = tools.without(*META_TOOL_NAMES)
         self.limits = limits
-        self.max_concurrency = max_concurrency
+        self.run_limits = RunLimits.of(run_limits, max_concurrency=max_concurrency)
 
     @property
     def name(self) -> str:
@@ -76,24 +87,48 @@ class CodeTool:
 
     async def execute(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
         """Run the code in ``arguments["code"]`` with its own invoker."""
-        content, is_error, _ = await self.call(arguments, invoker=ToolInvoker(self.registry))
+        content, is_error, _ = await self.call(
+            arguments, invoker=ToolInvoker.for_limits(self.registry, self.run_limits)
+        )
         return ToolResult.failure(content) if is_error else ToolResult(content)
 
     async def call(
-        self, arguments: Mapping[str, Any], *, invoker: ToolInvoker, on_event: EventHandler | None = None
+        self,
+        arguments: Mapping[str, Any],
+        *,
+        invoker: ToolInvoker,
+        on_event: EventHandler | None = None,
+        expires: float | None = None,
     ) -> tuple[str, bool, PlanResult | None]:
         """Run the code; return (text for the model, is_error, the record of the code's tool calls)."""
-        result, plan = await self.run_code(arguments, invoker=invoker, on_event=on_event)
+        result, plan = await self.run_code(arguments, invoker=invoker, on_event=on_event, expires=expires)
         return result.for_model(), not result.ok, plan
 
     async def run_code(
-        self, arguments: Mapping[str, Any], *, invoker: ToolInvoker, on_event: EventHandler | None = None
+        self,
+        arguments: Mapping[str, Any],
+        *,
+        invoker: ToolInvoker,
+        on_event: EventHandler | None = None,
+        expires: float | None = None,
     ) -> tuple[CodeResult, PlanResult]:
-        """Run the code and return the runner's result and the plan record of its tool calls."""
+        """Run the code and return the runner's result and the plan record of its tool calls.
+
+        ``expires`` (an agent run's deadline, `time.monotonic`) bounds the code's wall time and its
+        calls, as do ``run_limits.deadline`` and its budget's ``max_latency``.
+        """
         code = arguments.get("code")
         if not isinstance(code, str) or not code.strip():
             raise ToolError("execute_code needs a non-empty 'code' string with the Python to run.", tool=CODE_TOOL_NAME)
-        run = PlanRun(None, invoker, max_concurrency=self.max_concurrency, on_event=on_event)
+        run = PlanRun(
+            None,
+            invoker.child(self.run_limits.budget),
+            limits=self.run_limits,
+            expires=expires,
+            expires_note="the agent run's deadline",
+            on_event=on_event,
+        )
+        code_limits = self._code_limits(run.expires)
         counter = itertools.count(1)
         added: list[tuple[str, str, Mapping[str, Any]]] = []
         registry = self.registry
@@ -124,10 +159,27 @@ class CodeTool:
         async with task_group() as tg:
             run_task = tg.create_task(run.run())
             try:
-                result = await self.runner.run(code, call_tool=call_tool, limits=self.limits)
+                result = await self.runner.run(code, call_tool=call_tool, limits=code_limits)
             finally:
                 if run.sched.done:
                     run.seal(compile_calls(added))
                 else:  # the code ended (or was killed) with calls still running: they are orphans
                     run.abort("Cancelled: the code that made this call has finished.")
         return result, run_task.result()
+
+    def _code_limits(self, expires: float | None) -> CodeLimits | None:
+        """The code's limits, its wall time cut to what is left before the run's deadline."""
+        if expires is None:
+            return self.limits
+        left = expires - time.monotonic()
+        if left <= 0:
+            raise ToolError(
+                "The agent run's deadline has passed: no more code can run. Answer with what you have.",
+                tool=CODE_TOOL_NAME,
+            )
+        limits = self.limits or getattr(self.runner, "limits", None)
+        if limits is None:
+            from ..sandbox import CodeLimits
+
+            limits = CodeLimits()
+        return dataclasses.replace(limits, wall_time=min(limits.wall_time, left)) if left < limits.wall_time else limits

@@ -10,7 +10,18 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ToolError, UnknownToolError
 from .._tasks import task_group
-from ..execute import PlanEvent, PlanResult, StepFinished, StepResult, StepStarted, ToolInvoker, execute_compiled
+from ..execute import (
+    DEFAULT_LIMITS,
+    DEFAULT_MAX_CONCURRENCY,
+    PlanEvent,
+    PlanResult,
+    PlanRun,
+    RunLimits,
+    StepFinished,
+    StepResult,
+    StepStarted,
+    ToolInvoker,
+)
 from ..models import ToolCall, ToolReturnMessage
 from ..plan import compile_calls
 from ..tools import ToolRegistry
@@ -40,12 +51,18 @@ class ExecutionStrategy(StrEnum):
 
 @dataclass(slots=True, kw_only=True)
 class TurnContext:
-    """What the executor needs from the running agent."""
+    """What the executor needs from the running agent.
+
+    ``invoker`` holds the run's one budget ledger and the tools' slots; ``expires`` is the run's
+    deadline (`time.monotonic`), which every call, plan and code run of the run shares.
+    """
 
     registry: ToolRegistry
     meta_tools: Mapping[str, MetaTool]
     invoker: ToolInvoker
     max_tool_calls_per_turn: int
+    limits: RunLimits = DEFAULT_LIMITS
+    expires: float | None = None
     emit: Callable[[AgentEvent], None] | None = None
     max_value_chars: int = 4000
     plan_results: list[PlanResult] = field(default_factory=list[PlanResult])
@@ -137,9 +154,20 @@ class ToolCallExecutor:
                 message = self._message(call, event.result)
                 emit(ToolExecutionFinished(call=call, content=message.content, is_error=message.is_error))
 
-        result = await execute_compiled(
-            compiled, ctx.invoker, max_concurrency=self.max_concurrency, on_event=on_event if emit else None
+        limits = RunLimits.of(
+            ctx.limits,
+            max_concurrency=min(self.max_concurrency, ctx.limits.max_concurrency),
+            failure_mode="fail_forward",  # the calls of a turn are independent
         )
+        run = PlanRun(
+            compiled,
+            ctx.invoker,
+            limits=limits,
+            expires=ctx.expires,
+            expires_note="the agent run's deadline",
+            on_event=on_event if emit else None,
+        )
+        result = await run.run()
         return {by_step[sid][0]: self._message(by_step[sid][1], r) for sid, r in result.steps.items()}
 
     @staticmethod
@@ -154,7 +182,9 @@ class ToolCallExecutor:
         if ctx.emit is not None:
             ctx.emit(ToolExecutionStarted(call=call))
         try:
-            content, is_error, result = await meta.call(args, invoker=ctx.invoker, on_event=ctx.emit)
+            content, is_error, result = await meta.call(
+                args, invoker=ctx.invoker, on_event=ctx.emit, expires=ctx.expires
+            )
         except ToolError as exc:
             content, is_error, result = exc.message, True, None
         if result is not None:
@@ -171,7 +201,7 @@ class ToolCallExecutor:
 class NativeExecutor(ToolCallExecutor):
     """A turn's calls run concurrently, at most ``max_concurrency`` at once (default 20)."""
 
-    def __init__(self, max_concurrency: int = 20) -> None:
+    def __init__(self, max_concurrency: int = DEFAULT_MAX_CONCURRENCY) -> None:
         super().__init__(max_concurrency=max_concurrency)
 
 

@@ -9,8 +9,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from .._errors import PlanValidationError
-from ..execute import DEFAULT_MAX_CONCURRENCY, EventHandler, PlanResult, ToolInvoker, execute_compiled, prepare
-from ..plan import META_TOOL_NAMES, Budget, Dialect
+from ..execute import EventHandler, PlanResult, PlanRun, RunLimits, ToolInvoker
+from ..plan import META_TOOL_NAMES, Budget, Dialect, compile_plan
 from ..plan._parse import BATCH_MAX_STEPS
 from ..tools import Tool, ToolAnnotations, ToolDefinition, ToolRegistry, ToolResult, ToolsLike
 
@@ -134,14 +134,32 @@ class MetaTool(Tool, Protocol):
         ...
 
     async def call(
-        self, arguments: Mapping[str, Any], *, invoker: ToolInvoker, on_event: EventHandler | None = None
+        self,
+        arguments: Mapping[str, Any],
+        *,
+        invoker: ToolInvoker,
+        on_event: EventHandler | None = None,
+        expires: float | None = None,
     ) -> tuple[str, bool, PlanResult | None]:
-        """Run; return (text for the model, is_error, the record of the tool calls made)."""
+        """Run; return (text for the model, is_error, the record of the tool calls made).
+
+        ``invoker`` is the agent run's (its budget and the tools' slots are shared by everything
+        the run does); ``expires`` is the run's deadline (`time.monotonic`).
+        """
         ...
 
 
 class _MetaTool:
-    """Shared machinery: a registry of callable tools (meta-tools excluded) and run options."""
+    """Shared machinery: a registry of callable tools (meta-tools excluded) and the run's limits.
+
+    Args:
+        tools: The tools a plan may call.
+        limits: Limits of each plan run (the plan's own merge in; the tighter wins). Inside an agent
+            run, the agent's budget and deadline apply on top.
+        max_concurrency, timeout, step_timeout, budget, max_steps: Override those fields of ``limits``
+            (``timeout`` is ``RunLimits.deadline``).
+        max_value_chars: Longest value (and error) in the text returned to the model.
+    """
 
     _name: str
     _dialect: Dialect
@@ -151,7 +169,8 @@ class _MetaTool:
         self,
         tools: ToolsLike,
         *,
-        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        limits: RunLimits | None = None,
+        max_concurrency: int | None = None,
         timeout: float | None = None,
         step_timeout: float | None = None,
         budget: Budget | None = None,
@@ -162,11 +181,14 @@ class _MetaTool:
     ) -> None:
         registry = ToolRegistry.of(tools)
         self.registry = registry.without(*META_TOOL_NAMES)
-        self.max_concurrency = max_concurrency
-        self.timeout = timeout
-        self.step_timeout = step_timeout
-        self.budget = budget
-        self.max_steps = max_steps
+        self.limits = RunLimits.of(
+            limits,
+            max_concurrency=max_concurrency,
+            deadline=timeout,
+            step_timeout=step_timeout,
+            budget=budget,
+            max_steps=max_steps,
+        )
         self.max_value_chars = max_value_chars
         self.on_event = on_event
         self.on_result = on_result
@@ -190,28 +212,31 @@ class _MetaTool:
         )
 
     async def run(
-        self, plan: Any, *, invoker: ToolInvoker | None = None, on_event: EventHandler | None = None
+        self,
+        plan: Any,
+        *,
+        invoker: ToolInvoker | None = None,
+        on_event: EventHandler | None = None,
+        expires: float | None = None,
     ) -> PlanResult:
         """Validate and run ``plan``; raises `PlanValidationError` when it is invalid.
 
-        Pass ``invoker`` to share its budget and per-tool limits with other calls (an agent run).
+        Pass ``invoker`` to share its budget and per-tool limits with other calls (an agent run),
+        and ``expires`` for the enclosing run's deadline (`time.monotonic`).
         """
-        compiled, own = prepare(
-            plan,
-            self.registry,
-            step_timeout=self.step_timeout,
-            budget=self.budget,
-            max_steps=self.max_steps,
-            dialect=self._dialect,
-        )
-        invoker = invoker or own
-        result = await execute_compiled(
+        limits = self.limits
+        compiled = compile_plan(plan, self.registry, dialect=self._dialect, max_steps=limits.max_steps)
+        # Inside an agent run, the run's invoker: its budget binds, and so does this tool's own.
+        invoker = ToolInvoker.for_limits(self.registry, limits) if invoker is None else invoker.child(limits.budget)
+        run = PlanRun(
             compiled,
             invoker,
-            max_concurrency=self.max_concurrency,
-            timeout=self.timeout,
+            limits=limits,
+            expires=expires,
+            expires_note="the agent run's deadline",
             on_event=on_event or self.on_event,
         )
+        result = await run.run()
         if self.on_result is not None:
             self.on_result(result)
         return result
@@ -225,11 +250,16 @@ class _MetaTool:
         return ToolResult(result.to_model_text(max_value_chars=self.max_value_chars))
 
     async def call(
-        self, arguments: Mapping[str, Any], *, invoker: ToolInvoker, on_event: EventHandler | None = None
+        self,
+        arguments: Mapping[str, Any],
+        *,
+        invoker: ToolInvoker,
+        on_event: EventHandler | None = None,
+        expires: float | None = None,
     ) -> tuple[str, bool, PlanResult | None]:
         """Run the plan with the agent run's invoker; an invalid plan is an error listing every problem."""
         try:
-            result = await self.run(dict(arguments), invoker=invoker, on_event=on_event)
+            result = await self.run(dict(arguments), invoker=invoker, on_event=on_event, expires=expires)
         except PlanValidationError as exc:
             return exc.message, True, None
         return result.to_model_text(max_value_chars=self.max_value_chars), False, result

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 
 from .._errors import PlanValidationError, ToolError
-from ..execute import StreamingPlan
+from ..execute import PlanResult, StreamedPlanInvalid, StreamingPlan
+from ..execute._result import cap_text  # shared capping of model-facing text (private helper)
 from ..models import ToolCall, ToolReturnMessage
-from ._executors import TurnContext
+from ._executors import TurnContext, tool_content
 from ._metatools import PlanTool
 
 __all__ = ("StreamedPlan",)
@@ -25,9 +26,10 @@ class StreamedPlan:
         """Start an empty run in ``tg`` that shares the agent run's invoker."""
         plan = StreamingPlan(
             tool.registry,
-            ctx.invoker,
-            max_concurrency=tool.max_concurrency,
-            max_steps=tool.max_steps,
+            ctx.invoker.child(tool.limits.budget),
+            limits=tool.limits,
+            expires=ctx.expires,
+            expires_note="the agent run's deadline",
             on_event=ctx.emit,
         )
         plan.start(tg)
@@ -50,6 +52,9 @@ class StreamedPlan:
             return self._error(call, exc.message)
         try:
             result = await self.plan.finish(arguments)
+        except StreamedPlanInvalid as exc:
+            self.ctx.plan_results.append(exc.result)  # what ran is kept, and the model is told
+            return self._error(call, exc.message, exc.result)
         except PlanValidationError as exc:
             return self._error(call, exc.message)
         self.ctx.plan_results.append(result)
@@ -57,7 +62,27 @@ class StreamedPlan:
             tool_call_id=call.id, name=call.name, content=result.to_model_text(max_value_chars=self.ctx.max_value_chars)
         )
 
-    def _error(self, call: ToolCall, message: str) -> ToolReturnMessage:
-        started = len(self.plan.dispatched)
-        note = f" {started} step(s) that had already started were cancelled." if started else ""
+    def _error(self, call: ToolCall, message: str, ran: PlanResult | None = None) -> ToolReturnMessage:
+        note = "" if ran is None else " " + self._what_ran(ran)
         return ToolReturnMessage(tool_call_id=call.id, name=call.name, content=f"Error: {message}{note}", is_error=True)
+
+    def _what_ran(self, ran: PlanResult) -> str:
+        """Which streamed steps had already run when the plan turned out invalid, and how each ended."""
+        limit = self.ctx.max_value_chars
+        lines = []
+        for sid, r in ran.steps.items():
+            if r.ok:
+                lines.append(f"- {sid} ({r.tool}): succeeded, output {cap_text(tool_content(r.output), limit)}")
+            elif r.status == "cancelled" and r.attempts:
+                lines.append(f"- {sid} ({r.tool}): cancelled while running; it may have had effects")
+            elif r.attempts:
+                message = r.error.message if r.error else r.status
+                lines.append(f"- {sid} ({r.tool}): {r.status}: {cap_text(message, limit)}")
+        if not lines:
+            return "No step of it had started: no tool was called. Fix the problems and send the whole plan again."
+        return (
+            "Some steps had already started while the plan was streaming; they are NOT undone:\n"
+            + "\n".join(lines)
+            + "\nDo not repeat the steps that succeeded: send a corrected plan with only the remaining steps, "
+            "using the outputs above as literal values."
+        )

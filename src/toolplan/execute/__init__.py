@@ -1,5 +1,16 @@
-"""Execution: the pure scheduler, the async executor, events and results."""
+"""Execution: the pure scheduler, the async executor, limits, the backend seam, events and results."""
 
+from .._context import CallContext as CallContext
+from .._context import current_call as current_call
+from .._context import current_call_or_none as current_call_or_none
+from ._api import PlanStream as PlanStream
+from ._api import execute_compiled as execute_compiled
+from ._api import execute_plan as execute_plan
+from ._api import execute_plan_sync as execute_plan_sync
+from ._api import prepare as prepare
+from ._api import stream_plan as stream_plan
+from ._backend import Backend as Backend
+from ._backend import InProcessBackend as InProcessBackend
 from ._events import EventHandler as EventHandler
 from ._events import PlanEvent as PlanEvent
 from ._events import PlanFinished as PlanFinished
@@ -7,42 +18,44 @@ from ._events import PlanStarted as PlanStarted
 from ._events import StepFinished as StepFinished
 from ._events import StepRetrying as StepRetrying
 from ._events import StepStarted as StepStarted
-from ._executor import DEFAULT_MAX_CONCURRENCY as DEFAULT_MAX_CONCURRENCY
-from ._executor import PlanRun as PlanRun
-from ._executor import PlanStream as PlanStream
-from ._executor import execute_compiled as execute_compiled
-from ._executor import execute_plan as execute_plan
-from ._executor import execute_plan_sync as execute_plan_sync
-from ._executor import no_retry_backoff as no_retry_backoff
-from ._executor import prepare as prepare
-from ._executor import set_retry_backoff as set_retry_backoff
-from ._executor import stream_plan as stream_plan
 from ._invoke import BudgetMeter as BudgetMeter
 from ._invoke import CallOutcome as CallOutcome
 from ._invoke import ToolInvoker as ToolInvoker
+from ._limits import DEFAULT_LIMITS as DEFAULT_LIMITS
+from ._limits import DEFAULT_MAX_CONCURRENCY as DEFAULT_MAX_CONCURRENCY
+from ._limits import RunLimits as RunLimits
 from ._result import ErrorKind as ErrorKind
 from ._result import PlanResult as PlanResult
 from ._result import PlanStatus as PlanStatus
 from ._result import StepError as StepError
 from ._result import StepResult as StepResult
 from ._result import StepStatus as StepStatus
+from ._run import PlanRun as PlanRun
 from ._scheduler import Scheduler as Scheduler
+from ._step import no_retry_backoff as no_retry_backoff
+from ._step import set_retry_backoff as set_retry_backoff
+from ._streaming import StreamedPlanInvalid as StreamedPlanInvalid
 from ._streaming import StreamingPlan as StreamingPlan
 from ._streaming import execute_plan_stream as execute_plan_stream
 
 __all__ = (
+    "DEFAULT_LIMITS",
     "DEFAULT_MAX_CONCURRENCY",
+    "Backend",
     "BudgetMeter",
+    "CallContext",
     "CallOutcome",
     "ErrorKind",
     "EventHandler",
+    "InProcessBackend",
     "PlanEvent",
     "PlanFinished",
     "PlanResult",
+    "PlanRun",
     "PlanStarted",
     "PlanStatus",
-    "PlanRun",
     "PlanStream",
+    "RunLimits",
     "Scheduler",
     "StepError",
     "StepFinished",
@@ -50,8 +63,11 @@ __all__ = (
     "StepRetrying",
     "StepStarted",
     "StepStatus",
+    "StreamedPlanInvalid",
     "StreamingPlan",
     "ToolInvoker",
+    "current_call",
+    "current_call_or_none",
     "execute_compiled",
     "execute_plan",
     "execute_plan_stream",

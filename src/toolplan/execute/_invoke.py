@@ -7,17 +7,23 @@ and turns every way a call can end into a `CallOutcome`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._context import _CURRENT, CallContext, RawCall, raw_call
 from .._errors import InvalidArgumentsError, ToolError, UnknownToolError
 from .._records import fast_init, maker
 from ..plan import Budget
-from ..tools import ToolAnnotations, ToolRegistry, ToolResult
+from ..tools import Tool, ToolAnnotations, ToolRegistry, ToolResult
+from ._backend import Backend
+from ._limits import RunLimits
 from ._result import StepError
 
-__all__ = ("BudgetMeter", "CallOutcome", "ToolInvoker")
+__all__ = ("BudgetMeter", "CallOutcome", "ToolInvoker", "when_done")
 
 _DEFAULT_ANNOTATIONS = ToolAnnotations()
 
@@ -29,6 +35,9 @@ class CallOutcome:
 
     output: Any = None
     error: StepError | None = None
+    # A sync tool's thread that goes on after the call was abandoned (timed out): it holds the
+    # call's limits until it ends.
+    lingering: Future[Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -41,16 +50,31 @@ _new_outcome = maker(CallOutcome)
 
 @dataclass(slots=True)
 class BudgetMeter:
-    """Counts calls and cost against a `Budget` (pure bookkeeping)."""
+    """Counts calls and cost against a `Budget` (pure bookkeeping): one ledger, reserved at dispatch.
+
+    A meter may have a ``parent`` (a plan's own budget inside an agent run's): a call must fit both
+    and is charged to both.
+    """
 
     budget: Budget = field(default_factory=Budget)
     calls: int = 0
     cost: float = 0.0
     calls_by_tool: dict[str, int] = field(default_factory=dict[str, int])
+    parent: BudgetMeter | None = None
 
     def refusal(self, tool: str, cost: float) -> str | None:
-        """Why a call to ``tool`` may not start, or None if the budget allows it."""
-        b = self.budget
+        """Why a call to ``tool`` may not start, or None if the budget (and its parents') allows it."""
+        meter: BudgetMeter | None = self
+        while meter is not None:
+            b = meter.budget
+            if b.max_tool_calls is not None or b.max_cost is not None or b.max_tool_calls_per_tool:
+                reason = meter._refusal_here(b, tool, cost)
+                if reason is not None:
+                    return reason
+            meter = meter.parent
+        return None
+
+    def _refusal_here(self, b: Budget, tool: str, cost: float) -> str | None:
         if b.max_tool_calls is not None and self.calls >= b.max_tool_calls:
             return f"Budget exhausted: max_tool_calls={b.max_tool_calls} calls already made."
         per_tool = b.max_tool_calls_per_tool.get(tool)
@@ -64,16 +88,27 @@ class BudgetMeter:
         return None
 
     def spend(self, tool: str, cost: float) -> str | None:
-        """Charge one call, or return why it is refused (nothing is charged then)."""
-        b = self.budget
-        if b.max_tool_calls is not None or b.max_cost is not None or b.max_tool_calls_per_tool:
-            reason = self.refusal(tool, cost)
-            if reason is not None:
-                return reason
-        self.calls += 1
-        self.cost += cost
-        self.calls_by_tool[tool] = self.calls_by_tool.get(tool, 0) + 1
+        """Reserve one call, or return why it is refused (nothing is charged then)."""
+        reason = self.refusal(tool, cost)
+        if reason is not None:
+            return reason
+        meter: BudgetMeter | None = self
+        while meter is not None:
+            meter.calls += 1
+            meter.cost += cost
+            by_tool = meter.calls_by_tool
+            by_tool[tool] = by_tool.get(tool, 0) + 1
+            meter = meter.parent
         return None
+
+    def release(self, tool: str, cost: float) -> None:
+        """Give back a reservation whose call never started."""
+        meter: BudgetMeter | None = self
+        while meter is not None:
+            meter.calls -= 1
+            meter.cost -= cost
+            meter.calls_by_tool[tool] -= 1
+            meter = meter.parent
 
 
 @fast_init
@@ -81,23 +116,75 @@ class BudgetMeter:
 class _Entry:
     """What a call of one tool needs, looked up once per invoker."""
 
+    owner: Tool
     execute: Callable[[str, Mapping[str, Any]], Awaitable[ToolResult]]
     annotations: ToolAnnotations
     semaphore: asyncio.Semaphore | None
 
 
 class ToolInvoker:
-    """Calls tools with the shared limits of one run (budget, per-tool concurrency, timeouts)."""
+    """Calls tools with the shared limits of one run (budget, per-tool concurrency, timeouts).
 
-    __slots__ = ("_entries", "default_timeout", "meter", "registry")
+    An agent run has one invoker; each plan it runs gets a `child` that shares the tools'
+    concurrency slots and charges the run's budget as well as the plan's own.
+    """
+
+    __slots__ = (
+        "_entries",
+        "_lingering",
+        "_on_linger",
+        "backend",
+        "default_timeout",
+        "meter",
+        "registry",
+        "tool_limits",
+    )
 
     def __init__(
-        self, registry: ToolRegistry, *, budget: Budget | None = None, default_timeout: float | None = None
+        self,
+        registry: ToolRegistry,
+        *,
+        budget: Budget | None = None,
+        default_timeout: float | None = None,
+        tool_limits: Mapping[str, int] | None = None,
+        backend: Backend | None = None,
     ) -> None:
         self.registry = registry
         self.meter = BudgetMeter(budget or Budget())
         self.default_timeout = default_timeout
+        self.tool_limits = dict(tool_limits or {})
+        self.backend = backend  # None: the in-process backend, inlined
         self._entries: dict[str, _Entry] = {}
+        self._lingering: dict[RawCall, Future[Any]] = {}
+        self._on_linger = self._linger  # one bound method, reused by every call
+
+    @classmethod
+    def for_limits(cls, registry: ToolRegistry, limits: RunLimits, *, backend: Backend | None = None) -> ToolInvoker:
+        """An invoker that applies ``limits`` (budget, step timeout, per-tool concurrency)."""
+        return cls(
+            registry,
+            budget=limits.budget,
+            default_timeout=limits.step_timeout,
+            tool_limits=limits.tool_concurrency,
+            backend=backend,
+        )
+
+    def child(self, budget: Budget | None = None) -> ToolInvoker:
+        """An invoker for one plan of this run.
+
+        It shares the tools and their slots, and keeps its own ledger (its budget may be set later),
+        charged together with this one's.
+        """
+        child = ToolInvoker.__new__(ToolInvoker)
+        child.registry = self.registry
+        child.meter = BudgetMeter(budget or Budget(), parent=self.meter)
+        child.default_timeout = self.default_timeout
+        child.tool_limits = self.tool_limits
+        child.backend = self.backend
+        child._entries = self._entries  # shared: the tools' concurrency slots are the run's
+        child._lingering = self._lingering
+        child._on_linger = self._on_linger
+        return child
 
     def _entry(self, tool: str) -> _Entry | None:
         entry = self._entries.get(tool)
@@ -106,9 +193,9 @@ class ToolInvoker:
             if owner is None:
                 return None
             annotations = self.registry.definition(tool).annotations
-            limit = annotations.concurrency
+            limit = _low(annotations.concurrency, self.tool_limits.get(tool))
             entry = self._entries[tool] = _Entry(
-                owner.execute, annotations, asyncio.Semaphore(limit) if limit is not None else None
+                owner, owner.execute, annotations, asyncio.Semaphore(limit) if limit is not None else None
             )
         return entry
 
@@ -117,6 +204,10 @@ class ToolInvoker:
         entry = self._entry(tool)
         return entry.annotations if entry is not None else _DEFAULT_ANNOTATIONS
 
+    def concurrency(self, tool: str) -> int | None:
+        """Most calls of ``tool`` at once: the lower of its annotation and the run's per-tool limit."""
+        return _low(self.annotations(tool).concurrency, self.tool_limits.get(tool))
+
     def timeout_for(self, tool: str, step_timeout: float | None = None) -> float | None:
         """The effective timeout: the step's, else the tool's, else the run default."""
         if step_timeout is not None:
@@ -124,51 +215,116 @@ class ToolInvoker:
         annotated = self.annotations(tool).timeout
         return annotated if annotated is not None else self.default_timeout
 
-    async def call(self, tool: str, arguments: Mapping[str, Any], *, timeout: float | None = None) -> CallOutcome:
+    def _linger(self, raw: RawCall, future: Future[Any]) -> None:
+        self._lingering[raw] = future
+
+    async def call(
+        self,
+        tool: str,
+        arguments: Mapping[str, Any],
+        *,
+        timeout: float | None = None,
+        run_id: str = "",
+        step_id: str = "",
+        attempt: int = 1,
+        expires: float | None = None,
+    ) -> CallOutcome:
         """Make one call of ``tool``; never raises for tool failures (only for cancellation).
 
-        The tool's concurrency slot is taken before the timeout starts: waiting for a slot is not
-        counted against the call's timeout.
+        The budget is reserved first (and given back if the call never starts); the tool's
+        concurrency slot is taken before the timeout starts: waiting for a slot is not counted
+        against the call's timeout. ``expires`` is the run's deadline (`time.monotonic`), which the
+        tool sees in its call context.
         """
         entry = self._entries.get(tool) or self._entry(tool)
         if entry is None:
             return CallOutcome(
                 error=StepError(kind="unknown_tool", message=str(UnknownToolError(tool, self.registry.names)))
             )
-        refused = self.meter.spend(tool, entry.annotations.cost)
+        cost = entry.annotations.cost
+        refused = self.meter.spend(tool, cost)
         if refused is not None:
             return CallOutcome(error=StepError(kind="limit", message=refused))
         sem = entry.semaphore
-        deadline: asyncio.Timeout | None = None
-        try:
-            if sem is not None:
-                await sem.acquire()
+        if sem is not None:
             try:
+                await sem.acquire()
+            except BaseException:
+                self.meter.release(tool, cost)  # cancelled before the call started
+                raise
+        if timeout is not None:
+            ends = time.monotonic() + timeout
+            expires = ends if expires is None or ends < expires else expires
+        raw = raw_call(self._on_linger, run_id, step_id, tool, attempt, expires)
+        deadline: asyncio.Timeout | None = None
+        token = _CURRENT.set(raw)
+        try:
+            if self.backend is None:
                 if timeout is None:
                     result = await entry.execute(tool, arguments)
                 else:
                     deadline = asyncio.timeout(timeout)  # made after the slot is taken: it starts now
                     async with deadline:
                         result = await entry.execute(tool, arguments)
-            finally:
-                if sem is not None:
-                    sem.release()
-        except Exception as exc:
+            else:
+                call = CallContext(run_id=run_id, step_id=step_id, tool=tool, attempt=attempt, deadline=expires)
+                deadline = asyncio.timeout(timeout)
+                async with deadline:
+                    result = await self.backend.invoke(entry.owner, tool, arguments, call)
+        except (Exception, SystemExit) as exc:
+            lingering = self._lingering.pop(raw, None) if self._lingering else None
+            self._free(sem, lingering)
             if isinstance(exc, TimeoutError) and deadline is not None and deadline.expired():
-                return CallOutcome(
-                    error=StepError(
-                        kind="timeout",
-                        message=f"Tool {tool!r} did not finish within {timeout:g}s and was cancelled. "
-                        "Retry later, or give the step a longer 'timeout'.",
+                if lingering is not None:
+                    message = (
+                        f"Tool {tool!r} timed out after {timeout:g}s; the function is still running in its worker "
+                        "thread and its result will be discarded. Retry later, or give the step a longer 'timeout'."
                     )
-                )
+                else:
+                    message = (
+                        f"Tool {tool!r} did not finish within {timeout:g}s and was cancelled. "
+                        "Retry later, or give the step a longer 'timeout'."
+                    )
+                return CallOutcome(error=StepError(kind="timeout", message=message), lingering=lingering)
             return _failure(tool, exc)  # a tool's own TimeoutError included
+        except BaseException:  # cancelled: a sync tool's thread may go on, holding its slot until it ends
+            self._free(sem, self._lingering.pop(raw, None) if self._lingering else None)
+            raise
+        finally:
+            _CURRENT.reset(token)
+        if sem is not None:
+            sem.release()
         if result.error is not None:
             return CallOutcome(result.content, StepError(kind="business", message=result.error))
         return _new_outcome(result.content)  # a maker: cheaper than calling the class
 
+    @staticmethod
+    def _free(sem: asyncio.Semaphore | None, lingering: Future[Any] | None) -> None:
+        """Give the tool's slot back now, or when the abandoned thread ``lingering`` ends."""
+        if sem is None:
+            return
+        if lingering is None:
+            sem.release()
+            return
+        when_done(lingering, sem.release)
 
-def _failure(tool: str, exc: Exception) -> CallOutcome:
+
+def when_done(future: Future[Any], callback: Callable[[], None]) -> None:
+    """Call ``callback`` in the running event loop once ``future`` (a thread's) is done."""
+    loop = asyncio.get_running_loop()
+
+    def done(_f: Future[Any]) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nothing is waiting any more
+            loop.call_soon_threadsafe(callback)
+
+    future.add_done_callback(done)
+
+
+def _low(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _failure(tool: str, exc: BaseException) -> CallOutcome:
     """How a call that raised ``exc`` ended."""
     if isinstance(exc, InvalidArgumentsError):
         return CallOutcome(error=StepError(kind="invalid_arguments", message=exc.message))
@@ -176,6 +332,15 @@ def _failure(tool: str, exc: Exception) -> CallOutcome:
         return CallOutcome(error=StepError(kind="unknown_tool", message=exc.message))
     if isinstance(exc, ToolError):
         return CallOutcome(error=StepError(kind="business", message=exc.message))
+    if isinstance(exc, SystemExit):
+        return CallOutcome(
+            error=StepError(
+                kind="infrastructure",
+                message=f"Tool {tool!r} tried to exit the process (SystemExit({exc.code!r})); toolplan stopped it. "
+                "Tools must not call sys.exit (argparse and click do on bad input): raise an exception or return "
+                "an error instead.",
+            )
+        )
     return _infrastructure(tool, exc)
 
 

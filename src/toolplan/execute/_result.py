@@ -23,6 +23,7 @@ ErrorKind = Literal[
     "skipped",
     "not_run",
     "limit",  # a budget or limit refused the call
+    "reference",  # the step's arguments could not be built from its dependencies' outputs
 ]
 
 DEFAULT_MAX_VALUE_CHARS = 4000

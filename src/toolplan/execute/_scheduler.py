@@ -7,12 +7,14 @@ for steps to start and reports each outcome with `finish`.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
-__all__ = ("Scheduler", "StepState")
+__all__ = ("EndHandler", "Scheduler", "StepState")
 
 StepState = Literal["pending", "running", "succeeded", "failed", "skipped", "not_run", "cancelled"]
+#: Told of every step that ends without an outcome of its own: (step id, state, reason).
+EndHandler = Callable[[str, StepState, str], None]
 
 
 class Scheduler:
@@ -26,6 +28,7 @@ class Scheduler:
         max_concurrency: Steps running at once, plan-wide.
         tool_limits: Steps of one tool running at once (per-tool ``concurrency``).
         fail_fast: After the first failure, start nothing more (`stop` is called by `finish`).
+        on_end: Called at once for each step that ends skipped, not run or cancelled, with the reason.
     """
 
     def __init__(
@@ -34,12 +37,15 @@ class Scheduler:
         max_concurrency: int = 20,
         tool_limits: Mapping[str, int] | None = None,
         fail_fast: bool = False,
+        on_end: EndHandler | None = None,
     ) -> None:
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be >= 1")
         self.max_concurrency = max_concurrency
         self.tool_limits = dict(tool_limits or {})
         self.fail_fast = fail_fast
+        self.on_end = on_end
+        self.failed: str | None = None  # the first step that failed (for a fail_fast that arrives late)
         self.order: dict[str, int] = {}  # step id -> its number (plan order)
         self.reasons: dict[str, str] = {}  # why a step was skipped / not run
         self.running = 0
@@ -55,8 +61,6 @@ class Scheduler:
         self._queues: dict[str, deque[int]] = {}  # ready steps waiting for capacity, per tool
         self._awaited: dict[str, list[int]] = {}  # steps waiting on an id not added yet (streamed plans)
         self._open = 0  # steps not yet in a terminal state
-        # Steps that ended without their own outcome (skipped, not run, cancelled), in that order.
-        self.ended_unrun: list[str] = []
 
     # -- building -------------------------------------------------------------------------------
 
@@ -181,9 +185,11 @@ class Scheduler:
             self._count(self._tools[i], -1)
         if not succeeded:
             self._end(i, "failed", None)
+            if self.failed is None:
+                self.failed = step_id
             self._skip_dependents(i)
             if self.fail_fast:
-                self.stop(f"Not started: the plan stopped after step {step_id!r} failed (fail_fast).")
+                self.stop(_fail_fast_reason(step_id))
             return
         states[i] = "succeeded"  # what _end does, inlined for the common case
         self._open -= 1
@@ -197,6 +203,22 @@ class Scheduler:
                 waiting[child] = left
                 if left == 0:
                     self._enqueue(child)
+
+    def set_fail_fast(self) -> list[str]:
+        """Switch to fail_fast (a streamed plan's mode arrives late); returns the running steps if it stops now."""
+        self.fail_fast = True
+        if self.failed is not None and self.stopped is None:
+            return self.stop(_fail_fast_reason(self.failed))
+        return []
+
+    def hold(self, tool: str, delta: int) -> None:
+        """Count (+1) or stop counting (-1) work that holds a slot without a step.
+
+        That is a timed-out sync tool's thread that is still running: it counts against
+        ``max_concurrency`` and the tool's limit.
+        """
+        self.running += delta
+        self._count(tool, delta)
 
     def cancel(self, step_id: str, reason: str) -> None:
         """Record that a running step was cancelled (its dependents are skipped)."""
@@ -251,10 +273,10 @@ class Scheduler:
             self._queued[i] = False
         self._states[i] = state
         self._open -= 1
-        if state != "succeeded" and state != "failed":
-            self.ended_unrun.append(self._ids[i])
         if reason is not None:
             self.reasons[self._ids[i]] = reason
+        if state != "succeeded" and state != "failed" and self.on_end is not None:
+            self.on_end(self._ids[i], state, reason or state)
 
     def _children(self, i: int) -> Sequence[int]:
         others = self._dependents[i]
@@ -280,3 +302,7 @@ class Scheduler:
             )
             self._end(n, "skipped", f"Skipped because dependency {self._ids[why]!r} {verb}.")
             stack.extend((child, n) for child in self._children(n))
+
+
+def _fail_fast_reason(step_id: str) -> str:
+    return f"Not started: the plan stopped after step {step_id!r} failed (fail_fast)."

@@ -17,21 +17,52 @@ from typing import Any
 
 import jiter
 
-from .._errors import PlanIssue, PlanValidationError
+from .._errors import PlanIssue, PlanValidationError, ToolplanError
 from .._tasks import task_group
-from ..plan import DEFAULT_MAX_STEPS, META_TOOL_NAMES, Budget, CompiledStep, compile_plan
+from ..plan import META_TOOL_NAMES, Budget, CompiledStep, FailureMode, compile_plan
 from ..plan._parse import parse_source
 from ..plan._refs import compile_arguments
 from ..plan._validate import step_dependencies
 from ..tools import ToolRegistry, ToolsLike
+from ._backend import Backend
 from ._events import EventHandler
-from ._executor import DEFAULT_MAX_CONCURRENCY, PlanRun
 from ._invoke import ToolInvoker
+from ._limits import DEFAULT_LIMITS, RunLimits
 from ._result import PlanResult
+from ._run import PlanRun
 
-__all__ = ("StreamingPlan", "execute_plan_stream")
+__all__ = ("StreamedPlanInvalid", "StreamingPlan", "execute_plan_stream")
 
 _STRUCTURAL = frozenset("{}[],")
+# Plan-level keys whose values govern the run: applied as soon as each is complete in the text.
+_OPTION_KEYS = ("max_concurrency", "failure_mode", "budget")
+
+
+class StreamedPlanInvalid(PlanValidationError):
+    """A streamed plan turned out invalid after some of its steps had started.
+
+    ``result`` records every step that was started (those that finished keep their outcome; the
+    others were cancelled), so nothing that ran is lost and the model can be told exactly what ran.
+    """
+
+    def __init__(self, error: PlanValidationError, result: PlanResult) -> None:
+        super().__init__([*error.issues, *error.warnings])
+        self.result = result
+        n, started = len(self.issues), sum(1 for r in result.steps.values() if r.attempts)
+        lines = "\n".join(f"- {issue}" for issue in self.issues)
+        ToolplanError.__init__(
+            self,
+            f"The plan is invalid ({n} problem{'s' if n != 1 else ''}) and was stopped, but {started} of its "
+            "steps had started while it was streaming (their records are kept). Fix every problem below:\n"
+            f"{lines}",
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_invalid, (self.issues, self.result))
+
+
+def _rebuild_invalid(issues: Any, result: PlanResult) -> StreamedPlanInvalid:
+    return StreamedPlanInvalid(PlanValidationError(issues), result)
 
 
 class StreamingPlan:
@@ -42,14 +73,16 @@ class StreamingPlan:
         registry: ToolRegistry,
         invoker: ToolInvoker,
         *,
-        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
-        max_steps: int | None = None,
+        limits: RunLimits = DEFAULT_LIMITS,
+        expires: float | None = None,
+        expires_note: str = "the run's deadline",
         on_event: EventHandler | None = None,
     ) -> None:
         self.registry = registry.without(*META_TOOL_NAMES)
         self.invoker = invoker
-        self.max_steps = max_steps or DEFAULT_MAX_STEPS
-        self.run = PlanRun(None, invoker, max_concurrency=max_concurrency, on_event=on_event)
+        self.max_steps = limits.max_steps
+        self.run = PlanRun(None, invoker, limits=limits, expires=expires, expires_note=expires_note, on_event=on_event)
+        self._options: dict[str, Any] = {}  # plan-level options applied so far
         self.text = ""
         self.dispatched: list[str] = []
         self._seen = 0  # complete steps examined so far
@@ -68,9 +101,28 @@ class StreamingPlan:
             partial = jiter.from_json(self.text.encode(), partial_mode=True)
         except ValueError:
             return  # broken JSON: the complete plan will be rejected with a clear message
-        steps = partial.get("steps") if isinstance(partial, dict) else None
+        if not isinstance(partial, dict):
+            return
+        self._apply_options(partial)
+        steps = partial.get("steps")
         if isinstance(steps, list) and len(steps) - 1 > self._seen:
             self._consider(steps[:-1])  # the last step may still be growing
+
+    def _apply_options(self, partial: dict[str, Any]) -> None:
+        """Apply the plan-level limits whose values are complete (a later key follows them).
+
+        So ``max_concurrency``, ``failure_mode`` and ``budget`` govern the steps that start after
+        they arrive; written before ``steps`` (as the schema lists them) they govern every step.
+        """
+        keys = list(partial)
+        complete = {k: partial[k] for k in keys[:-1] if k in _OPTION_KEYS and k not in self._options}
+        if not complete:
+            return
+        plan, issues = parse_source({"steps": [{"id": "_", "tool": "_"}], **complete}, dialect="native")
+        if plan is None or any(i.severity == "error" for i in issues):
+            return  # a bad value: the complete plan will be rejected with a clear message
+        self._options.update(complete)
+        self.run.apply(plan)
 
     def _consider(self, complete: list[Any]) -> None:
         plan, issues = parse_source({"steps": complete}, dialect="native")
@@ -105,7 +157,9 @@ class StreamingPlan:
         """Validate the complete plan (``source``, or the text fed so far) and wait for the run.
 
         Raises:
-            PlanValidationError: the plan is invalid; the steps already started were cancelled.
+            PlanValidationError: the plan is invalid and no step had been started.
+            StreamedPlanInvalid: the plan is invalid and some steps had started; ``.result`` has
+                their records (finished ones keep their outcome, running ones were cancelled).
         """
         assert self._task is not None, "call start() first"
         try:
@@ -115,13 +169,12 @@ class StreamingPlan:
                     raise PlanValidationError(
                         [PlanIssue(code="stream_mismatch", step=sid, message="The step changed after it was streamed.")]
                     )
-        except PlanValidationError:
+        except PlanValidationError as exc:
             self.abort("Cancelled: the streamed plan turned out to be invalid.")
-            await self._task
+            result = await self._task
+            if self.dispatched:
+                raise StreamedPlanInvalid(exc, result) from None
             raise
-        if compiled.plan.budget is not None:
-            meter = self.invoker.meter
-            meter.budget = meter.budget.merged(compiled.plan.budget)
         self.run.seal(compiled)
         return await self._task
 
@@ -130,20 +183,36 @@ async def execute_plan_stream(
     pieces: AsyncIterable[str],
     tools: ToolsLike,
     *,
-    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    limits: RunLimits | None = None,
+    max_concurrency: int | None = None,
+    timeout: float | None = None,
     step_timeout: float | None = None,
+    failure_mode: FailureMode | None = None,
     budget: Budget | None = None,
     max_steps: int | None = None,
     on_event: EventHandler | None = None,
+    backend: Backend | None = None,
 ) -> PlanResult:
     """Run a native plan whose JSON text arrives in ``pieces``, starting steps as they complete.
 
+    Takes the options of `execute_plan`; the plan's own limits apply from the moment they arrive.
+
     Raises:
-        PlanValidationError: the complete plan is invalid (steps already started are cancelled).
+        PlanValidationError: the complete plan is invalid (`StreamedPlanInvalid`, with the records
+            of the steps that had started, when some had).
     """
+    limits = RunLimits.of(
+        limits,
+        max_concurrency=max_concurrency,
+        deadline=timeout,
+        step_timeout=step_timeout,
+        failure_mode=failure_mode,
+        budget=budget,
+        max_steps=max_steps,
+    )
     registry = ToolRegistry.of(tools)
-    invoker = ToolInvoker(registry, budget=budget, default_timeout=step_timeout)
-    plan = StreamingPlan(registry, invoker, max_concurrency=max_concurrency, max_steps=max_steps, on_event=on_event)
+    invoker = ToolInvoker.for_limits(registry, limits, backend=backend)
+    plan = StreamingPlan(registry, invoker, limits=limits, on_event=on_event)
     async with task_group() as tg:
         plan.start(tg)
         try:

@@ -1,0 +1,109 @@
+"""The call context: what a tool can know about the call it is running in.
+
+While toolplan runs a tool (a plan step, an agent's direct call, a call from code mode), the
+context variable here holds a `CallContext`; `current_call()` reads it. It lives at the bottom of
+the package because tools, the thread pool and the executor all read or set it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+from ._errors import UserError
+from ._records import fast_init
+
+__all__ = ("CallContext", "RawCall", "current_call", "current_call_or_none", "linger_hook", "raw_call")
+
+
+@fast_init
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallContext:
+    """One call of a tool, as the tool sees it.
+
+    Attributes:
+        run_id: The run (plan run, or an agent run's plan, batch or code run) the call belongs to.
+        step_id: The step within that run (``call_1`` for calls from code, ``call0`` for an agent's
+            direct calls).
+        tool: The tool's name.
+        attempt: 1 for the first attempt, 2 for the first retry, and so on (a fallback is an attempt too).
+        deadline: When the call must end, in `time.monotonic` seconds (the tighter of the call's
+            timeout and the run's deadline), or None.
+    """
+
+    run_id: str
+    step_id: str
+    tool: str
+    attempt: int = 1
+    deadline: float | None = None
+
+    @property
+    def idempotency_key(self) -> str:
+        """``"{run_id}:{step_id}"``: the same for every attempt (and resume) of one step.
+
+        Pass it to APIs that de-duplicate requests (payments, bookings) so a retried step cannot
+        repeat a side effect that completed.
+        """
+        return f"{self.run_id}:{self.step_id}"
+
+    def remaining(self) -> float | None:
+        """Seconds left before `deadline` (never negative), or None without a deadline."""
+        if self.deadline is None:
+            return None
+        return max(0.0, self.deadline - time.monotonic())
+
+
+# What the invoker sets for each call is a plain tuple, not a `CallContext`: building a record per
+# call would cost more than the rest of the call's bookkeeping, and most tools never ask. The tuple
+# is made and read only through the functions below.
+RawCall = tuple[
+    Callable[[Any, "Future[Any]"], None] | None,  # told about a thread that outlives the call (on_linger)
+    str,  # run id
+    str,  # step id
+    str,  # tool
+    int,  # attempt
+    float | None,  # deadline (time.monotonic)
+]
+_CURRENT: ContextVar[RawCall | None] = ContextVar("toolplan_current_call", default=None)
+
+
+def raw_call(
+    on_linger: Callable[[Any, Future[Any]], None] | None,
+    run_id: str,
+    step_id: str,
+    tool: str,
+    attempt: int,
+    deadline: float | None,
+) -> RawCall:
+    """The value the invoker sets in the context variable for one call."""
+    return (on_linger, run_id, step_id, tool, attempt, deadline)
+
+
+def linger_hook(raw: RawCall) -> Callable[[Any, Future[Any]], None] | None:
+    """Who to tell when the call's worker thread outlives the call (None: nobody)."""
+    return raw[0]
+
+
+def current_call() -> CallContext:
+    """The `CallContext` of the tool call running now.
+
+    Raises:
+        UserError: not called while toolplan runs a tool (for example, the function was called
+            directly); use `current_call_or_none` where that is expected.
+    """
+    raw = _CURRENT.get()
+    if raw is None:
+        raise UserError(
+            "current_call() was called outside a tool call run by toolplan. Call it from inside a tool "
+            "while a plan or agent runs it, or use current_call_or_none() where the function may be called directly."
+        )
+    return CallContext(run_id=raw[1], step_id=raw[2], tool=raw[3], attempt=raw[4], deadline=raw[5])
+
+
+def current_call_or_none() -> CallContext | None:
+    """The `CallContext` of the tool call running now, or None outside one."""
+    return None if _CURRENT.get() is None else current_call()

@@ -1,0 +1,216 @@
+"""The public way to run a plan: `execute_plan`, its sync twin, and `stream_plan` for events.
+
+Each builds one `RunLimits` from its options (or takes one) and hands it to a `PlanRun`, which
+merges the plan's own limits in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from .._errors import UserError
+from .._tasks import task_group
+from ..plan import Budget, CompiledPlan, Dialect, FailureMode, compile_plan
+from ..tools import ToolRegistry, ToolsLike
+from ._backend import Backend
+from ._events import EventHandler, PlanEvent, PlanFinished
+from ._invoke import ToolInvoker
+from ._limits import RunLimits
+from ._result import PlanResult
+from ._run import PlanRun
+
+__all__ = ("PlanStream", "execute_compiled", "execute_plan", "execute_plan_sync", "prepare", "stream_plan")
+
+
+def prepare(
+    plan: Any,
+    tools: ToolsLike,
+    *,
+    limits: RunLimits | None = None,
+    step_timeout: float | None = None,
+    budget: Budget | None = None,
+    max_steps: int | None = None,
+    dialect: Dialect | None = None,
+    backend: Backend | None = None,
+) -> tuple[CompiledPlan, ToolInvoker]:
+    """Validate and compile a plan, and build the invoker that will run its calls.
+
+    The plan's own budget is applied by the run (`PlanRun.apply`), not here.
+    """
+    limits = RunLimits.of(limits, step_timeout=step_timeout, budget=budget, max_steps=max_steps)
+    registry = ToolRegistry.of(tools)
+    compiled = compile_plan(plan, registry, dialect=dialect, max_steps=limits.max_steps)
+    return compiled, ToolInvoker.for_limits(registry, limits, backend=backend)
+
+
+async def execute_compiled(
+    compiled: CompiledPlan,
+    invoker: ToolInvoker,
+    *,
+    limits: RunLimits | None = None,
+    max_concurrency: int | None = None,
+    timeout: float | None = None,
+    failure_mode: FailureMode | None = None,
+    on_event: EventHandler | None = None,
+    retry_delay: float | None = None,
+) -> PlanResult:
+    """Run an already compiled plan with a given invoker (its budget and per-tool limits)."""
+    limits = RunLimits.of(
+        limits,
+        max_concurrency=max_concurrency,
+        deadline=timeout,
+        failure_mode=failure_mode,
+        retry_delay=retry_delay,
+    )
+    return await PlanRun(compiled, invoker, limits=limits, on_event=on_event).run()
+
+
+async def execute_plan(
+    plan: Any,
+    tools: ToolsLike,
+    *,
+    limits: RunLimits | None = None,
+    max_concurrency: int | None = None,
+    timeout: float | None = None,
+    step_timeout: float | None = None,
+    failure_mode: FailureMode | None = None,
+    budget: Budget | None = None,
+    max_steps: int | None = None,
+    dialect: Dialect | None = None,
+    on_event: EventHandler | None = None,
+    retry_delay: float | None = None,
+    backend: Backend | None = None,
+) -> PlanResult:
+    """Validate and run a plan; return every step's record.
+
+    Args:
+        plan: A dict, JSON text or `Plan`, in any dialect (detected unless ``dialect`` is given).
+        tools: Functions, tools, a list or dict of them, or a `ToolRegistry`.
+        limits: Every limit in one `RunLimits`; the options below, when given, override its fields.
+            The plan's own ``max_concurrency``, ``budget`` and ``failure_mode`` merge in: the tighter wins.
+        max_concurrency: Steps running at once (default 20).
+        timeout: Plan deadline in seconds (``RunLimits.deadline``): unstarted steps end ``not_run``,
+            running ones ``timed_out``.
+        step_timeout: Default per-call timeout (a step's or tool's own timeout wins).
+        failure_mode: ``"fail_forward"`` (default) or ``"fail_fast"``; a plan that says ``fail_fast``
+            (as chaining plans do by default) runs fail_fast.
+        budget: Limits on calls, cost and latency (combined with the plan's own, the tighter wins).
+        max_steps: Most steps a plan may have (default 50; batch plans are always limited to 50).
+        dialect: Force ``"native"``, ``"chaining"`` or ``"batch"``.
+        on_event: Called synchronously with each `PlanEvent`.
+        retry_delay: First retry backoff in seconds (doubles each attempt, with jitter).
+        backend: Where tool calls run (default: in this process).
+
+    Raises:
+        PlanValidationError: the plan is invalid; ``.issues`` lists every problem and no tool ran.
+        UserError: an option is out of range (the message names it).
+    """
+    limits = RunLimits.of(
+        limits,
+        max_concurrency=max_concurrency,
+        deadline=timeout,
+        step_timeout=step_timeout,
+        failure_mode=failure_mode,
+        budget=budget,
+        max_steps=max_steps,
+        retry_delay=retry_delay,
+    )
+    compiled, invoker = prepare(plan, tools, limits=limits, dialect=dialect, backend=backend)
+    return await PlanRun(compiled, invoker, limits=limits, on_event=on_event).run()
+
+
+def execute_plan_sync(plan: Any, tools: ToolsLike, **options: Any) -> PlanResult:
+    """`execute_plan` for synchronous code (runs its own event loop).
+
+    Raises:
+        UserError: called from inside a running event loop (use ``await execute_plan(...)`` there).
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(execute_plan(plan, tools, **options))
+    raise UserError("execute_plan_sync() cannot run inside an event loop; use `await execute_plan(...)` instead.")
+
+
+class PlanStream:
+    """Events of a running plan, as an async iterator; ``result`` is set when the plan ends."""
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[PlanEvent | None] = asyncio.Queue()
+        self.result: PlanResult | None = None
+
+    def _put(self, event: PlanEvent) -> None:
+        if isinstance(event, PlanFinished):
+            self.result = event.result
+        self._queue.put_nowait(event)
+
+    def __aiter__(self) -> AsyncIterator[PlanEvent]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[PlanEvent]:
+        while True:
+            event = await self._queue.get()
+            if event is None:
+                return
+            yield event
+
+
+@asynccontextmanager
+async def stream_plan(
+    plan: Any,
+    tools: ToolsLike,
+    *,
+    limits: RunLimits | None = None,
+    max_concurrency: int | None = None,
+    timeout: float | None = None,
+    step_timeout: float | None = None,
+    failure_mode: FailureMode | None = None,
+    budget: Budget | None = None,
+    max_steps: int | None = None,
+    dialect: Dialect | None = None,
+    on_event: EventHandler | None = None,
+    retry_delay: float | None = None,
+    backend: Backend | None = None,
+) -> AsyncIterator[PlanStream]:
+    """Run a plan in the background of this block and iterate over its events.
+
+    Takes the options of `execute_plan`.
+
+    ```python
+    async with stream_plan(plan, tools) as events:
+        async for event in events:
+            ...
+    result = events.result
+    ```
+    Leaving the block early cancels the plan. Validation errors raise on entry, before any tool runs.
+    """
+    limits = RunLimits.of(
+        limits,
+        max_concurrency=max_concurrency,
+        deadline=timeout,
+        step_timeout=step_timeout,
+        failure_mode=failure_mode,
+        budget=budget,
+        max_steps=max_steps,
+        retry_delay=retry_delay,
+    )
+    compiled, invoker = prepare(plan, tools, limits=limits, dialect=dialect, backend=backend)
+    stream = PlanStream()
+    callback: Callable[[PlanEvent], None] | None = on_event
+
+    def put(event: PlanEvent) -> None:
+        if callback is not None:
+            callback(event)
+        stream._put(event)
+
+    async with task_group() as tg:
+        task = tg.create_task(PlanRun(compiled, invoker, limits=limits, on_event=put).run())
+        task.add_done_callback(lambda _t: stream._queue.put_nowait(None))
+        try:
+            yield stream
+        finally:
+            if not task.done():
+                task.cancel()

@@ -1,0 +1,128 @@
+"""`RunLimits`: every limit of a run in one frozen object, with its defaults defined once.
+
+Entry points (`execute_plan`, streamed plans, the agent, code mode, the CLI) take a `RunLimits` or
+build one from their keyword options; a plan's own limits are merged in by `RunLimits.merged`,
+one rule everywhere: the tighter wins.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .._errors import UserError
+from ..plan import DEFAULT_MAX_STEPS, Budget, FailureMode, Plan
+
+__all__ = ("DEFAULT_LIMITS", "DEFAULT_MAX_CONCURRENCY", "RunLimits")
+
+#: Steps (or calls of one agent turn) running at once, unless a limit says otherwise.
+DEFAULT_MAX_CONCURRENCY = 20
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunLimits:
+    """The limits of one run: a plan run, or an agent run (shared by its turns, plans and code).
+
+    Attributes:
+        max_concurrency: Steps running at once, plan-wide (for an agent: calls of one turn and steps
+            of one plan). A plan's own ``max_concurrency`` can only lower it.
+        tool_concurrency: Most calls of a tool running at once, by tool name, on top of each tool's
+            own ``concurrency`` annotation (the lower wins).
+        step_timeout: Default timeout of one tool call in seconds (a step's or a tool's own timeout wins).
+        deadline: Seconds the whole run may take: steps not started by then end ``not_run``, running
+            ones ``timed_out``. The budget's ``max_latency`` is a deadline too; the earlier applies.
+        budget: Calls, calls per tool, cost and latency; reserved when a call is dispatched.
+        failure_mode: ``"fail_forward"`` (a failure skips only its dependents) or ``"fail_fast"``.
+            Merged with a plan's own mode, ``"fail_fast"`` wins.
+        max_steps: Most steps a plan may have.
+        retry_delay: First backoff between retries of a step, in seconds (doubles, with jitter).
+    """
+
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+    tool_concurrency: Mapping[str, int] = field(default_factory=dict[str, int])
+    step_timeout: float | None = None
+    deadline: float | None = None
+    budget: Budget = field(default_factory=Budget)
+    failure_mode: FailureMode = "fail_forward"
+    max_steps: int = DEFAULT_MAX_STEPS
+    retry_delay: float = 0.1
+
+    def __post_init__(self) -> None:
+        _count("max_concurrency", self.max_concurrency)
+        _count("max_steps", self.max_steps)
+        for name, n in self.tool_concurrency.items():
+            _count(f"tool_concurrency[{name!r}]", n)
+        _seconds("step_timeout", self.step_timeout)
+        _seconds("deadline", self.deadline)
+        _seconds("retry_delay", self.retry_delay, zero=True)
+        if self.failure_mode not in ("fail_forward", "fail_fast"):
+            raise UserError(f"failure_mode must be 'fail_forward' or 'fail_fast', got {self.failure_mode!r}.")
+        b = self.budget
+        if not isinstance(b, Budget):
+            raise UserError(f"budget must be a toolplan.Budget, got {type(b).__name__}.")
+        if b.max_tool_calls is not None:
+            _count("budget.max_tool_calls", b.max_tool_calls, zero=True)
+        for name, n in b.max_tool_calls_per_tool.items():
+            _count(f"budget.max_tool_calls_per_tool[{name!r}]", n, zero=True)
+        _seconds("budget.max_cost", b.max_cost, zero=True, unit="")
+        _seconds("budget.max_latency", b.max_latency)
+
+    @classmethod
+    def of(cls, limits: RunLimits | None = None, **options: Any) -> RunLimits:
+        """``limits`` (or the defaults) with the options that are not None applied on top.
+
+        The keyword options are the same names as the fields; this is how entry points that take
+        both a ``limits`` object and individual options build the one object they run with.
+        """
+        given = {k: v for k, v in options.items() if v is not None}
+        base = limits if limits is not None else DEFAULT_LIMITS
+        if limits is not None and not isinstance(limits, RunLimits):
+            raise UserError(f"limits must be a toolplan.RunLimits, got {type(limits).__name__}.")
+        if not given:
+            return base
+        unknown = sorted(set(given) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise UserError(f"Unknown limit {unknown[0]!r}. Known limits: {', '.join(cls.__dataclass_fields__)}.")
+        return replace(base, **given)
+
+    @property
+    def run_deadline(self) -> float | None:
+        """Seconds the run may take: the earlier of ``deadline`` and ``budget.max_latency``."""
+        return _low(self.deadline, self.budget.max_latency)
+
+    def merged(self, plan: Plan | None) -> RunLimits:
+        """These limits with a plan's own (``max_concurrency``, ``budget``, ``failure_mode``): the tighter wins."""
+        if plan is None:
+            return self
+        changes: dict[str, Any] = {}
+        if plan.max_concurrency is not None and plan.max_concurrency < self.max_concurrency:
+            changes["max_concurrency"] = plan.max_concurrency
+        if plan.budget is not None and not plan.budget.unlimited:
+            changes["budget"] = self.budget.merged(plan.budget)
+        if plan.failure_mode == "fail_fast" and self.failure_mode != "fail_fast":
+            changes["failure_mode"] = "fail_fast"
+        return replace(self, **changes) if changes else self
+
+
+def _low(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _count(name: str, value: Any, *, zero: bool = False) -> None:
+    low = 0 if zero else 1
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise UserError(f"{name} must be a whole number >= {low}, got {value!r}.")
+
+
+def _seconds(name: str, value: Any, *, zero: bool = False, unit: str = " seconds") -> None:
+    if value is None:
+        return
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < 0 or (value == 0 and not zero):
+        bound = ">= 0" if zero else "> 0"
+        raise UserError(f"{name} must be a finite number {bound}{unit}, or None for no limit; got {value!r}.")
+
+
+DEFAULT_LIMITS = RunLimits()

@@ -1,0 +1,431 @@
+"""`PlanRun`: one run of a plan — its state, its limits, and the workers that run its steps.
+
+A run holds the scheduler (what may start), the records of ended steps and the tasks of running
+ones. Its limits are the caller's `RunLimits` merged with the plan's own, applied in one method
+(`apply`) whether the plan arrived whole or is still streaming. What one step does (resolve its
+arguments, call, retry, fall back) is in `_step.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Any
+
+from .._records import maker
+from ..plan import CompiledPlan, CompiledStep, Plan
+from ..plan._ir import MissingField
+from ._events import EventHandler, PlanEvent, PlanFinished, PlanStarted, StepFinished
+from ._invoke import CallOutcome, ToolInvoker, when_done
+from ._limits import DEFAULT_LIMITS, RunLimits
+from ._result import ErrorKind, PlanResult, PlanStatus, StepError, StepResult, StepStatus
+from ._scheduler import Scheduler, StepState
+from ._step import new_step_result, run_step
+
+__all__ = ("PlanRun",)
+
+_new_plan_result = maker(PlanResult)
+_YIELD_EVERY = 64  # steps a task runs inline before it lets the event loop run others
+_KIND: dict[StepState, ErrorKind] = {"skipped": "skipped", "cancelled": "cancelled", "not_run": "not_run"}
+
+
+class PlanRun:
+    """One run of a plan. Steps may be added while it runs (streamed plans, code) until `seal` or `abort`.
+
+    Use `execute_compiled` for a complete plan; build a ``PlanRun(None, ...)`` and call `add`,
+    then `seal` (or `abort`), to run a plan whose steps arrive one by one.
+
+    Args:
+        compiled: The plan, or None for a run whose steps are added one by one.
+        invoker: The run's invoker (an agent run's, shared by its plans); the run charges a child
+            of it, so a plan's own budget binds this plan only, on top of the run's.
+        limits: The caller's limits; the plan's own are merged in (the tighter wins).
+        expires: An enclosing run's deadline (`time.monotonic`), e.g. the agent run's.
+        expires_note: How messages name that deadline.
+        on_event: Called synchronously with each `PlanEvent`.
+    """
+
+    def __init__(
+        self,
+        compiled: CompiledPlan | None,
+        invoker: ToolInvoker,
+        *,
+        limits: RunLimits = DEFAULT_LIMITS,
+        expires: float | None = None,
+        expires_note: str = "the run's deadline",
+        on_event: EventHandler | None = None,
+    ) -> None:
+        self.compiled = compiled
+        self.invoker = invoker.child(None)  # this plan's ledger: its own budget arrives with the plan
+        self.limits = limits
+        self.on_event = on_event
+        self.missing_field: MissingField = "null"
+        self.sched = Scheduler(
+            max_concurrency=limits.max_concurrency, fail_fast=limits.failure_mode == "fail_fast", on_end=self._ended
+        )
+        self.run_id = os.urandom(8).hex()
+        self._mono0 = time.perf_counter()
+        self._epoch0 = time.time()
+        self._loop0 = time.monotonic()
+        self.expires = expires
+        self.deadline_note = expires_note
+        self._timeout: asyncio.Timeout | None = None
+        self._tighten(limits.run_deadline, "the plan deadline of {:g}s")
+        self.steps: dict[str, CompiledStep] = {}
+        # An incremental run ends once sealed (or aborted); a compiled plan is complete from the start.
+        self._sealed: asyncio.Event | None = asyncio.Event() if compiled is None else None
+        self._waiters: dict[str, asyncio.Future[StepResult]] = {}
+        self.tool_defaults: dict[str, tuple[int, float | None]] = {}  # (retries, timeout) per tool
+        self.aborted: str | None = None
+        self.outputs: dict[str, Any] = {}
+        self.results: dict[str, StepResult] = {}
+        self.tasks: dict[str, asyncio.Task[Any]] = {}  # the running steps' tasks (workers)
+        self.cancelled_by_us: set[str] = set()
+        self.started_at: dict[str, float] = {}
+        self.attempts: dict[str, int] = {}
+        self._ending: tuple[StepStatus, StepError] | None = None  # how running steps end when the run ends
+        self._tg: asyncio.TaskGroup | None = None
+        self._run_task: asyncio.Task[Any] | None = None
+        self._spawn_handle: asyncio.Handle | None = None  # a `_spawn` waiting for its turn
+        self._yielding = 0  # workers in their periodic yield (not waiting on a tool)
+        self._holds = 0  # abandoned threads holding slots
+        self._unheld: asyncio.Future[None] | None = None  # done when no thread holds a slot any more
+        if compiled is not None:
+            self.apply(compiled.plan)
+
+    # -- limits -----------------------------------------------------------------------------------
+
+    def apply(self, plan: Plan) -> None:
+        """Apply a plan's own limits (concurrency, budget, deadline, failure mode): the tighter wins.
+
+        Called once for a complete plan and again as a streamed plan's options arrive; what already
+        ran counts against a budget that arrives late.
+        """
+        limits = self.limits.merged(plan)
+        self.missing_field = plan.missing_field
+        sched = self.sched
+        if limits.max_concurrency < sched.max_concurrency:
+            sched.max_concurrency = limits.max_concurrency
+        if plan.budget is not None and not plan.budget.unlimited:
+            meter = self.invoker.meter
+            meter.budget = meter.budget.merged(plan.budget)
+            self._tighten(plan.budget.max_latency, "the plan's max_latency of {:g}s")
+        if limits.failure_mode == "fail_fast" and not sched.fail_fast:
+            self._cancel(sched.set_fail_fast())
+        self.limits = limits
+
+    def _tighten(self, seconds: float | None, note: str) -> None:
+        """Bring the run's deadline forward to ``seconds`` after its start, if that is earlier."""
+        if seconds is None:
+            return
+        when = self._loop0 + seconds
+        if self.expires is None or when < self.expires:
+            self.expires = when
+            self.deadline_note = note.format(seconds)
+            if self._timeout is not None:
+                self._timeout.reschedule(when - time.monotonic() + asyncio.get_running_loop().time())
+
+    def now(self) -> float:
+        return self._epoch0 + (time.perf_counter() - self._mono0)
+
+    def emit(self, event: PlanEvent) -> None:
+        if self.on_event is not None:
+            self.on_event(event)
+
+    # -- building ---------------------------------------------------------------------------------
+
+    def add(self, cs: CompiledStep) -> None:
+        """Add a step; it starts as soon as its dependencies have succeeded."""
+        tool = cs.step.tool
+        if tool not in self.tool_defaults:  # a tool's own settings, looked up once per run
+            invoker = self.invoker
+            self.tool_defaults[tool] = (invoker.annotations(tool).retries, invoker.timeout_for(tool))
+            concurrency = invoker.concurrency(tool)
+            if concurrency is not None:
+                self.sched.tool_limits[tool] = concurrency
+        self.steps[cs.step.id] = cs
+        self.sched.add(cs.step.id, tool, cs.deps)
+        if self._tg is not None:
+            self._launch()
+
+    def seal(self, compiled: CompiledPlan) -> None:
+        """The plan is complete: apply its limits, add the steps not added yet, then finish when all have ended."""
+        self.compiled = compiled
+        self.apply(compiled.plan)
+        for sid, cs in compiled.steps.items():
+            if sid not in self.steps:
+                self.add(cs)
+        if self._sealed is not None:
+            self._sealed.set()
+
+    def abort(self, reason: str) -> None:
+        """Start nothing more and cancel the running steps (a streamed plan turned out invalid)."""
+        self.aborted = reason
+        self._cancel(self.sched.stop(reason))
+        if self._sealed is not None:
+            self._sealed.set()
+
+    def _cancel(self, running: list[str]) -> None:
+        """Cancel running steps; each is recorded ``cancelled`` now, whether or not its task has started."""
+        reason = (self.sched.stopped or "Cancelled.").replace("Not started", "Cancelled")
+        for sid in running:
+            task = self.tasks.pop(sid, None)
+            self.sched.cancel(sid, reason)  # records it (`_ended`)
+            if task is not None:
+                self.cancelled_by_us.add(sid)
+                task.cancel()
+
+    # -- running ----------------------------------------------------------------------------------
+
+    async def run(self) -> PlanResult:
+        """Run until every step has ended (for an incremental run: until sealed or aborted, too)."""
+        start = self.now()
+        if self.compiled is not None:
+            if self.on_event is not None:
+                self.emit(PlanStarted(run_id=self.run_id, steps=self.compiled.plan.step_ids, at=start))
+            for cs in self.compiled.steps.values():
+                self.add(cs)
+        elif self.on_event is not None:
+            self.emit(PlanStarted(run_id=self.run_id, steps=(), at=start))
+        loop = asyncio.get_running_loop()
+        at = None
+        if self.expires is not None:
+            left = self.expires - time.monotonic()
+            if left <= 0:  # nothing may start (a tool that never waits would beat the timeout)
+                self.sched.stop(f"Not started: {self.deadline_note} passed.")
+            at = loop.time() + left
+        try:
+            async with asyncio.timeout_at(at) as self._timeout, asyncio.TaskGroup() as tg:
+                self._tg = tg
+                self._run_task = run_task = asyncio.current_task()
+                assert run_task is not None
+                try:
+                    first = self._take()
+                    if first is not None:  # this task is the first worker: no task or loop turn of its own
+                        self.tasks[first] = run_task
+                        await self._work(first)
+                    if self._sealed is not None:
+                        await self._sealed.wait()
+                except BaseException:
+                    # The group shuts down (a tool raised a BaseException in this task, or the run was
+                    # cancelled) and refuses new tasks while it waits for the others: start no more.
+                    self._tg = None
+                    raise
+        except TimeoutError:
+            note = self.deadline_note
+            self._end_unfinished(
+                f"Not started: {note} passed.",
+                "timed_out",
+                StepError(kind="timeout", message=f"{note[0].upper()}{note[1:]} passed while the step was running."),
+            )
+            if self._sealed is not None:  # steps may still be added (code): they end not_run, on record
+                await self._sealed.wait()
+        except asyncio.CancelledError:
+            self._end_unfinished(
+                "Not started: the run was cancelled.",
+                "cancelled",
+                StepError(kind="cancelled", message="The run was cancelled while the step was running."),
+            )
+            self._finalize(start, "cancelled")
+            raise
+        finally:
+            self._tg = self._timeout = None
+            if self._spawn_handle is not None:  # nothing is left to start; let go of this run
+                self._spawn_handle.cancel()
+                self._spawn_handle = None
+        return self._finalize(start, None)
+
+    def _launch(self) -> None:
+        """Start a worker task for the ready steps (from outside a worker: the run's start, `add`)."""
+        sid = self._take()
+        if sid is not None:
+            tg = self._tg
+            assert tg is not None
+            self.tasks[sid] = tg.create_task(self._work(sid))
+
+    def _take(self) -> str | None:
+        """The next step that may start, marked running, or None.
+
+        When more steps are waiting, `_spawn` is scheduled: it runs at the event loop's next turn.
+        """
+        ready = self.sched.take_ready(1)
+        if not ready:
+            return None
+        sid = ready[0]
+        self.started_at[sid] = self.now()
+        if self._spawn_handle is None and self.sched.has_ready:
+            self._spawn_handle = asyncio.get_running_loop().call_soon(self._spawn)
+        return sid
+
+    def _spawn(self) -> None:
+        """A worker for every waiting step: the event loop got a turn, so a running tool is waiting.
+
+        Unless the turn came from a worker's periodic yield: that worker is not waiting on anything
+        and goes on with the waiting steps itself (a later `_take` schedules the next `_spawn`).
+        So tools that wait on I/O each get their own task at once, and tools that return without
+        waiting share one.
+        """
+        tg, run_task = self._tg, self._run_task
+        if tg is None or run_task is None or run_task.cancelling() or self._yielding:
+            self._spawn_handle = None
+            return  # the run is ending (deadline, cancellation, a BaseException), or no tool is waiting
+        # The handle stays set while this runs, so these takes do not schedule another `_spawn`.
+        while (sid := self._take()) is not None:
+            self.tasks[sid] = tg.create_task(self._work(sid))
+        self._spawn_handle = None
+
+    async def _work(self, sid: str) -> None:
+        # A worker: it runs steps one after another while steps are ready (a chain, or steps whose
+        # tools return without waiting, cost no task and no event-loop round trip per step);
+        # `_spawn` adds workers when the loop gets a turn while steps are still waiting.
+        task: asyncio.Task[Any] | None = None  # this task, looked up once it runs a step inline
+        inline = 0
+        while True:
+            try:
+                if inline and inline % _YIELD_EVERY == 0:
+                    self._yielding += 1
+                    try:
+                        await asyncio.sleep(0)  # a long inline run lets other tasks (and deadlines) in
+                    finally:
+                        self._yielding -= 1
+                result = await run_step(self, self.steps[sid])
+            except asyncio.CancelledError:
+                if sid not in self.cancelled_by_us:
+                    raise
+                current = asyncio.current_task()
+                assert current is not None
+                if current.uncancel():
+                    raise  # someone else cancelled this task too (the run itself, when it is the worker)
+                return  # `_cancel` recorded the step
+            self._finished(sid, result)
+            kept = self._take()
+            if kept is None:
+                return
+            if task is None:
+                task = asyncio.current_task()
+                assert task is not None
+            self.tasks[kept] = task
+            sid = kept
+            inline += 1
+
+    # -- records ----------------------------------------------------------------------------------
+
+    def hold_until_done(self, tool: str, outcome: CallOutcome) -> None:
+        """A timed-out sync tool's thread runs on: it keeps its slots until it ends.
+
+        While any such thread holds slots, a keeper task in the run's group keeps the run open, so
+        the steps waiting for those slots still start when they are freed.
+        """
+        thread = outcome.lingering
+        if thread is None:
+            return
+        sched = self.sched
+        sched.hold(tool, 1)
+        self._holds += 1
+        if self._unheld is None and self._tg is not None:
+            unheld = self._unheld = asyncio.get_running_loop().create_future()
+            self._tg.create_task(_wait_for(unheld))
+
+        def ended() -> None:
+            sched.hold(tool, -1)
+            self._holds -= 1
+            if self._tg is not None:
+                self._launch()
+            if self._holds == 0 and self._unheld is not None:
+                if not self._unheld.done():
+                    self._unheld.set_result(None)
+                self._unheld = None
+
+        when_done(thread, ended)
+
+    def _finished(self, sid: str, result: StepResult) -> None:
+        """Record how a step ended and tell the scheduler (which may make others ready)."""
+        sched = self.sched
+        del self.tasks[sid]  # only running steps keep their task (fewer live objects in long plans)
+        self._record(result)
+        if result.status == "not_run":  # refused at dispatch (budget)
+            sched.refuse(sid, result.error.message if result.error else "not run")
+            return
+        sched.finish(sid, succeeded=result.status == "succeeded")
+        if sched.stopped is not None and result.status != "succeeded":
+            self._cancel([other for other in self.tasks if sched.state(other) == "running"])
+
+    def _ended(self, sid: str, state: StepState, reason: str) -> None:
+        """The scheduler ended a step without an outcome of its own (skipped, not run, cancelled)."""
+        if sid in self.results:
+            return  # recorded already (a call the budget refused)
+        started = self.started_at.get(sid)
+        error = StepError(kind=_KIND.get(state, "not_run"), message=reason)
+        status: StepStatus = state  # the three states are step statuses too
+        if self._ending is not None and state == "cancelled":
+            status, error = self._ending
+        self._record(
+            new_step_result(
+                id=sid,
+                tool=self.steps[sid].step.tool,
+                status=status,
+                error=error,
+                attempts=self.attempts.get(sid, 0),
+                started_at=started,
+                ended_at=None if started is None else self.now(),
+            )
+        )
+
+    def _record(self, result: StepResult) -> None:
+        sid = result.id
+        self.results[sid] = result
+        if result.status == "succeeded":
+            self.outputs[sid] = result.output
+        if self._waiters:
+            waiter = self._waiters.pop(sid, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(result)
+        if self.on_event is not None:
+            self.emit(StepFinished(run_id=self.run_id, result=result))
+
+    async def wait(self, step_id: str) -> StepResult:
+        """The record of ``step_id`` once it has ended."""
+        if step_id in self.results:
+            return self.results[step_id]
+        waiter = self._waiters.get(step_id)
+        if waiter is None:
+            waiter = self._waiters[step_id] = asyncio.get_running_loop().create_future()
+        return await waiter
+
+    def _end_unfinished(self, reason: str, running_status: StepStatus, running_error: StepError) -> None:
+        self._ending = (running_status, running_error)
+        for sid in self.sched.stop(reason):
+            self.tasks.pop(sid, None)
+            self.sched.cancel(sid, running_error.message)
+
+    def _finalize(self, start: float, forced: PlanStatus | None) -> PlanResult:
+        compiled = self.compiled
+        if compiled is None or self.aborted is not None:  # an aborted incremental run: what was added
+            compiled = CompiledPlan(
+                plan=Plan(steps=tuple(cs.step for cs in self.steps.values())),
+                steps=self.steps,
+                deps={sid: cs.deps for sid, cs in self.steps.items()},
+            )
+            forced = forced or "cancelled"
+        plan = compiled.plan
+        steps = {sid: self.results[sid] for sid in compiled.steps}
+        status: PlanStatus = forced or ("succeeded" if all(r.ok for r in steps.values()) else "failed")
+        result = _new_plan_result(
+            status=status,
+            steps=steps,
+            output_steps=tuple(o for o in plan.outputs if o in steps),
+            run_id=self.run_id,
+            dialect=plan.dialect,
+            started_at=start,
+            ended_at=self.now(),
+            deps=compiled.deps,
+            warnings=compiled.warnings,
+        )
+        if self.on_event is not None:
+            self.emit(PlanFinished(run_id=self.run_id, result=result))
+        return result
+
+
+async def _wait_for(future: asyncio.Future[None]) -> None:
+    await future

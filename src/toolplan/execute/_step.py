@@ -1,0 +1,196 @@
+"""One step of a run: resolve its arguments, call its tool, retry, fall back, and make its record.
+
+One timeout rule for every call a step makes (first attempt, retries, fallback): the step's own
+``timeout``, else the tool's annotation, else the run's ``step_timeout``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from .._errors import ToolplanError
+from .._records import maker
+from ..plan import CompiledStep
+from ..plan._refs import Ref, resolve_compiled
+from ._events import StepRetrying, StepStarted
+from ._invoke import CallOutcome
+from ._result import StepError, StepResult, StepStatus
+
+if TYPE_CHECKING:
+    from ._run import PlanRun
+
+__all__ = ("new_step_result", "no_retry_backoff", "run_step", "set_retry_backoff")
+
+new_step_result = maker(StepResult)  # a record per step: cheaper than calling the class
+RETRYABLE = frozenset({"infrastructure", "timeout"})
+_backoff_enabled = True
+
+
+def set_retry_backoff(enabled: bool) -> bool:
+    """Turn waiting between step retries on or off for the process; returns the previous setting."""
+    global _backoff_enabled
+    previous, _backoff_enabled = _backoff_enabled, enabled
+    return previous
+
+
+@contextmanager
+def no_retry_backoff() -> Iterator[None]:
+    """Within this block step retries happen without waiting (for tests)."""
+    previous = set_retry_backoff(False)
+    try:
+        yield
+    finally:
+        set_retry_backoff(previous)
+
+
+def _backoff(attempt: int, initial: float) -> float:
+    if not _backoff_enabled or initial <= 0:
+        return 0.0
+    base = min(initial * 2 ** (attempt - 1), 10.0)
+    jitter: float = 0.8 + 0.4 * random.random()
+    return float(base) * jitter  # jitter, not cryptography
+
+
+def _resolve(run: PlanRun, cs: CompiledStep, compiled: Any, missed: list[Ref]) -> tuple[Any, StepError | None]:
+    """The step's arguments from its dependencies' outputs, or why they cannot be built.
+
+    Tool outputs are outside input: deep, huge or cyclic values must fail this step, not the run.
+    """
+    try:
+        return resolve_compiled(compiled, run.outputs, run.missing_field == "null", missed.append), None
+    except (ToolplanError, ValueError, TypeError, RecursionError, MemoryError) as exc:
+        detail = exc.message if isinstance(exc, ToolplanError) else f"{type(exc).__name__}: {exc}"
+        return None, StepError(
+            kind="reference",
+            message=f"The arguments of step {cs.step.id!r} could not be built from its dependencies' outputs "
+            f"({detail}). Pass a smaller or simpler value, or a field of it ('$ref:ID.field').",
+        )
+
+
+async def run_step(run: PlanRun, cs: CompiledStep) -> StepResult:
+    """Run one step to its end and return its record (never raises, except for cancellation)."""
+    step = cs.step
+    sid, tool = step.id, step.tool
+    missed: list[Ref] = []  # REF nodes of fields the output did not have
+    args, problem = _resolve(run, cs, cs.arguments, missed)
+    if problem is not None:
+        return _record(run, cs, "failed", CallOutcome(error=problem), 0, None, False, missed)
+    defaults = run.tool_defaults[tool]  # filled in by PlanRun.add
+    timeout = step.timeout if step.timeout is not None else defaults[1]
+    run.attempts[sid] = 1
+    if run.on_event is not None:
+        run.emit(StepStarted(run_id=run.run_id, step_id=sid, tool=tool, attempt=1, at=run.now()))
+    outcome = await run.invoker.call(tool, args, timeout=timeout, run_id=run.run_id, step_id=sid, expires=run.expires)
+    attempt, used_fallback = 1, False
+    status: StepStatus = "succeeded"
+    if outcome.error is not None:
+        run.hold_until_done(tool, outcome)
+        retries = step.retry if step.retry is not None else defaults[0]
+        outcome, attempt, used_fallback = await _recover(run, cs, args, outcome, retries, timeout, missed)
+        error = outcome.error
+        if error is None:
+            status = "succeeded"
+        elif _refused_at_start(outcome, attempt):
+            status, attempt = "not_run", 0
+        elif error.kind == "timeout":
+            status = "timed_out"
+        else:
+            status = "failed"
+    return _record(run, cs, status, outcome, attempt, args, used_fallback, missed)
+
+
+def _record(
+    run: PlanRun,
+    cs: CompiledStep,
+    status: StepStatus,
+    outcome: CallOutcome,
+    attempts: int,
+    args: Any,
+    used_fallback: bool,
+    missed: list[Ref],
+) -> StepResult:
+    return new_step_result(
+        id=cs.step.id,
+        tool=cs.step.tool,
+        status=status,
+        output=outcome.output,
+        error=outcome.error,
+        attempts=attempts,
+        started_at=run.started_at[cs.step.id],
+        ended_at=run.now(),
+        arguments=args,
+        used_fallback=used_fallback,
+        warnings=tuple(f"{r[3]} resolved to nothing (no such field in {r[1]!r}'s output)." for r in missed)
+        if missed
+        else (),
+    )
+
+
+async def _recover(
+    run: PlanRun,
+    cs: CompiledStep,
+    args: Any,
+    outcome: CallOutcome,
+    retries: int,
+    timeout: float | None,
+    missed: list[Ref],
+) -> tuple[CallOutcome, int, bool]:
+    """After a failed first call: retries (for retryable errors), then the fallback, if any.
+
+    Returns the final outcome, the attempts made and whether the fallback's result stands. A retry
+    never overlaps the attempt it replaces: if that attempt's thread still runs, it waits for it.
+    """
+    step = cs.step
+    sid, invoker = step.id, run.invoker
+    attempt = 1
+    while True:
+        error = outcome.error
+        if error is None or attempt > retries or error.kind not in RETRYABLE:
+            break
+        delay = _backoff(attempt, run.limits.retry_delay)
+        if run.on_event is not None:
+            run.emit(StepRetrying(run_id=run.run_id, step_id=sid, attempt=attempt, error=error, delay=delay))
+        if outcome.lingering is not None:
+            await asyncio.shield(asyncio.wrap_future(outcome.lingering))
+        await asyncio.sleep(delay)
+        attempt += 1
+        run.attempts[sid] = attempt
+        if run.on_event is not None:
+            run.emit(StepStarted(run_id=run.run_id, step_id=sid, tool=step.tool, attempt=attempt, at=run.now()))
+        outcome = await invoker.call(
+            step.tool, args, timeout=timeout, run_id=run.run_id, step_id=sid, attempt=attempt, expires=run.expires
+        )
+        run.hold_until_done(step.tool, outcome)
+    fb = step.fallback
+    if outcome.error is None or fb is None or _refused_at_start(outcome, attempt):
+        return outcome, attempt, False
+    assert cs.fallback_arguments is not None
+    fb_args, problem = _resolve(run, cs, cs.fallback_arguments, missed)
+    if problem is not None:
+        return CallOutcome(error=problem), attempt, False
+    attempt += 1
+    run.attempts[sid] = attempt
+    if run.on_event is not None:
+        run.emit(StepStarted(run_id=run.run_id, step_id=sid, tool=fb.tool, attempt=attempt, at=run.now()))
+    fb_outcome = await invoker.call(
+        fb.tool,
+        fb_args,
+        timeout=invoker.timeout_for(fb.tool, step.timeout),
+        run_id=run.run_id,
+        step_id=sid,
+        attempt=attempt,
+        expires=run.expires,
+    )
+    run.hold_until_done(fb.tool, fb_outcome)
+    if fb_outcome.error is None:
+        return fb_outcome, attempt, True
+    message = f"{outcome.error.message} The fallback {fb.tool!r} failed too: {fb_outcome.error.message}"
+    return CallOutcome(error=StepError(kind=fb_outcome.error.kind, message=message)), attempt, False
+
+
+def _refused_at_start(outcome: CallOutcome, attempt: int) -> bool:
+    return attempt == 1 and outcome.error is not None and outcome.error.kind == "limit"
