@@ -18,7 +18,7 @@ from ..execute import PlanResult, execute_plan
 from ..plan import DEFAULT_MAX_STEPS, ValidationReport, validate_plan
 from ..tools import ToolRegistry
 from ._loader import CliInputError, load_plan, load_tools
-from ._render import print_errors, print_issues, print_json, print_outputs, print_summary, say, step_table
+from ._render import print_errors, print_issues, print_json, print_outputs, print_step_table, print_summary, say
 
 __all__ = ("app", "main")
 
@@ -180,6 +180,7 @@ def run(
             data,
             registry,
             live=live,
+            tools=_step_tools(report),
             max_concurrency=max_concurrency,
             timeout=timeout,
             step_timeout=step_timeout,
@@ -192,20 +193,26 @@ def run(
         print_json(_out, result.to_dict())
     else:
         if not live:
-            _out.print(step_table(result, width=_out.width))
+            print_step_table(_out, result)
         print_errors(_out, result)
         print_outputs(_out, result)
         print_summary(_out, result)
     raise typer.Exit(EXIT_OK if result.ok else EXIT_FAILED)
 
 
-def _execute(data: Any, registry: ToolRegistry, *, live: bool, **options: Any) -> PlanResult:
+def _step_tools(report: ValidationReport) -> dict[str, str]:
+    """Each step's tool, so the live table shows it while the step waits."""
+    compiled = report.compiled
+    return {sid: c.step.tool for sid, c in compiled.steps.items()} if compiled is not None else {}
+
+
+def _execute(data: Any, registry: ToolRegistry, *, live: bool, tools: dict[str, str], **options: Any) -> PlanResult:
     from ._progress import ProgressView, live_progress
 
     try:
         if not live:
             return asyncio.run(execute_plan(data, registry, **options))
-        view = ProgressView()
+        view = ProgressView(tools)
         with live_progress(_out, view):
             return asyncio.run(execute_plan(data, registry, on_event=view, **options))
     except PlanValidationError as exc:  # already validated; kept so a mismatch never shows a traceback

@@ -14,7 +14,7 @@ from rich.console import Console
 from ..execute import PlanResult, execute_plan
 from ..tools import ToolResult, tool
 from ._progress import ProgressView, live_progress
-from ._render import print_errors, print_json, say, step_table
+from ._render import print_errors, print_json, print_step_table, say
 
 __all__ = ("DEMO_PLAN", "demo_tools", "run_demo")
 
@@ -134,7 +134,7 @@ def run_demo(console: Console) -> int:
             result = asyncio.run(_run(view))
     else:
         result = asyncio.run(_run(None))
-        console.print(step_table(result, width=console.width))
+        print_step_table(console, result)
     print_errors(console, result)
     _explain(console, result)
     return 0
