@@ -22,6 +22,7 @@ __all__ = (
     "print_outputs",
     "print_step_table",
     "print_summary",
+    "prose",
     "say",
     "short",
     "step_table",
@@ -36,6 +37,14 @@ def print_json(console: Console, data: Any) -> None:
 def say(console: Console, text: str, style: str | None = None) -> None:
     """One line of plain text (never read as markup, never wrapped)."""
     console.print(Text(text, style=style or ""), soft_wrap=True, highlight=False)
+
+
+def prose(console: Console, text: str, style: str | None = None) -> None:
+    """A sentence or two: word-wrapped on a terminal, one line otherwise (like `say`)."""
+    if not console.is_terminal:
+        say(console, text, style)
+        return
+    console.print(Text(text, style=style or ""), highlight=False)
 
 
 def print_issues(console: Console, issues: Iterable[PlanIssue], *, style: str) -> None:
