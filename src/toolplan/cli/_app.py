@@ -89,12 +89,14 @@ ToolsOpt = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON only (machine-readable).")]
 DialectOpt = Annotated[
-    DialectChoice | None, typer.Option(
+    DialectChoice | None,
+    typer.Option(
         "--dialect", metavar="native|chaining|batch", help="Force a dialect (default: detected from the plan)."
-    )
+    ),
 ]
 MaxStepsOpt = Annotated[
-    int | None, typer.Option("--max-steps", metavar="N", help=f"Most steps a plan may have (default {DEFAULT_MAX_STEPS}).")
+    int | None,
+    typer.Option("--max-steps", metavar="N", help=f"Most steps a plan may have (default {DEFAULT_MAX_STEPS})."),
 ]
 
 _out = Console(highlight=False)
@@ -178,12 +180,16 @@ def run(
     plan: PlanArg,
     tools: ToolsOpt = None,
     as_json: JsonOpt = False,
-    max_concurrency: Annotated[int, typer.Option("--max-concurrency", metavar="N", help="Most steps running at once.")] = 20,
+    max_concurrency: Annotated[
+        int, typer.Option("--max-concurrency", metavar="N", help="Most steps running at once.")
+    ] = 20,
     timeout: Annotated[
-        float | None, typer.Option("--timeout", metavar="SECONDS", help="Plan deadline in seconds (unstarted steps end not_run).")
+        float | None,
+        typer.Option("--timeout", metavar="SECONDS", help="Plan deadline in seconds (unstarted steps end not_run)."),
     ] = None,
     step_timeout: Annotated[
-        float | None, typer.Option("--step-timeout", metavar="SECONDS", help="Default timeout of each tool call in seconds.")
+        float | None,
+        typer.Option("--step-timeout", metavar="SECONDS", help="Default timeout of each tool call in seconds."),
     ] = None,
     fail_fast: Annotated[
         bool, typer.Option("--fail-fast", help="Stop at the first failure and cancel running steps.")

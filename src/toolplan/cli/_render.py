@@ -28,6 +28,7 @@ __all__ = (
     "step_table",
 )
 
+
 def print_json(console: Console, data: Any) -> None:
     """``data`` as indented JSON text, exactly (no markup, no wrapping)."""
     text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
