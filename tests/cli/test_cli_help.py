@@ -34,9 +34,9 @@ def test_dash_h_is_help(flag: str) -> None:
 
 
 def test_command_summaries_are_whole_sentences() -> None:
-    commands = _help("-h").split("Commands:", 1)[1]
+    commands = _help("-h").split("Commands:\n", 1)[1].split("\n\n", 1)[0]
     assert "..." not in commands and "…" not in commands
-    summaries = dict(line.split(None, 1) for line in commands.strip().splitlines())
+    summaries = dict(line.split(None, 1) for line in commands.splitlines())
     assert set(summaries) == {"run", "validate", "graph", "demo"}
     assert all(s.endswith(".") for s in summaries.values()), summaries
 

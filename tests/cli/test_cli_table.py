@@ -110,6 +110,7 @@ def test_piped_output_is_not_cut_at_80_columns(result: PlanResult) -> None:
     text = buffer.getvalue()
     assert f"7:{LONG}" in text
     assert "the city was not found" in text
+    assert all(line == line.rstrip() for line in text.splitlines())  # no padding to the widest value
 
 
 def test_hostile_output_is_bounded_even_when_piped() -> None:

@@ -65,6 +65,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="'toolplan COMMAND -h' shows a command's usage and options; 'toolplan demo' shows what toolplan does.",
 )
 
 

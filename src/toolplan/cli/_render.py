@@ -73,9 +73,16 @@ def step_table(result: PlanResult, *, width: int | None) -> Table:
 
 
 def print_step_table(console: Console, result: PlanResult) -> None:
-    """The final table of steps, fitted to a terminal's width; at full size when not a terminal."""
-    width = console.width if console.is_terminal else None
-    console.print(step_table(result, width=width), crop=width is not None)
+    """The final table of steps, fitted to a terminal's width; at full size when not a terminal.
+
+    Not on a terminal, the lines carry no trailing blanks (there is no colour to keep either).
+    """
+    if console.is_terminal:
+        console.print(step_table(result, width=console.width))
+        return
+    table = step_table(result, width=None)
+    for line in console.render_lines(table, console.options.update_width(table.width or console.width)):
+        console.out("".join(segment.text for segment in line).rstrip(), highlight=False)
 
 
 def print_errors(console: Console, result: PlanResult) -> None:
