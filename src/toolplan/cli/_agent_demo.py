@@ -21,7 +21,7 @@ from ..agent import Agent, AgentResult
 from ..models import AssistantMessage, Model, ModelMessage, ToolCall, ToolReturnMessage
 from ..testing import FunctionInfo, FunctionModel
 from ._demo import demo_tools
-from ._render import say
+from ._render import prose, say
 
 __all__ = ("AGENT_MODES", "AGENT_TASK", "demo_agent", "demo_model", "run_agent_demo", "tool_calls")
 
@@ -143,11 +143,12 @@ def tool_calls(result: AgentResult) -> int:
     return sum(len(p.steps) for p in result.plan_results) or result.tool_calls
 
 
-async def _run_all(model: Model | None) -> list[_Row]:
+async def _run_all(model: Model | None, on_start: Callable[[str, int, int], None] | None = None) -> list[_Row]:
     rows: list[_Row] = []
-    for label, key, strategy, planning in AGENT_MODES:
-        if model is not None and not planning:
-            continue
+    modes = [m for m in AGENT_MODES if model is None or m[3]]
+    for n, (label, key, strategy, planning) in enumerate(modes, start=1):
+        if on_start is not None:
+            on_start(label, n, len(modes))
         agent = demo_agent(model or demo_model(key), strategy, planning)
         start = time.perf_counter()
         result = await agent.run(AGENT_TASK)
@@ -155,13 +156,23 @@ async def _run_all(model: Model | None) -> list[_Row]:
     return rows
 
 
+def _run_with_progress(console: Console, model: Model | None) -> list[_Row]:
+    """Run every mode, saying which one runs: a spinner on a terminal, one line per mode otherwise."""
+    if not console.is_terminal:
+        return asyncio.run(_run_all(model, lambda label, n, total: say(console, f"Running: {label} ({n} of {total})")))
+    with console.status("Running the agents…") as status:
+        return asyncio.run(
+            _run_all(model, lambda label, n, total: status.update(f"Running the task: {label} ({n} of {total})…"))
+        )
+
+
 def run_agent_demo(console: Console, model: Model | None = None) -> None:
     """Run the task in each mode and print requests, tokens and time side by side."""
     say(console, "")
     say(console, "Agents: the same task with three ways of calling tools.", "bold")
-    say(console, f"Task: {AGENT_TASK}", "dim")
+    prose(console, f"Task: {AGENT_TASK}", "dim")
     if model is None:
-        say(
+        prose(
             console,
             "Model: toolplan's built-in deterministic demo model (a FunctionModel that plays the ideal behaviour "
             f"of each mode; not an LLM; {SIMULATED_MODEL_LATENCY:.1f}s simulated latency per request). "
@@ -170,10 +181,11 @@ def run_agent_demo(console: Console, model: Model | None = None) -> None:
         )
     else:
         say(console, f"Model: {model.name} ({model.provider}), a real model, planning mode only.", "yellow")
-    rows = asyncio.run(_run_all(model))
-    table = Table(show_edge=False)
-    for column in ("mode", "model requests", "input tokens", "output tokens", "tool calls", "wall time"):
-        table.add_column(column, justify="left" if column == "mode" else "right")
+    rows = _run_with_progress(console, model)
+    table = Table(show_edge=False, pad_edge=False)
+    table.add_column("mode", no_wrap=True)
+    for column in ("requests", "tokens in", "tokens out", "tool calls", "wall time"):
+        table.add_column(column, justify="right")
     for row in rows:
         r = row.result
         calls = tool_calls(r)
@@ -187,6 +199,6 @@ def run_agent_demo(console: Console, model: Model | None = None) -> None:
         )
     console.print(table)
     planned = rows[-1].result
-    say(console, f"Planning mode answer ({planned.status}): {planned.output}", "bold green")
+    prose(console, f"Planning mode answer ({planned.status}): {planned.output}", "bold green")
     if planned.plan_results:
         say(console, f"The plan was written by: {planned.model_name or 'the model'}.", "dim")

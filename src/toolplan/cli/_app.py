@@ -18,11 +18,44 @@ from ..execute import PlanResult, execute_plan
 from ..plan import DEFAULT_MAX_STEPS, ValidationReport, validate_plan
 from ..tools import ToolRegistry
 from ._loader import CliInputError, load_plan, load_tools
-from ._render import print_errors, print_issues, print_json, print_outputs, print_summary, say, step_table
+from ._render import print_errors, print_issues, print_json, print_outputs, print_step_table, print_summary, say
 
 __all__ = ("app", "main")
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
+
+# The usage line of each command, written to read as it is typed (typer's puts [OPTIONS] first and
+# wraps a required argument in braces).
+_USAGE = {
+    "run": "PLAN.json --tools FILE.py[:NAME] [OPTIONS]",
+    "validate": "PLAN.json [--tools FILE.py[:NAME]] [OPTIONS]",
+    "graph": "PLAN.json [--tools FILE.py[:NAME]] [OPTIONS]",
+    "demo": "[--model PROVIDER:NAME]",
+}
+
+
+class _Command(typer.core.TyperCommand):
+    """A command whose usage line is `_USAGE`'s and whose arguments are listed by name only."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        usage = _USAGE.get(self.name or "")
+        return [usage] if usage is not None else super().collect_usage_pieces(ctx)
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        arguments, options = [], []
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":  # "PLAN.json", not "PLAN.json <str>"
+                arguments.append((param.metavar or record[0], record[1]))
+            else:
+                options.append(record)
+        for title, rows in (("Arguments", arguments), ("Options", options)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
 
 app = typer.Typer(
     name="toolplan",
@@ -31,6 +64,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="'toolplan COMMAND -h' shows a command's usage and options; 'toolplan demo' shows what toolplan does.",
 )
 
 
@@ -55,10 +90,14 @@ ToolsOpt = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON only (machine-readable).")]
 DialectOpt = Annotated[
-    DialectChoice | None, typer.Option("--dialect", help="Force a dialect (default: detected from the plan).")
+    DialectChoice | None,
+    typer.Option(
+        "--dialect", metavar="native|chaining|batch", help="Force a dialect (default: detected from the plan)."
+    ),
 ]
 MaxStepsOpt = Annotated[
-    int | None, typer.Option("--max-steps", help=f"Most steps a plan may have (default {DEFAULT_MAX_STEPS}).")
+    int | None,
+    typer.Option("--max-steps", metavar="N", help=f"Most steps a plan may have (default {DEFAULT_MAX_STEPS})."),
 ]
 
 _out = Console(highlight=False)
@@ -137,17 +176,21 @@ def _positive(name: str, value: float | None) -> None:
         _fail(f"{name} must be a positive number of seconds, got {value:g}.")
 
 
-@app.command()
+@app.command(cls=_Command, short_help="Run a plan with the tools of a Python file.")
 def run(
     plan: PlanArg,
     tools: ToolsOpt = None,
     as_json: JsonOpt = False,
-    max_concurrency: Annotated[int, typer.Option("--max-concurrency", help="Most steps running at once.")] = 20,
+    max_concurrency: Annotated[
+        int, typer.Option("--max-concurrency", metavar="N", help="Most steps running at once.")
+    ] = 20,
     timeout: Annotated[
-        float | None, typer.Option("--timeout", help="Plan deadline in seconds (unstarted steps end not_run).")
+        float | None,
+        typer.Option("--timeout", metavar="SECONDS", help="Plan deadline in seconds (unstarted steps end not_run)."),
     ] = None,
     step_timeout: Annotated[
-        float | None, typer.Option("--step-timeout", help="Default timeout of each tool call in seconds.")
+        float | None,
+        typer.Option("--step-timeout", metavar="SECONDS", help="Default timeout of each tool call in seconds."),
     ] = None,
     fail_fast: Annotated[
         bool, typer.Option("--fail-fast", help="Stop at the first failure and cancel running steps.")
@@ -180,6 +223,7 @@ def run(
             data,
             registry,
             live=live,
+            tools=_step_tools(report),
             max_concurrency=max_concurrency,
             timeout=timeout,
             step_timeout=step_timeout,
@@ -192,20 +236,26 @@ def run(
         print_json(_out, result.to_dict())
     else:
         if not live:
-            _out.print(step_table(result, width=_out.width))
+            print_step_table(_out, result)
         print_errors(_out, result)
         print_outputs(_out, result)
         print_summary(_out, result)
     raise typer.Exit(EXIT_OK if result.ok else EXIT_FAILED)
 
 
-def _execute(data: Any, registry: ToolRegistry, *, live: bool, **options: Any) -> PlanResult:
+def _step_tools(report: ValidationReport) -> dict[str, str]:
+    """Each step's tool, so the live table shows it while the step waits."""
+    compiled = report.compiled
+    return {sid: c.step.tool for sid, c in compiled.steps.items()} if compiled is not None else {}
+
+
+def _execute(data: Any, registry: ToolRegistry, *, live: bool, tools: dict[str, str], **options: Any) -> PlanResult:
     from ._progress import ProgressView, live_progress
 
     try:
         if not live:
             return asyncio.run(execute_plan(data, registry, **options))
-        view = ProgressView()
+        view = ProgressView(tools)
         with live_progress(_out, view):
             return asyncio.run(execute_plan(data, registry, on_event=view, **options))
     except PlanValidationError as exc:  # already validated; kept so a mismatch never shows a traceback
@@ -215,7 +265,7 @@ def _execute(data: Any, registry: ToolRegistry, *, live: bool, **options: Any) -
         raise typer.Exit(130) from None
 
 
-@app.command()
+@app.command(cls=_Command, short_help="Check a plan without running any tool.")
 def validate(
     plan: PlanArg,
     tools: ToolsOpt = None,
@@ -250,7 +300,7 @@ def validate(
     raise typer.Exit(EXIT_OK)
 
 
-@app.command()
+@app.command(cls=_Command, short_help="Print a plan's dependency graph as Mermaid text.")
 def graph(
     plan: PlanArg,
     tools: ToolsOpt = None,
@@ -266,12 +316,13 @@ def graph(
     raise typer.Exit(EXIT_OK)
 
 
-@app.command()
+@app.command(cls=_Command, short_help="See toolplan work: a plan, then an agent task three ways.")
 def demo(
     model: Annotated[
         str | None,
         typer.Option(
             "--model",
+            metavar="PROVIDER:NAME",
             help="Run the agent part with a real model, e.g. openai:gpt-4o-mini (default: the built-in demo model).",
         ),
     ] = None,

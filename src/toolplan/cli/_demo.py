@@ -14,7 +14,7 @@ from rich.console import Console
 from ..execute import PlanResult, execute_plan
 from ..tools import ToolResult, tool
 from ._progress import ProgressView, live_progress
-from ._render import print_errors, print_json, say, step_table
+from ._render import print_errors, print_json, print_step_table, prose, say
 
 __all__ = ("DEMO_PLAN", "demo_tools", "run_demo")
 
@@ -127,14 +127,14 @@ def run_demo(console: Console) -> int:
     """
     n = len(DEMO_PLAN["steps"])
     say(console, f"toolplan demo: {n} tool calls from one plan, run as a dependency graph.", "bold")
-    say(console, f"Goal: {DEMO_PLAN['goal']}", "dim")
+    prose(console, f"Goal: {DEMO_PLAN['goal']}", "dim")
     if console.is_terminal:
         view = ProgressView({s["id"]: s["tool"] for s in DEMO_PLAN["steps"]})
         with live_progress(console, view):
             result = asyncio.run(_run(view))
     else:
         result = asyncio.run(_run(None))
-        console.print(step_table(result, width=console.width))
+        print_step_table(console, result)
     print_errors(console, result)
     _explain(console, result)
     return 0
@@ -153,7 +153,7 @@ def _explain(console: Console, result: PlanResult) -> None:
     failed = [sid for sid, r in result.steps.items() if r.status == "failed"]
     skipped = [sid for sid, r in result.steps.items() if r.status == "skipped"]
     ok = sum(1 for r in result.steps.values() if r.ok)
-    say(
+    prose(
         console,
         f"Fail-forward: {ok} of {len(result.steps)} steps succeeded. {', '.join(failed) or 'Nothing'} failed "
         f"(on purpose); {', '.join(skipped) or 'nothing'} was skipped because it needs that output, "
@@ -161,7 +161,7 @@ def _explain(console: Console, result: PlanResult) -> None:
         "yellow",
     )
     busy = sum(r.duration or 0.0 for r in result.steps.values())
-    say(
+    prose(
         console,
         f"Wall time {result.duration:.2f}s vs {busy:.2f}s of step time one after another "
         f"(achieved parallelism {result.parallelism:.1f}x).",

@@ -11,7 +11,8 @@ from rich.table import Table
 from rich.text import Text
 
 from .._errors import PlanIssue
-from ..execute import PlanResult, StepResult, StepStatus
+from ..execute import PlanResult, StepResult
+from ._table import DETAIL_LIMIT, STATUS_STYLES, StepRow, short, steps_table
 
 __all__ = (
     "STATUS_STYLES",
@@ -19,22 +20,13 @@ __all__ = (
     "print_issues",
     "print_json",
     "print_outputs",
+    "print_step_table",
     "print_summary",
+    "prose",
     "say",
     "short",
     "step_table",
 )
-
-STATUS_STYLES: dict[StepStatus, str] = {
-    "pending": "dim",
-    "running": "cyan",
-    "succeeded": "green",
-    "failed": "red",
-    "timed_out": "red",
-    "cancelled": "yellow",
-    "skipped": "yellow",
-    "not_run": "yellow",
-}
 
 
 def print_json(console: Console, data: Any) -> None:
@@ -48,6 +40,14 @@ def say(console: Console, text: str, style: str | None = None) -> None:
     console.print(Text(text, style=style or ""), soft_wrap=True, highlight=False)
 
 
+def prose(console: Console, text: str, style: str | None = None) -> None:
+    """A sentence or two: word-wrapped on a terminal, one line otherwise (like `say`)."""
+    if not console.is_terminal:
+        say(console, text, style)
+        return
+    console.print(Text(text, style=style or ""), highlight=False)
+
+
 def print_issues(console: Console, issues: Iterable[PlanIssue], *, style: str) -> None:
     """A readable list of plan issues, one per line."""
     for issue in issues:
@@ -58,46 +58,31 @@ def print_issues(console: Console, issues: Iterable[PlanIssue], *, style: str) -
         console.print(line, soft_wrap=True, highlight=False)
 
 
-def short(value: Any, limit: int = 60) -> str:
-    """A value as compact one-line text, cut to ``limit`` characters."""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _row(r: StepResult) -> StepRow:
+    detail = r.output if r.ok else (r.error.message if r.error else r.status)
+    return StepRow(r.id, r.tool, r.status, r.attempts, r.duration, short(detail, DETAIL_LIMIT), "" if r.ok else "red")
 
 
-def _duration(r: StepResult) -> str:
-    d = r.duration
-    return "" if d is None else f"{d:.2f}s"
-
-
-def step_table(result: PlanResult, *, width: int = 100) -> Table:
+def step_table(result: PlanResult, *, width: int | None) -> Table:
     """The final table of steps: status, tool, attempts, duration, and output or error.
 
-    ``width`` is the space available; the output / error column is cut to fit it.
+    ``width`` is the space available (the output / error column gives way first); ``None`` lays the
+    table out at full size, for output that is not a terminal.
     """
-    table = Table(show_edge=False, pad_edge=False)
-    fixed = {
-        "step": max((len(sid) for sid in result.steps), default=4),
-        "tool": max((len(r.tool) for r in result.steps.values()), default=4),
-        "status": 9,
-        "attempts": 8,
-        "time": 6,
-    }
-    for name, w in fixed.items():
-        table.add_column(name, no_wrap=True, min_width=w, justify="right" if name in ("attempts", "time") else "left")
-    table.add_column("output / error", no_wrap=True)
-    room = max(width - sum(fixed.values()) - 3 * len(fixed) - 1, 20)
-    for r in result.steps.values():
-        detail = short(r.output, room) if r.ok else short(r.error.message if r.error else r.status, room)
-        table.add_row(
-            r.id,
-            r.tool,
-            Text(r.status, style=STATUS_STYLES[r.status]),
-            str(r.attempts),
-            _duration(r),
-            Text(detail, style="" if r.ok else "red"),
-        )
-    return table
+    return steps_table([_row(r) for r in result.steps.values()], width=width)
+
+
+def print_step_table(console: Console, result: PlanResult) -> None:
+    """The final table of steps, fitted to a terminal's width; at full size when not a terminal.
+
+    Not on a terminal, the lines carry no trailing blanks (there is no colour to keep either).
+    """
+    if console.is_terminal:
+        console.print(step_table(result, width=console.width))
+        return
+    table = step_table(result, width=None)
+    for line in console.render_lines(table, console.options.update_width(table.width or console.width)):
+        console.out("".join(segment.text for segment in line).rstrip(), highlight=False)
 
 
 def print_errors(console: Console, result: PlanResult) -> None:

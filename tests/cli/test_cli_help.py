@@ -1,0 +1,91 @@
+"""Help, usage lines and entry points of the ``toolplan`` command (issue 15, item 13)."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from cli_support import REPO
+from rich.console import Console
+from typer.testing import CliRunner
+
+from toolplan.cli import app
+from toolplan.cli._agent_demo import run_agent_demo
+
+runner = CliRunner()
+
+
+def _help(*args: str) -> str:
+    result = runner.invoke(app, [*args], prog_name="toolplan", env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+@pytest.mark.parametrize("flag", ["-h", "--help"])
+def test_dash_h_is_help(flag: str) -> None:
+    text = _help(flag)
+    assert text.startswith("Usage: toolplan [OPTIONS] COMMAND [ARGS]...")
+    assert "-h, --help" in text
+    assert "Usage: toolplan run " in _help("run", flag)
+
+
+def test_command_summaries_are_whole_sentences() -> None:
+    commands = _help("-h").split("Commands:\n", 1)[1].split("\n\n", 1)[0]
+    assert "..." not in commands and "…" not in commands
+    summaries = dict(line.split(None, 1) for line in commands.splitlines())
+    assert set(summaries) == {"run", "validate", "graph", "demo"}
+    assert all(s.endswith(".") for s in summaries.values()), summaries
+
+
+@pytest.mark.parametrize(
+    ("command", "usage"),
+    [
+        ("run", "toolplan run PLAN.json --tools FILE.py[:NAME] [OPTIONS]"),
+        ("validate", "toolplan validate PLAN.json [--tools FILE.py[:NAME]] [OPTIONS]"),
+        ("graph", "toolplan graph PLAN.json [--tools FILE.py[:NAME]] [OPTIONS]"),
+        ("demo", "toolplan demo [--model PROVIDER:NAME]"),
+    ],
+)
+def test_usage_lines_read_as_typed(command: str, usage: str) -> None:
+    text = _help(command, "-h")
+    assert text.splitlines()[0] == f"Usage: {usage}"
+    assert not re.search(r"<(str|int|float)>|\{PLAN", text), text
+
+
+def test_python_dash_m_toolplan_is_the_command() -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "PYTHONIOENCODING": "utf-8"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "toolplan", "--version"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("toolplan ")
+
+
+def test_the_agent_demo_says_which_mode_runs_on_a_terminal() -> None:
+    buffer = io.StringIO()
+    console = Console(file=buffer, force_terminal=True, width=80, height=30, color_system=None)
+    run_agent_demo(console)
+    text = buffer.getvalue()
+    for n, label in enumerate(("one call per turn", "parallel calls", "one plan"), start=1):
+        assert f"Running the task: {label} ({n} of 3)" in text
+
+
+def test_the_agent_demo_says_which_mode_runs_when_piped() -> None:
+    buffer = io.StringIO()
+    console = Console(file=buffer, force_terminal=False, width=80, color_system=None)
+    run_agent_demo(console)
+    lines = buffer.getvalue().splitlines()
+    assert "Running: one call per turn (1 of 3)" in lines
+    assert "Running: one plan (3 of 3)" in lines
+    header = next(line for line in lines if line.startswith("mode "))
+    assert re.split(r"\s*┃\s*", header) == ["mode", "requests", "tokens in", "tokens out", "tool calls", "wall time"]
+    assert any(line.startswith("one call per turn ") for line in lines)  # the mode is not wrapped
