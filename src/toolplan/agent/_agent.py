@@ -99,7 +99,7 @@ class Agent:
         self.max_concurrent_tools = max_concurrent_tools
         self.strategy = ExecutionStrategy(strategy)
         self.stream_plans = stream_plans
-        self.settings = settings
+        self.settings = ModelSettings.coerce(settings)
         self.budget = budget
         self.tool_timeout = tool_timeout
 

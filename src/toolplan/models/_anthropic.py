@@ -31,7 +31,7 @@ from ._messages import (
 )
 from ._model import Model
 from ._retry import Endpoint, connection_error, error_detail, retry_call, retry_stream, status_error
-from ._settings import ModelSettings, RetryConfig
+from ._settings import ModelSettings, ModelSettingsLike, RetryConfig
 from ._streaming import StreamBuilder
 
 if TYPE_CHECKING:
@@ -80,7 +80,8 @@ class AnthropicModel(Model):
         name: The model's name, e.g. ``"claude-sonnet-4-5"``.
         api_key: The key; None reads ``ANTHROPIC_API_KEY``.
         base_url: Another endpoint (a proxy, a test server); None means Anthropic's.
-        settings: Default settings for every request.
+        settings: Default settings for every request: `ModelSettings` or a mapping like
+            ``{"temperature": 0}``.
         retry: How transient failures are retried (`RetryConfig()` by default: 5 tries, 120 s).
         client: An ``anthropic.AsyncAnthropic`` client to use instead of creating one; its own
             retries should be off (``max_retries=0``), and you close it.
@@ -92,7 +93,7 @@ class AnthropicModel(Model):
         *,
         api_key: str | None = None,
         base_url: str | None = None,
-        settings: ModelSettings | None = None,
+        settings: ModelSettingsLike | None = None,
         retry: RetryConfig | None = None,
         client: AsyncAnthropic | None = None,
     ) -> None:
@@ -102,7 +103,7 @@ class AnthropicModel(Model):
         self._name = name
         self._api_key = api_key
         self._base_url = base_url
-        self.settings = settings or ModelSettings()
+        self.settings = ModelSettings.coerce(settings) or ModelSettings()
         self.retry = retry or RetryConfig()
         self._clients = LoopClients(client, self._new_client)
         self._endpoint = Endpoint(provider="Anthropic")

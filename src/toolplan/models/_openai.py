@@ -30,7 +30,7 @@ from ._messages import (
 )
 from ._model import Model
 from ._retry import Endpoint, connection_error, error_detail, retry_call, retry_stream, status_error
-from ._settings import ModelSettings, RetryConfig
+from ._settings import ModelSettings, ModelSettingsLike, RetryConfig
 from ._streaming import StreamBuilder
 
 if TYPE_CHECKING:
@@ -69,7 +69,8 @@ class OpenAIModel(Model):
         api_key: The key; None reads ``OPENAI_API_KEY``. Servers without keys get a placeholder.
         provider: A label for messages and traces; defaults to ``"openai"``, or
             ``"openai-compatible"`` with a ``base_url``.
-        settings: Default settings for every request.
+        settings: Default settings for every request: `ModelSettings` or a mapping like
+            ``{"temperature": 0}``.
         retry: How transient failures are retried (`RetryConfig()` by default: 5 tries, 120 s).
         client: An ``openai.AsyncOpenAI`` client to use instead of creating one; its own retries
             should be off (``max_retries=0``), and you close it.
@@ -82,7 +83,7 @@ class OpenAIModel(Model):
         base_url: str | None = None,
         api_key: str | None = None,
         provider: str | None = None,
-        settings: ModelSettings | None = None,
+        settings: ModelSettingsLike | None = None,
         retry: RetryConfig | None = None,
         client: AsyncOpenAI | None = None,
     ) -> None:
@@ -93,7 +94,7 @@ class OpenAIModel(Model):
         self._base_url = base_url
         self._api_key = api_key
         self._provider = provider or ("openai" if base_url is None else "openai-compatible")
-        self.settings = settings or ModelSettings()
+        self.settings = ModelSettings.coerce(settings) or ModelSettings()
         self.retry = retry or RetryConfig()
         self._clients = LoopClients(client, self._new_client)
         self._endpoint = Endpoint(provider=self._label)
