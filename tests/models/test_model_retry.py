@@ -181,6 +181,7 @@ async def test_refused_first_connection_fails_fast_naming_the_url(
     assert info.value.message.startswith(
         f"Could not connect to Ollama at {url} for model 'llama3': connection refused, nothing is listening there."
     )
+    assert info.value.message.endswith("Start the server, or fix the URL (OLLAMA_BASE_URL).")
     assert retry_waits == [0.25, 0.5]
     assert retry_lines(caplog) == [
         f"Ollama at {url}, model 'llama3': connection refused. Attempt 1 of 3 failed; next in 0.25 s.",

@@ -128,7 +128,7 @@ class AnthropicModel(Model):
         """Raise `UserError` now if requests would fail for want of an API key (no network I/O)."""
         if self._given_client or self._api_key or os.environ.get("ANTHROPIC_API_KEY"):
             return
-        if os.environ.get("ANTHROPIC_AUTH_TOKEN"):
+        if os.environ.get("ANTHROPIC_AUTH_TOKEN"):  # the SDK's other way in
             return
         raise UserError(
             f"AnthropicModel({self._name!r}) has no API key. Set the ANTHROPIC_API_KEY environment variable "
@@ -283,7 +283,8 @@ class AnthropicModel(Model):
         if isinstance(exc, sdk.APITimeoutError):
             return connection_error("Anthropic", self._name, where, exc, timed_out=True)
         if isinstance(exc, sdk.APIConnectionError):
-            return connection_error("Anthropic", self._name, where, exc, timed_out=False)
+            fix = "base_url=... or ANTHROPIC_BASE_URL"
+            return connection_error("Anthropic", self._name, where, exc, timed_out=False, fix=fix)
         return status_error("Anthropic", self._name, 500, error_detail(getattr(exc, "body", None), str(exc)))
 
 

@@ -123,7 +123,7 @@ class OpenAIModel(Model):
 
     def _key(self) -> str | None:
         """The API key to send; a placeholder for other servers (most local ones want none)."""
-        api_key = self._api_key or os.environ.get("OPENAI_API_KEY")
+        api_key = self._api_key or os.environ.get("OPENAI_API_KEY") or None
         if api_key is None and not self._official_api:
             api_key = "not-needed"
         return api_key
@@ -298,7 +298,8 @@ class OpenAIModel(Model):
         if isinstance(exc, sdk.APITimeoutError):
             return connection_error(self._label, self._name, where, exc, timed_out=True)
         if isinstance(exc, sdk.APIConnectionError):
-            return connection_error(self._label, self._name, where, exc, timed_out=False)
+            fix = "OLLAMA_BASE_URL" if self._provider == "ollama" else "base_url=... or OPENAI_BASE_URL"
+            return connection_error(self._label, self._name, where, exc, timed_out=False, fix=fix)
         # An error object inside a stream: the status line said 200, so the body is all we know.
         return status_error(self._label, self._name, 500, error_detail(getattr(exc, "body", None), str(exc)))
 

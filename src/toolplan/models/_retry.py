@@ -187,11 +187,13 @@ def status_error(provider: str, model: str, status: int, detail: str) -> ModelHT
 
 
 def connection_error(
-    provider: str, model: str, where: str, exc: BaseException, *, timed_out: bool
+    provider: str, model: str, where: str, exc: BaseException, *, timed_out: bool, fix: str = "base_url=..."
 ) -> ModelConnectionError:
-    """The error for a request that could not reach the provider at ``where`` or did not finish in time."""
-    if provider.startswith("The "):  # "the OpenAI-compatible server" mid-sentence
-        provider = f"the {provider[4:]}"
+    """The error for a request that could not reach the provider at ``where`` or did not finish in time.
+
+    ``fix`` says where the URL comes from (``"base_url=... or OPENAI_BASE_URL"``).
+    """
+    who = f"the {provider[4:]}" if provider.startswith("The ") else provider  # mid-sentence
     if timed_out:
         return ModelConnectionError(
             f"{provider} did not answer in time for model {model!r} at {where}. "
@@ -199,13 +201,13 @@ def connection_error(
         )
     if is_refused(exc):
         return ModelConnectionError(
-            f"Could not connect to {provider} at {where} for model {model!r}: connection refused, nothing is "
-            "listening there. Start the server, or fix the base URL (base_url=... or OPENAI_BASE_URL)."
+            f"Could not connect to {who} at {where} for model {model!r}: connection refused, nothing is "
+            f"listening there. Start the server, or fix the URL ({fix})."
         )
     cause = exc.__cause__ or exc
     detail = str(cause)[:300] or type(cause).__name__
     return ModelConnectionError(
-        f"Could not connect to {provider} at {where} for model {model!r} ({detail}). "
+        f"Could not connect to {who} at {where} for model {model!r} ({detail}). "
         "Check the network, the base URL and that the server is running."
     )
 
