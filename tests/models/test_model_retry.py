@@ -129,6 +129,14 @@ async def test_absurd_retry_after_without_deadline_fails_at_once(
     assert retry_waits == []
 
 
+async def test_huge_retry_after_stays_readable(provider: FakeProvider, retry_waits: list[float]) -> None:
+    provider.queue(rate_limited(**{"Retry-After": "1e308"}))
+    async with openai(provider) as m:
+        with pytest.raises(ModelHTTPError, match=r"asked to wait 1e\+308 s before retrying, which would pass"):
+            await m.request(ASK, [])
+    assert retry_waits == []
+
+
 async def test_backoff_that_would_pass_the_deadline_is_not_waited(
     provider: FakeProvider, retry_waits: list[float]
 ) -> None:

@@ -237,7 +237,10 @@ class _Policy:
             self.limit = min(self.limit, 1 + REFUSED_RETRIES)
         if n >= self.limit:
             return False
-        backoff = min(config.wait_max, config.wait_initial * config.wait_exp_base ** (n - 1))
+        try:
+            backoff = min(config.wait_max, config.wait_initial * config.wait_exp_base ** (n - 1))
+        except OverflowError:  # thousands of attempts
+            backoff = config.wait_max
         asked = retry_after(exc)
         if self.short:
             wait = min(backoff, _REFUSED_WAIT * 2.0 ** (n - 1))
@@ -292,9 +295,11 @@ class _Policy:
 
 
 def _secs(value: float | None) -> str:
-    """Seconds for messages: ``2``, ``0.25``, ``12.5``."""
+    """Seconds for messages: ``0.25``, ``2``, ``30``."""
     if value is None:
         return "?"
+    if value >= 1e7:  # a hostile Retry-After: no 300-digit numbers in messages
+        return f"{value:.3g}"
     return f"{value:.2f}".rstrip("0").rstrip(".") if value < 10 else f"{value:.0f}"
 
 
