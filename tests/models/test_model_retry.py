@@ -260,3 +260,15 @@ async def test_each_retry_is_one_readable_line_and_stamina_stays_quiet(
 
 def anthropic_or_openai(provider: FakeProvider) -> OpenAIModel:
     return openai(provider, retry=RetryConfig(attempts=3, wait_initial=0.5, wait_jitter=0))
+
+
+def test_stamina_still_logs_retries_that_are_not_toolplan_s(caplog: pytest.LogCaptureFixture) -> None:
+    import stamina
+
+    caplog.set_level(logging.WARNING)
+    with stamina.set_testing(True, attempts=2):
+        for attempt in stamina.retry_context(on=ValueError):
+            with attempt:
+                if attempt.num == 1:
+                    raise ValueError("once")
+    assert [r.getMessage() for r in caplog.records if r.name == "stamina"] == ["stamina.retry_scheduled"]

@@ -144,9 +144,11 @@ class RetryConfig:
     """How a model retries transient failures (429, 5xx, timeouts, connection errors).
 
     The wait before retry ``n`` (1-based) is ``min(wait_max, wait_initial * wait_exp_base ** (n - 1))``
-    plus up to ``wait_jitter`` seconds at random: 1, 2, 4, 8 s by default. Authentication errors and
-    other 4xx answers are never retried. ``toolplan.testing.disable_retry_backoff()`` removes the
-    waits (for tests).
+    plus up to ``wait_jitter`` seconds at random: 1, 2, 4, 8 s by default. A provider's
+    ``Retry-After`` (or ``retry-after-ms``) replaces that wait; a wait that would pass ``deadline``
+    is not waited (the request fails at once, saying why). A refused first connection gets at most
+    two short retries. Authentication errors and other 4xx answers are never retried.
+    ``toolplan.testing.disable_retry_backoff()`` removes the waits (for tests).
 
     Attributes:
         attempts: Tries in total, the first included; 1 disables retries.
