@@ -108,7 +108,7 @@ class Agent:
         self.max_tool_calls_per_turn = max_tool_calls_per_turn
         self.strategy = ExecutionStrategy(strategy)
         self.stream_plans = stream_plans
-        self.settings = settings
+        self.settings = ModelSettings.coerce(settings)
 
     @property
     def max_concurrent_tools(self) -> int:

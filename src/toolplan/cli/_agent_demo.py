@@ -18,12 +18,12 @@ from rich.console import Console
 from rich.table import Table
 
 from ..agent import Agent, AgentResult
-from ..models import AssistantMessage, Model, ModelMessage, ToolCall, ToolReturnMessage
+from ..models import AssistantMessage, Model, ModelMessage, ToolCall, ToolReturnMessage, infer_model
 from ..testing import FunctionInfo, FunctionModel
 from ._demo import demo_tools
 from ._render import prose, say
 
-__all__ = ("AGENT_MODES", "AGENT_TASK", "demo_agent", "demo_model", "run_agent_demo", "tool_calls")
+__all__ = ("AGENT_MODES", "AGENT_TASK", "demo_agent", "demo_model", "real_demo_model", "run_agent_demo", "tool_calls")
 
 AGENT_TASK = "Is Tokyo warmer than London, and Paris warmer than New York? Summarise both comparisons."
 SIMULATED_MODEL_LATENCY = 0.2  # seconds per request of the demo model, to make wall times realistic
@@ -111,6 +111,17 @@ def demo_model(mode: str) -> FunctionModel:
         return play(messages)
 
     return FunctionModel(respond, model_name=f"toolplan-demo-{mode}")
+
+
+def real_demo_model(spec: str) -> Model:
+    """The model ``--model spec`` names, checked before the demo runs anything.
+
+    Raises:
+        ToolplanError: An unknown provider, a missing extra or a missing API key (no network I/O).
+    """
+    model = infer_model(spec)
+    model.check_credentials()
+    return model
 
 
 @dataclass(frozen=True, slots=True)

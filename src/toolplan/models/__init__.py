@@ -25,6 +25,7 @@ from ._model import infer_model as infer_model
 from ._openai import OpenAIModel as OpenAIModel
 from ._retry import is_transient as is_transient
 from ._settings import ModelSettings as ModelSettings
+from ._settings import ModelSettingsLike as ModelSettingsLike
 from ._settings import RetryConfig as RetryConfig
 from ._settings import ToolChoice as ToolChoice
 
@@ -36,6 +37,7 @@ __all__ = (
     "ModelMessage",
     "ModelResponse",
     "ModelSettings",
+    "ModelSettingsLike",
     "ModelStreamEvent",
     "OpenAIModel",
     "ResponseCompleted",

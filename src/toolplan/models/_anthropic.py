@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import AsyncGenerator, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
@@ -29,8 +30,8 @@ from ._messages import (
     tool_call_arguments_object,
 )
 from ._model import Model
-from ._retry import connection_error, error_detail, retry_call, retry_stream, status_error
-from ._settings import ModelSettings, RetryConfig
+from ._retry import Endpoint, connection_error, error_detail, retry_call, retry_stream, status_error
+from ._settings import ModelSettings, ModelSettingsLike, RetryConfig
 from ._streaming import StreamBuilder
 
 if TYPE_CHECKING:
@@ -79,7 +80,8 @@ class AnthropicModel(Model):
         name: The model's name, e.g. ``"claude-sonnet-4-5"``.
         api_key: The key; None reads ``ANTHROPIC_API_KEY``.
         base_url: Another endpoint (a proxy, a test server); None means Anthropic's.
-        settings: Default settings for every request.
+        settings: Default settings for every request: `ModelSettings` or a mapping like
+            ``{"temperature": 0}``.
         retry: How transient failures are retried (`RetryConfig()` by default: 5 tries, 120 s).
         client: An ``anthropic.AsyncAnthropic`` client to use instead of creating one; its own
             retries should be off (``max_retries=0``), and you close it.
@@ -91,7 +93,7 @@ class AnthropicModel(Model):
         *,
         api_key: str | None = None,
         base_url: str | None = None,
-        settings: ModelSettings | None = None,
+        settings: ModelSettingsLike | None = None,
         retry: RetryConfig | None = None,
         client: AsyncAnthropic | None = None,
     ) -> None:
@@ -101,9 +103,11 @@ class AnthropicModel(Model):
         self._name = name
         self._api_key = api_key
         self._base_url = base_url
-        self.settings = settings or ModelSettings()
+        self.settings = ModelSettings.coerce(settings) or ModelSettings()
         self.retry = retry or RetryConfig()
         self._clients = LoopClients(client, self._new_client)
+        self._endpoint = Endpoint(provider="Anthropic")
+        self._given_client = client is not None
 
     @property
     def name(self) -> str:
@@ -116,7 +120,20 @@ class AnthropicModel(Model):
         return "anthropic"
 
     def _client(self) -> AsyncAnthropic:
-        return self._clients.get()
+        client = self._clients.get()
+        self._endpoint.url = str(client.base_url).rstrip("/")  # what the SDK really uses (ANTHROPIC_BASE_URL too)
+        return client
+
+    def check_credentials(self) -> None:
+        """Raise `UserError` now if requests would fail for want of an API key (no network I/O)."""
+        if self._given_client or self._api_key or os.environ.get("ANTHROPIC_API_KEY"):
+            return
+        if os.environ.get("ANTHROPIC_AUTH_TOKEN"):  # the SDK's other way in
+            return
+        raise UserError(
+            f"AnthropicModel({self._name!r}) has no API key. Set the ANTHROPIC_API_KEY environment variable "
+            "or pass api_key=..."
+        )
 
     def _new_client(self) -> AsyncAnthropic:
         try:
@@ -153,7 +170,7 @@ class AnthropicModel(Model):
             except TypeError as exc:
                 raise self._credentials_error(exc) from exc
 
-        message = await retry_call(once, self.retry, model=self._name)
+        message = await retry_call(once, self.retry, model=self._name, endpoint=self._endpoint)
         try:
             return self._response(message)
         except (AttributeError, TypeError, ValueError) as exc:
@@ -188,7 +205,9 @@ class AnthropicModel(Model):
                 raise self._credentials_error(exc) from exc
             yield state.builder.complete()
 
-        async with contextlib.aclosing(retry_stream(events, self.retry, model=self._name)) as stream:
+        async with contextlib.aclosing(
+            retry_stream(events, self.retry, model=self._name, endpoint=self._endpoint)
+        ) as stream:
             async for event in stream:
                 yield event
 
@@ -254,7 +273,7 @@ class AnthropicModel(Model):
 
     def _error(self, exc: Exception) -> ToolplanError:
         sdk = self._sdk
-        where = self._base_url or "api.anthropic.com"
+        where = self._endpoint.url or self._base_url or "https://api.anthropic.com"
         if isinstance(exc, sdk.APIStatusError):
             status = exc.status_code
             if status < 400:  # an error event inside a 200 stream
@@ -262,9 +281,10 @@ class AnthropicModel(Model):
                 status = _STREAM_ERROR_STATUS.get(kind, 500)
             return status_error("Anthropic", self._name, status, error_detail(exc.body, exc.message))
         if isinstance(exc, sdk.APITimeoutError):
-            return connection_error("Anthropic", self._name, where, timed_out=True)
+            return connection_error("Anthropic", self._name, where, exc, timed_out=True)
         if isinstance(exc, sdk.APIConnectionError):
-            return connection_error("Anthropic", self._name, where, timed_out=False, detail=str(exc.__cause__ or exc))
+            fix = "base_url=... or ANTHROPIC_BASE_URL"
+            return connection_error("Anthropic", self._name, where, exc, timed_out=False, fix=fix)
         return status_error("Anthropic", self._name, 500, error_detail(getattr(exc, "body", None), str(exc)))
 
 

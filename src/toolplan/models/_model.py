@@ -74,6 +74,13 @@ class Model(ABC):
         for event in response_events(response):
             yield event
 
+    def check_credentials(self) -> None:  # noqa: B027 - optional hook, a no-op by default
+        """Raise `UserError` if requests cannot work for want of credentials (an API key), without I/O.
+
+        Requests raise the same error on first use; call this to fail before doing anything else
+        (the CLI does, before its demo runs). Models without credentials do nothing.
+        """
+
     async def aclose(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release connections the model holds (a no-op for models that hold none)."""
 

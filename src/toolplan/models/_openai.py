@@ -29,8 +29,8 @@ from ._messages import (
     UserMessage,
 )
 from ._model import Model
-from ._retry import connection_error, error_detail, retry_call, retry_stream, status_error
-from ._settings import ModelSettings, RetryConfig
+from ._retry import Endpoint, connection_error, error_detail, retry_call, retry_stream, status_error
+from ._settings import ModelSettings, ModelSettingsLike, RetryConfig
 from ._streaming import StreamBuilder
 
 if TYPE_CHECKING:
@@ -69,7 +69,8 @@ class OpenAIModel(Model):
         api_key: The key; None reads ``OPENAI_API_KEY``. Servers without keys get a placeholder.
         provider: A label for messages and traces; defaults to ``"openai"``, or
             ``"openai-compatible"`` with a ``base_url``.
-        settings: Default settings for every request.
+        settings: Default settings for every request: `ModelSettings` or a mapping like
+            ``{"temperature": 0}``.
         retry: How transient failures are retried (`RetryConfig()` by default: 5 tries, 120 s).
         client: An ``openai.AsyncOpenAI`` client to use instead of creating one; its own retries
             should be off (``max_retries=0``), and you close it.
@@ -82,7 +83,7 @@ class OpenAIModel(Model):
         base_url: str | None = None,
         api_key: str | None = None,
         provider: str | None = None,
-        settings: ModelSettings | None = None,
+        settings: ModelSettingsLike | None = None,
         retry: RetryConfig | None = None,
         client: AsyncOpenAI | None = None,
     ) -> None:
@@ -93,11 +94,13 @@ class OpenAIModel(Model):
         self._base_url = base_url
         self._api_key = api_key
         self._provider = provider or ("openai" if base_url is None else "openai-compatible")
-        self.settings = settings or ModelSettings()
+        self.settings = ModelSettings.coerce(settings) or ModelSettings()
         self.retry = retry or RetryConfig()
         self._clients = LoopClients(client, self._new_client)
+        self._endpoint = Endpoint(provider=self._label)
         # OpenAI itself wants max_completion_tokens; compatible servers mostly know only max_tokens.
         self._official_api = "api.openai.com" in (base_url or os.environ.get("OPENAI_BASE_URL") or "api.openai.com")
+        self._given_client = client is not None
 
     @property
     def name(self) -> str:
@@ -114,17 +117,34 @@ class OpenAIModel(Model):
         return _LABELS.get(self._provider, self._provider)
 
     def _client(self) -> AsyncOpenAI:
-        return self._clients.get()
+        client = self._clients.get()
+        self._endpoint.url = str(client.base_url).rstrip("/")  # what the SDK really uses (OPENAI_BASE_URL too)
+        return client
+
+    def _key(self) -> str | None:
+        """The API key to send; a placeholder for other servers (most local ones want none)."""
+        api_key = self._api_key or os.environ.get("OPENAI_API_KEY") or None
+        if api_key is None and not self._official_api:
+            api_key = "not-needed"
+        return api_key
+
+    def check_credentials(self) -> None:
+        """Raise `UserError` now if requests would fail for want of an API key (no network I/O)."""
+        if not self._given_client and self._key() is None:
+            raise UserError(
+                f"OpenAIModel({self._name!r}) has no API key. Set the OPENAI_API_KEY environment variable "
+                "or pass api_key=...; for a local server, pass base_url=... or set OPENAI_BASE_URL."
+            )
 
     def _new_client(self) -> AsyncOpenAI:
-        api_key = self._api_key
-        if api_key is None and self._base_url is not None:
-            api_key = os.environ.get("OPENAI_API_KEY") or "not-needed"
+        self.check_credentials()
         try:
-            return cast("AsyncOpenAI", self._sdk.AsyncOpenAI(api_key=api_key, base_url=self._base_url, max_retries=0))
+            return cast(
+                "AsyncOpenAI", self._sdk.AsyncOpenAI(api_key=self._key(), base_url=self._base_url, max_retries=0)
+            )
         except self._sdk.OpenAIError as exc:
             raise UserError(
-                f"OpenAIModel({self._name!r}) has no API key ({exc}). Set the OPENAI_API_KEY "
+                f"OpenAIModel({self._name!r}) cannot be set up ({exc}). Set the OPENAI_API_KEY "
                 "environment variable or pass api_key=..."
             ) from None
 
@@ -149,7 +169,7 @@ class OpenAIModel(Model):
             except self._sdk.APIError as exc:
                 raise self._error(exc) from exc
 
-        completion = await retry_call(once, self.retry, model=self._name)
+        completion = await retry_call(once, self.retry, model=self._name, endpoint=self._endpoint)
         try:
             return self._response(completion)
         except (AttributeError, TypeError, ValueError) as exc:
@@ -188,7 +208,9 @@ class OpenAIModel(Model):
                 )
             yield builder.complete()
 
-        async with contextlib.aclosing(retry_stream(events, self.retry, model=self._name)) as stream:
+        async with contextlib.aclosing(
+            retry_stream(events, self.retry, model=self._name, endpoint=self._endpoint)
+        ) as stream:
             async for event in stream:
                 yield event
 
@@ -269,14 +291,15 @@ class OpenAIModel(Model):
 
     def _error(self, exc: Exception) -> ToolplanError:
         sdk = self._sdk
-        where = self._base_url or "api.openai.com"
+        where = self._endpoint.url or self._base_url or "https://api.openai.com/v1"
         if isinstance(exc, sdk.APIStatusError):
             detail = error_detail(exc.body, exc.message)
             return status_error(self._label, self._name, exc.status_code, detail)
         if isinstance(exc, sdk.APITimeoutError):
-            return connection_error(self._label, self._name, where, timed_out=True)
+            return connection_error(self._label, self._name, where, exc, timed_out=True)
         if isinstance(exc, sdk.APIConnectionError):
-            return connection_error(self._label, self._name, where, timed_out=False, detail=str(exc.__cause__ or exc))
+            fix = "OLLAMA_BASE_URL" if self._provider == "ollama" else "base_url=... or OPENAI_BASE_URL"
+            return connection_error(self._label, self._name, where, exc, timed_out=False, fix=fix)
         # An error object inside a stream: the status line said 200, so the body is all we know.
         return status_error(self._label, self._name, 500, error_detail(getattr(exc, "body", None), str(exc)))
 

@@ -9,9 +9,11 @@ from typing import Any, Literal, TypeAlias
 
 from .._errors import UserError
 
-__all__ = ("ModelSettings", "RetryConfig", "ToolChoice")
+__all__ = ("ModelSettings", "ModelSettingsLike", "RetryConfig", "ToolChoice")
 
 ToolChoice: TypeAlias = Literal["auto", "required", "none"]
+_TOOL_CHOICES = ("auto", "required", "none")
+_MAX_EXTRA = 200  # most keys in extra_body / extra_headers
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,18 +48,65 @@ class ModelSettings:
     extra_headers: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
+        for name in ("temperature", "top_p", "timeout"):
+            _check(name, getattr(self, name), _is_number(getattr(self, name)), "a number")
+        for name in ("max_tokens", "seed"):
+            value = getattr(self, name)
+            _check(name, value, isinstance(value, int) and not isinstance(value, bool), "a whole number")
+        _check(
+            "parallel_tool_calls", self.parallel_tool_calls, isinstance(self.parallel_tool_calls, bool), "True or False"
+        )
+        _check("tool_choice", self.tool_choice, self.tool_choice in _TOOL_CHOICES, "'auto', 'required' or 'none'")
+        for name in ("extra_body", "extra_headers"):
+            value = getattr(self, name)
+            ok = isinstance(value, Mapping) and len(value) <= _MAX_EXTRA and all(isinstance(k, str) for k in value)
+            _check(name, value, ok, f"a mapping with at most {_MAX_EXTRA} string keys")
+        if self.extra_headers is not None and not all(isinstance(v, str) for v in self.extra_headers.values()):
+            raise UserError("ModelSettings.extra_headers takes string values, e.g. {'X-Request-Source': 'docs'}.")
+        if isinstance(self.stop, str):
+            raise UserError("ModelSettings.stop takes a tuple of strings, e.g. stop=('END',).")
+        ok = isinstance(self.stop, tuple) and all(isinstance(s, str) for s in self.stop)
+        _check("stop", self.stop, ok, "a tuple of strings, e.g. stop=('END',)")
         if self.max_tokens is not None and self.max_tokens < 1:
             raise UserError(f"ModelSettings.max_tokens must be >= 1, got {self.max_tokens}.")
         if self.timeout is not None and self.timeout <= 0:
             raise UserError(f"ModelSettings.timeout must be a positive number of seconds, got {self.timeout}.")
-        if isinstance(self.stop, str):
-            raise UserError("ModelSettings.stop takes a tuple of strings, e.g. stop=('END',).")
 
-    def merge(self, override: ModelSettings | None) -> ModelSettings:
+    @classmethod
+    def coerce(cls, value: ModelSettingsLike | None) -> ModelSettings | None:
+        """``value`` as `ModelSettings`: given as is, or built from a mapping like ``{"temperature": 0}``.
+
+        A list for ``stop`` becomes a tuple. None stays None.
+
+        Raises:
+            UserError: ``value`` is neither `ModelSettings` nor a mapping, or a key is not a setting,
+                or a value has the wrong type.
+        """
+        if value is None or isinstance(value, ModelSettings):
+            return value
+        known = tuple(f.name for f in dataclasses.fields(cls))
+        if not isinstance(value, Mapping):
+            raise UserError(
+                f"Model settings must be a ModelSettings or a mapping such as {{'temperature': 0}}, "
+                f"got {type(value).__name__}. Known settings: {', '.join(known)}."
+            )
+        unknown = [key for key in value if key not in known]
+        if unknown:
+            raise UserError(
+                f"Unknown model setting {_show(unknown[0])}. Known settings: {', '.join(known)}; put "
+                "provider-specific options in 'extra_body'."
+            )
+        fields: dict[str, Any] = dict(value)
+        if isinstance(fields.get("stop"), list):
+            fields["stop"] = tuple(fields["stop"])
+        return cls(**fields)
+
+    def merge(self, override: ModelSettingsLike | None) -> ModelSettings:
         """These settings with every field that ``override`` sets replacing ours.
 
         ``extra_body`` and ``extra_headers`` are merged key by key.
         """
+        override = ModelSettings.coerce(override)
         if override is None:
             return self
         changes: dict[str, Any] = {}
@@ -72,14 +121,34 @@ class ModelSettings:
         return dataclasses.replace(self, **changes)
 
 
+ModelSettingsLike: TypeAlias = "ModelSettings | Mapping[str, Any]"
+"""Where settings are taken: `ModelSettings`, or a mapping of its field names (``{"temperature": 0}``)."""
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:60]}..."
+
+
+def _check(name: str, value: object, ok: bool, expected: str) -> None:
+    if value is not None and not ok:
+        raise UserError(f"ModelSettings.{name} must be {expected}, got {type(value).__name__} {_show(value)}.")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RetryConfig:
     """How a model retries transient failures (429, 5xx, timeouts, connection errors).
 
     The wait before retry ``n`` (1-based) is ``min(wait_max, wait_initial * wait_exp_base ** (n - 1))``
-    plus up to ``wait_jitter`` seconds at random: 1, 2, 4, 8 s by default. Authentication errors and
-    other 4xx answers are never retried. ``toolplan.testing.disable_retry_backoff()`` removes the
-    waits (for tests).
+    plus up to ``wait_jitter`` seconds at random: 1, 2, 4, 8 s by default. A provider's
+    ``Retry-After`` (or ``retry-after-ms``) replaces that wait; a wait that would pass ``deadline``
+    is not waited (the request fails at once, saying why). A refused first connection gets at most
+    two short retries. Authentication errors and other 4xx answers are never retried.
+    ``toolplan.testing.disable_retry_backoff()`` removes the waits (for tests).
 
     Attributes:
         attempts: Tries in total, the first included; 1 disables retries.
