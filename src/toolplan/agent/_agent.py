@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Self
 
 from .._errors import UserError
@@ -39,6 +40,9 @@ if TYPE_CHECKING:
     from ..sandbox import CodeRunner
 
 __all__ = ("Agent", "AgentStream", "run")
+
+# Models set by `Agent.override`, by agent, in the current context (so tasks started inside see them).
+_MODEL_OVERRIDES: ContextVar[Mapping[Agent, Model] | None] = ContextVar("toolplan_model_overrides", default=None)
 
 
 class Agent:
@@ -102,6 +106,43 @@ class Agent:
         self.settings = settings
         self.budget = budget
         self.tool_timeout = tool_timeout
+
+    @property
+    def model(self) -> Model:
+        """The model the agent asks (inside `override`, the model given there)."""
+        overrides = _MODEL_OVERRIDES.get()
+        if overrides:
+            override = overrides.get(self)
+            if override is not None:
+                return override
+        return self._model
+
+    @model.setter
+    def model(self, model: Model) -> None:
+        self._model = model
+
+    @contextmanager
+    def override(self, *, model: Model | str | None = None) -> Iterator[None]:
+        """Use another model inside a ``with`` block: a test model in a test, say.
+
+        Every run started inside the block (``run``, ``run_sync``, ``run_stream``) asks ``model``;
+        the agent's own model is back when the block ends, even on an exception. Overrides nest
+        (the innermost wins) and stay within the current context: a concurrent task that did not
+        start inside the block keeps the agent's model. ``model=None`` changes nothing.
+
+        ```python
+        with agent.override(model=TestModel()):
+            result = agent.run_sync("...")
+        ```
+        """
+        if model is None:
+            yield
+            return
+        token = _MODEL_OVERRIDES.set({**(_MODEL_OVERRIDES.get() or {}), self: infer_model(model)})
+        try:
+            yield
+        finally:
+            _MODEL_OVERRIDES.reset(token)
 
     def enable_tool_planning(self, *, stream_plans: bool | None = None) -> Self:
         """Offer the model ``execute_tool_plan`` (fluent: returns the agent)."""
@@ -183,6 +224,7 @@ class Agent:
         if system and not any(isinstance(m, SystemMessage) for m in history):
             messages.append(SystemMessage(content=system))
         messages.extend(history)
+        new_from = len(messages) if history else 0  # this run's own messages (`AgentResult.new_messages`)
         messages.append(UserMessage(content=prompt))
         ctx = TurnContext(
             registry=self.registry,
@@ -213,6 +255,7 @@ class Agent:
                         plan_results=tuple(ctx.plan_results),
                         tool_calls=calls,
                         model_name=model_name,
+                        new_message_index=new_from,
                     )
                     break
                 calls += len(tool_calls)
@@ -230,6 +273,7 @@ class Agent:
                 plan_results=tuple(ctx.plan_results),
                 tool_calls=calls,
                 model_name=model_name,
+                new_message_index=new_from,
                 error=f"The run stopped after max_iterations={self.max_iterations} model requests without a final "
                 "answer. Raise max_iterations, or give the agent tool planning so it needs fewer round-trips.",
             )
