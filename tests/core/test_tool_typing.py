@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import Any, assert_type
 
-from toolplan import FunctionTool, tool
+from toolplan import FunctionTool, ToolRegistry, execute_plan_sync, tool
 
 
 @tool
@@ -23,11 +23,11 @@ async def price(item: str, *, currency: str = "EUR") -> float:
 def test_the_signature_and_return_type_are_kept() -> None:
     assert_type(stock("apple"), int)
     assert_type(stock(item="apple", warehouse="b"), int)
-    as_tool: FunctionTool[..., int] = stock
+    as_tool: FunctionTool[Callable[[str, str], int]] = stock
     as_function: Callable[[str], int] = stock
     pending: Coroutine[Any, Any, float] = price("apple")
     pending.close()
-    assert as_tool("apple") == as_function("apple") == 9
+    assert as_tool("apple", "main") == as_function("apple") == 9
 
 
 async def test_awaiting_an_async_tool_gives_its_value() -> None:
@@ -41,3 +41,10 @@ def _wrong_calls() -> None:
     stock(3)  # type: ignore[arg-type]
     stock("apple", shelf=2)  # type: ignore[call-arg]
     price("apple", "USD")  # type: ignore[call-arg,unused-coroutine]
+
+
+def test_a_list_of_different_tools_is_still_a_list_of_tools() -> None:
+    tools = [stock, price]  # mypy: list[FunctionTool[function]], which every `tools=` parameter takes
+    registry = ToolRegistry(tools)
+    result = execute_plan_sync({"steps": [{"id": "s", "tool": "stock", "arguments": {"item": "a"}}]}, tools)
+    assert registry.names == ["stock", "price"] and result.outputs == {"s": 5}

@@ -237,7 +237,9 @@ def greeting() -> bytes:
 
 
 def test_binary_output_fails_the_step_saying_what_was_returned_and_what_to_return() -> None:
-    plan = {"steps": [{"id": t, "tool": t, "arguments": {}} for t in ("thumbnail", "report", "greeting")]}
+    plan: dict[str, Any] = {
+        "steps": [{"id": t, "tool": t, "arguments": {}} for t in ("thumbnail", "report", "greeting")]
+    }
     result = execute_plan_sync(plan, [thumbnail, report, greeting])
     assert result.steps["greeting"].status == "succeeded" and result.steps["greeting"].output == "héllo"
     png = result.steps["thumbnail"].error

@@ -3,7 +3,7 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Generic, ParamSpec, TypeVar, cast, get_type_hints, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, get_type_hints, overload
 
 import pydantic
 import pydantic_core
@@ -17,8 +17,11 @@ from ._result import ToolOutputError, ToolResult
 
 __all__ = ("FunctionTool", "tool", "to_jsonable")
 
-P = ParamSpec("P")
-R = TypeVar("R")
+# The decorated function's own type, e.g. ``(item: str) -> int``. One covariant parameter rather
+# than ``[P, R]`` with a ParamSpec: that class would be invariant in P, so mypy would type a list of
+# different tools as ``list[object]``, which no function taking tools accepts.
+FunctionT = TypeVar("FunctionT", covariant=True)
+Fn = TypeVar("Fn", bound=Callable[..., Any])
 
 TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _PLAIN = (str, int, float, bool, type(None))
@@ -73,7 +76,7 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     return "\n".join(description).strip(), params
 
 
-class FunctionTool(Generic[P, R]):
+class FunctionTool(Generic[FunctionT]):
     """A tool made from one typed Python function (sync or async). Build it with `@tool`.
 
     It stays that function: calling it calls the function with the same arguments and returns what
@@ -94,18 +97,18 @@ class FunctionTool(Generic[P, R]):
         "function",
     )
 
-    function: Callable[P, R]
+    function: FunctionT
 
     def __init__(
         self,
-        function: Callable[P, R],
+        function: FunctionT,
         *,
         name: str | None = None,
         description: str | None = None,
         annotations: ToolAnnotations | None = None,
     ) -> None:
         if isinstance(function, FunctionTool):  # a tool of a tool: the same function
-            function = cast("FunctionTool[P, R]", function).function
+            function = cast("FunctionTool[FunctionT]", function).function
         if not callable(function):
             raise UserError(f"@tool needs a function, got {type(function).__name__}.")
         tool_name: str = name or str(getattr(function, "__name__", ""))
@@ -115,7 +118,7 @@ class FunctionTool(Generic[P, R]):
                 "(pass name=... to @tool to choose another)."
             )
         self.function = function
-        self._call: Callable[..., Any] = function  # the same function, called with validated keywords
+        self._call = cast(Callable[..., Any], function)  # the same function, called with validated keywords
         self._is_async = inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
             getattr(function, "__call__", None)  # noqa: B004 - callable objects with async __call__
         )
@@ -206,12 +209,21 @@ class FunctionTool(Generic[P, R]):
         except UnicodeDecodeError:
             raise _binary_output(self.name, value) from None
 
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        """Call the function itself: same arguments, same return value, no validation."""
-        return self.function(*args, **kwargs)
+    if TYPE_CHECKING:
+        # For type checkers, calling the tool is calling the function: its signature, its return type.
+        @property
+        def __call__(self) -> FunctionT:
+            """Call the function itself: same arguments, same return value, no validation."""
+            ...
+
+    else:
+
+        def __call__(self, /, *args, **kwargs):
+            """Call the function itself: same arguments, same return value, no validation."""
+            return self.function(*args, **kwargs)
 
     @property
-    def __wrapped__(self) -> Callable[P, R]:
+    def __wrapped__(self) -> FunctionT:
         # `inspect.signature(tool)` follows this to the function's own signature.
         return self.function
 
@@ -332,7 +344,7 @@ def _describe_validation_error(tool_name: str, exc: pydantic.ValidationError) ->
 
 
 @overload
-def tool(function: Callable[P, R], /) -> FunctionTool[P, R]: ...
+def tool(function: Fn, /) -> FunctionTool[Fn]: ...
 
 
 @overload
@@ -348,11 +360,11 @@ def tool(
     retry: int | None = None,
     concurrency: int | None = None,
     general: bool = False,
-) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
+) -> Callable[[Fn], FunctionTool[Fn]]: ...
 
 
 def tool(
-    function: Callable[P, R] | None = None,
+    function: Fn | None = None,
     /,
     *,
     name: str | None = None,
@@ -365,7 +377,7 @@ def tool(
     retry: int | None = None,
     concurrency: int | None = None,
     general: bool = False,
-) -> FunctionTool[P, R] | Callable[[Callable[P, R]], FunctionTool[P, R]]:
+) -> FunctionTool[Fn] | Callable[[Fn], FunctionTool[Fn]]:
     """Turn a typed function (sync or async) into a tool.
 
     The name is the function's name, the description its docstring (Google-style ``Args:`` become
@@ -387,7 +399,7 @@ def tool(
         general=general,
     )
 
-    def decorate(fn: Callable[P, R]) -> FunctionTool[P, R]:
+    def decorate(fn: Fn) -> FunctionTool[Fn]:
         return FunctionTool(fn, name=name, description=description, annotations=annotations)
 
     if function is not None:
