@@ -3,6 +3,7 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from itertools import islice
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, get_type_hints, overload
 
 import pydantic
@@ -253,12 +254,12 @@ def _find_binary(value: Any) -> tuple[str, bytes | bytearray] | None:
         if isinstance(node, ToolResult):
             stack.append((path, node.content, depth + 1))
         elif isinstance(node, Mapping):
-            items = list(node.items())
+            items = list(islice(node.items(), _MAX_SEARCH_NODES))
             for key, item in reversed(items):
                 stack.append((f"{path}[{key!r}]", item, depth + 1))
                 stack.append((f"a key of {path}", key, depth + 1))
         elif isinstance(node, (list, tuple)):
-            elements: list[Any] = list(node)
+            elements: list[Any] = list(islice(node, _MAX_SEARCH_NODES))
             stack.extend((f"{path}[{i}]", item, depth + 1) for i, item in reversed(list(enumerate(elements))))
     return None
 
