@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import inspect
 import json
+import pickle
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -9,6 +11,7 @@ from pydantic import BaseModel
 
 from toolplan import ToolDefinition, ToolError, ToolRegistry, ToolResult, UserError, execute_plan_sync, tool
 from toolplan.agent import BatchTool, PlanTool
+from toolplan.tools import ToolOutputError
 
 
 class Point(BaseModel):
@@ -64,7 +67,7 @@ async def test_coercion_validation_and_jsonable_output() -> None:
     assert (await locate.execute("locate", {"name": "abc", "zoom": "2"})).content == {"x": 6, "y": 0}
     with pytest.raises(ToolError, match="missing required argument 'name'"):
         await locate.execute("locate", {})
-    assert await locate(name="ab") == {"x": 2, "y": 0}
+    assert (await locate.execute("locate", {"name": "ab"})).content == {"x": 2, "y": 0}
 
 
 def test_plain_functions_are_tools_and_names_are_unique() -> None:
@@ -173,3 +176,87 @@ async def test_meta_tools_are_ordinary_tools() -> None:
         {"step": 0, "tool": "div", "status": "error", "error": "Division by zero: pass a non-zero 'b'."},
         {"step": 1, "tool": "add", "status": "ok", "result": 3},
     ]
+
+
+@tool
+def stock(item: str, warehouse: str = "main") -> int:
+    """Units of ``item`` in stock."""
+    return len(item) + len(warehouse)
+
+
+def test_a_decorated_sync_function_is_still_the_function() -> None:
+    assert stock("apple") == 9
+    assert stock("apple", warehouse="b") == 6
+    assert stock(item="pear", warehouse="east") == 8
+    assert stock.function("apple") == 9
+    assert inspect.signature(stock) == inspect.signature(stock.function)
+    assert list(inspect.signature(stock).parameters) == ["item", "warehouse"]
+    assert tool(stock).function is stock.function  # a tool of a tool wraps the same function
+    assert tool(name="inventory")(stock)("apple") == 9
+
+
+async def test_a_decorated_async_function_returns_its_coroutine() -> None:
+    pending = locate("abc", zoom=2)
+    assert inspect.iscoroutine(pending)
+    assert await pending == Point(x=6)  # the function's own return value, not JSON
+
+
+def test_calling_a_tool_directly_is_a_plain_call() -> None:
+    # No validation and no coercion: Python's own errors, as for the undecorated function.
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'item'"):
+        stock()  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="has no len"):
+        stock(5)  # type: ignore[arg-type]
+
+
+def test_tools_in_plans_still_validate() -> None:
+    from toolplan import validate_plan
+
+    result = execute_plan_sync({"steps": [{"id": "s", "tool": "stock", "arguments": {"item": "apple"}}]}, [stock])
+    assert result.steps["s"].output == 9
+    bad = validate_plan({"steps": [{"id": "s", "tool": "stock", "arguments": {"item": 42}}]}, [stock])
+    assert [e.code for e in bad.errors] == ["invalid_arguments"]
+
+
+@tool
+def thumbnail() -> bytes:
+    """A PNG header: bytes that are not UTF-8 text."""
+    return b"\x89PNG\r\n\x1a\n"
+
+
+@tool
+def report() -> dict[str, Any]:
+    """Binary data nested in JSON-like output."""
+    return {"name": "r", "pages": [b"ok", b"\xff\xfe" * 20]}
+
+
+@tool
+def greeting() -> bytes:
+    """UTF-8 bytes: decoded to text, as before."""
+    return "héllo".encode()
+
+
+def test_binary_output_fails_the_step_saying_what_was_returned_and_what_to_return() -> None:
+    plan: dict[str, Any] = {
+        "steps": [{"id": t, "tool": t, "arguments": {}} for t in ("thumbnail", "report", "greeting")]
+    }
+    result = execute_plan_sync(plan, [thumbnail, report, greeting])
+    assert result.steps["greeting"].status == "succeeded" and result.steps["greeting"].output == "héllo"
+    png = result.steps["thumbnail"].error
+    assert png is not None and png.kind == "infrastructure"
+    assert "UnicodeDecodeError" not in png.message
+    assert "returned 8 bytes that are not UTF-8 text (b'\\x89PNG\\r\\n\\x1a\\n')" in png.message
+    assert "base64.b64encode(data).decode('ascii')" in png.message and "Return str" in png.message
+    nested = result.steps["report"].error
+    assert nested is not None and "40 bytes that are not UTF-8 text" in nested.message
+    assert "at output['pages'][1]" in nested.message
+    assert json.loads(result.to_model_text())["status"] == "failed"
+
+
+async def test_binary_output_raises_a_tool_output_error_from_execute() -> None:
+    with pytest.raises(ToolOutputError, match="Tool 'thumbnail' returned 8 bytes") as caught:
+        await thumbnail.execute("thumbnail", {})
+    assert (caught.value.code, caught.value.tool) == ("invalid_tool_output", "thumbnail")
+    copy = pickle.loads(pickle.dumps(caught.value))
+    assert (type(copy), copy.message, copy.tool) == (ToolOutputError, caught.value.message, "thumbnail")
+    assert thumbnail() == b"\x89PNG\r\n\x1a\n"  # called directly, it is just the function

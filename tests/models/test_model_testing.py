@@ -10,7 +10,8 @@ import jsonschema
 import pytest
 from pydantic import BaseModel, Field
 
-from toolplan import UnexpectedModelBehavior, UserError, tool
+from toolplan import Agent, ToolRegistry, UnexpectedModelBehavior, UserError, tool, validate_plan
+from toolplan.agent import BatchTool
 from toolplan.models import (
     AssistantMessage,
     ModelMessage,
@@ -26,6 +27,7 @@ from toolplan.models import (
     Usage,
     UserMessage,
 )
+from toolplan.sandbox import MontyRunner
 from toolplan.testing import (
     FunctionInfo,
     FunctionModel,
@@ -265,3 +267,45 @@ async def test_scripted_model_streams_small_chunks_and_raises_scripted_errors() 
 
 def test_tool_definition_default_schema_gets_empty_args() -> None:
     assert schema_value(ToolDefinition(name="now").parameters_json_schema) == {}
+
+
+@pytest.mark.parametrize("stream_plans", [False, True])
+async def test_test_model_sends_a_valid_plan_when_planning_is_offered(stream_plans: bool) -> None:
+    model = TestModel()
+    agent = Agent(model=model, tools=[get_weather, tag], tool_planning=True, stream_plans=stream_plans)
+    result = await agent.run("go")
+    asked = result.messages[2]  # system, user, then the model's one call
+    assert isinstance(asked, AssistantMessage)
+    [call] = asked.tool_calls
+    assert call.name == "execute_tool_plan"
+    plan = call.parse_arguments()
+    report = validate_plan(plan, agent.registry)
+    assert (report.errors, report.warnings) == ((), ())
+    assert [s["tool"] for s in plan["steps"]] == ["get_weather", "tag"]
+    assert result.status == "completed" and result.tool_calls == 1
+    [run] = result.plan_results
+    assert run.status == "succeeded" and run.outputs == {"get_weather": {"city": "aaa", "temp": 21}, "tag": "ok"}
+    assert json.loads(result.output) == {"execute_tool_plan": {"status": "succeeded", "outputs": run.outputs}}
+
+
+async def test_test_model_sends_batches_and_code_through_their_meta_tools() -> None:
+    registry = ToolRegistry([get_weather, tag])
+    batch = BatchTool(registry).definitions()[0]
+    model = TestModel()
+    first = await model.request(HI, [*registry.definitions(), batch])
+    [call] = first.message.tool_calls
+    assert call.name == "execute_plan"
+    assert validate_plan(call.parse_arguments(), registry, dialect="batch").errors == ()
+
+    only_plan = TestModel(call_tools=["execute_tool_plan"])  # a meta-tool alone takes every offered tool
+    agent = Agent(model=only_plan, tools=[get_weather, tag], tool_planning=True)
+    assert (await agent.run("go")).plan_results[0].outputs == {"get_weather": {"city": "aaa", "temp": 21}, "tag": "ok"}
+
+    code = Agent(model=TestModel(), tools=[get_weather, tag], code_execution=MontyRunner())
+    ran = await code.run("go")
+    asked = ran.messages[2]
+    assert isinstance(asked, AssistantMessage) and asked.tool_calls[0].name == "execute_code"
+    assert json.loads(ran.output)["execute_code"] == {
+        "status": "ok",
+        "result": {"get_weather": {"city": "aaa", "temp": 21}, "tag": "ok"},
+    }

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Self
 
 from .._errors import UserError
@@ -41,6 +42,9 @@ if TYPE_CHECKING:
     from ..sandbox import CodeRunner
 
 __all__ = ("Agent", "AgentStream", "run")
+
+# Models set by `Agent.override`, by agent, in the current context (so tasks started inside see them).
+_MODEL_OVERRIDES: ContextVar[Mapping[Agent, Model] | None] = ContextVar("toolplan_model_overrides", default=None)
 
 
 class Agent:
@@ -132,6 +136,43 @@ class Agent:
         """
         return dataclasses.replace(self.limits, budget=Budget(), deadline=None)
 
+    @property
+    def model(self) -> Model:
+        """The model the agent asks (inside `override`, the model given there)."""
+        overrides = _MODEL_OVERRIDES.get()
+        if overrides:
+            override = overrides.get(self)
+            if override is not None:
+                return override
+        return self._model
+
+    @model.setter
+    def model(self, model: Model) -> None:
+        self._model = model
+
+    @contextmanager
+    def override(self, *, model: Model | str | None = None) -> Iterator[None]:
+        """Use another model inside a ``with`` block: a test model in a test, say.
+
+        Every run started inside the block (``run``, ``run_sync``, ``run_stream``) asks ``model``;
+        the agent's own model is back when the block ends, even on an exception. Overrides nest
+        (the innermost wins) and stay within the current context: a concurrent task that did not
+        start inside the block keeps the agent's model. ``model=None`` changes nothing.
+
+        ```python
+        with agent.override(model=TestModel()):
+            result = agent.run_sync("...")
+        ```
+        """
+        if model is None:
+            yield
+            return
+        token = _MODEL_OVERRIDES.set({**(_MODEL_OVERRIDES.get() or {}), self: infer_model(model)})
+        try:
+            yield
+        finally:
+            _MODEL_OVERRIDES.reset(token)
+
     def enable_tool_planning(self, *, stream_plans: bool | None = None) -> Self:
         """Offer the model ``execute_tool_plan`` (fluent: returns the agent)."""
         self.tool_planning = True
@@ -212,6 +253,7 @@ class Agent:
         if system and not any(isinstance(m, SystemMessage) for m in history):
             messages.append(SystemMessage(content=system))
         messages.extend(history)
+        new_from = len(messages) if history else 0  # this run's own messages (`AgentResult.new_messages`)
         messages.append(UserMessage(content=prompt))
         deadline = self.limits.run_deadline
         ctx = TurnContext(
@@ -245,6 +287,7 @@ class Agent:
                         plan_results=tuple(ctx.plan_results),
                         tool_calls=calls,
                         model_name=model_name,
+                        new_message_index=new_from,
                     )
                     break
                 calls += len(tool_calls)
@@ -262,6 +305,7 @@ class Agent:
                 plan_results=tuple(ctx.plan_results),
                 tool_calls=calls,
                 model_name=model_name,
+                new_message_index=new_from,
                 error=f"The run stopped after max_iterations={self.max_iterations} model requests without a final "
                 "answer. Raise max_iterations, or give the agent tool planning so it needs fewer round-trips.",
             )

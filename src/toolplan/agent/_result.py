@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from ..execute import PlanResult
@@ -26,6 +26,7 @@ class AgentResult:
             ``plan_results``).
         model_name: The model that answered.
         error: Why the run ended without an answer, if it did.
+        new_message_index: Where this run's own messages start in ``messages`` (see `new_messages`).
     """
 
     output: str
@@ -36,3 +37,20 @@ class AgentResult:
     tool_calls: int = 0
     model_name: str = ""
     error: str | None = None
+    new_message_index: int = field(default=0, repr=False)
+
+    def all_messages(self) -> list[ModelMessage]:
+        """The whole conversation: the history passed in, then this run's messages.
+
+        Pass it as ``message_history`` to continue the conversation in the next run.
+        """
+        return list(self.messages)
+
+    def new_messages(self) -> list[ModelMessage]:
+        """The messages of this run only: without the ``message_history`` it was given.
+
+        They start with this run's prompt (preceded by the system prompt when the run had no
+        history), so the first run's ``new_messages()`` is a complete history for the next run, and
+        ``history + result.new_messages()`` is the conversation so far.
+        """
+        return list(self.messages[self.new_message_index :])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from types import TracebackType
 from typing import Any, Literal, TypeAlias
 
 from .._errors import UnexpectedModelBehavior, UserError
+from ..agent import BATCH_TOOL_NAME, CODE_TOOL_NAME, PLAN_TOOL_NAME
 from ..execute import set_retry_backoff
 from ..models._guard import set_model_requests_allowed
 from ..models._messages import (
@@ -32,6 +34,7 @@ from ..models._messages import (
 from ..models._model import Model
 from ..models._settings import ModelSettings
 from ..models._streaming import StreamBuilder, response_events
+from ..plan import DEFAULT_MAX_STEPS, META_TOOL_NAMES
 from ..tools import ToolDefinition
 from ._schema_args import schema_value
 
@@ -154,6 +157,11 @@ class TestModel(_ReplayingModel):
     offered) with arguments generated from the tool's JSON Schema; on the next request it answers
     with ``custom_output_text`` or a JSON object mapping each tool name to its result.
 
+    When a meta-tool is selected (``execute_tool_plan``, else ``execute_plan``, else
+    ``execute_code``), the selected tools are called through it instead, as a valid plan with one
+    step per tool (the step id is the tool's name), a batch, or code calling each tool; the other
+    meta-tools are not called. Selecting only a meta-tool sends every offered tool through it.
+
     Args:
         call_tools: ``"all"`` or the names of the tools to call (others are not called).
         custom_output_text: The final answer's text instead of the JSON summary.
@@ -183,15 +191,16 @@ class TestModel(_ReplayingModel):
         selected = self._selected(request.tools)
         last = request.messages[-1] if request.messages else None
         if selected and not isinstance(last, ToolReturnMessage):
-            calls = []
-            for tool in selected:
-                self._calls += 1
-                arguments = json.dumps(schema_value(tool.parameters_json_schema))
-                calls.append(ToolCall(id=f"call_{self._calls}", name=tool.name, arguments=arguments))
-            return self._finish(request, AssistantMessage(tool_calls=tuple(calls)))
+            calls = [self._call(name, arguments) for name, arguments in _tool_calls(selected, request.tools)]
+            if calls:
+                return self._finish(request, AssistantMessage(tool_calls=tuple(calls)))
         if self.custom_output_text is not None:
             return self._finish(request, self.custom_output_text)
         return self._finish(request, _summary(request.messages))
+
+    def _call(self, name: str, arguments: Any) -> ToolCall:
+        self._calls += 1
+        return ToolCall(id=f"call_{self._calls}", name=name, arguments=json.dumps(arguments))
 
     def _selected(self, tools: Sequence[ToolDefinition]) -> list[ToolDefinition]:
         if self.call_tools == "all":
@@ -204,6 +213,44 @@ class TestModel(_ReplayingModel):
                 f"Offered: {', '.join(offered) or '(none)'}."
             )
         return [offered[n] for n in self.call_tools]
+
+
+_STEP_ID_RE = re.compile(r"^[A-Za-z0-9_-]+$")
+_THROUGH = (PLAN_TOOL_NAME, BATCH_TOOL_NAME, CODE_TOOL_NAME)  # meta-tools that take the calls, preferred first
+
+
+def _tool_calls(selected: Sequence[ToolDefinition], offered: Sequence[ToolDefinition]) -> list[tuple[str, Any]]:
+    """``(tool name, arguments)`` of `TestModel`'s calls: direct, or through one meta-tool."""
+    names = {t.name for t in selected}
+    through = next((n for n in _THROUGH if n in names), None)
+    tools = [t for t in selected if t.name not in META_TOOL_NAMES]
+    if through is None:
+        return [(t.name, schema_value(t.parameters_json_schema)) for t in tools]
+    if not tools:  # only meta-tools were selected: every offered tool goes through the first
+        tools = [t for t in offered if t.name not in META_TOOL_NAMES]
+    if not tools:
+        return []  # nothing to call: an empty plan would be invalid
+    # A plan or a batch holds at most DEFAULT_MAX_STEPS steps (50, the batch limit too): call the rest directly.
+    inside, rest = tools[:DEFAULT_MAX_STEPS], tools[DEFAULT_MAX_STEPS:]
+    calls = [(through, _through_arguments(through, inside))]
+    calls += [(t.name, schema_value(t.parameters_json_schema)) for t in rest]
+    return calls
+
+
+def _through_arguments(through: str, tools: Sequence[ToolDefinition]) -> dict[str, Any]:
+    """A valid native plan, batch or code that calls each of ``tools`` once."""
+    args = [(t.name, schema_value(t.parameters_json_schema)) for t in tools]
+    if through == PLAN_TOOL_NAME:
+        steps = [
+            {"id": name if _STEP_ID_RE.match(name) else f"step_{i}", "tool": name, "arguments": arguments}
+            for i, (name, arguments) in enumerate(args, 1)
+        ]
+        return {"steps": steps}
+    if through == BATCH_TOOL_NAME:
+        return {"steps": [{"tool": name, "args": arguments} for name, arguments in args]}
+    # Code: the arguments are JSON data, so their repr is a Python literal.
+    body = ", ".join(f"{name!r}: call_tool({name!r}, {arguments!r})" for name, arguments in args)
+    return {"code": f"set_result({{{body}}})"}
 
 
 def _summary(messages: Sequence[ModelMessage]) -> str:

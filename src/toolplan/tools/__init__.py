@@ -8,6 +8,7 @@ from ._registry import Tool as Tool
 from ._registry import ToolRegistry as ToolRegistry
 from ._registry import ToolsLike as ToolsLike
 from ._registry import ValidatingTool as ValidatingTool
+from ._result import ToolOutputError as ToolOutputError
 from ._result import ToolResult as ToolResult
 
 __all__ = (
@@ -15,6 +16,7 @@ __all__ = (
     "Tool",
     "ToolAnnotations",
     "ToolDefinition",
+    "ToolOutputError",
     "ToolRegistry",
     "ToolResult",
     "ToolsLike",

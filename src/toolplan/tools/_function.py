@@ -3,19 +3,26 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, cast, get_type_hints, overload
+from itertools import islice
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, get_type_hints, overload
 
 import pydantic
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 
-from .._errors import InvalidArgumentsError, ToolError, UserError
+from .._errors import InvalidArgumentsError, UserError
 from .._records import maker
 from .._threads import run_in_thread
 from ._definition import ToolAnnotations, ToolDefinition
-from ._result import ToolResult
+from ._result import ToolOutputError, ToolResult
 
 __all__ = ("FunctionTool", "tool", "to_jsonable")
+
+# The decorated function's own type, e.g. ``(item: str) -> int``. One covariant parameter rather
+# than ``[P, R]`` with a ParamSpec: that class would be invariant in P, so mypy would type a list of
+# different tools as ``list[object]``, which no function taking tools accepts.
+FunctionT = TypeVar("FunctionT", covariant=True)
+Fn = TypeVar("Fn", bound=Callable[..., Any])
 
 TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _PLAIN = (str, int, float, bool, type(None))
@@ -70,19 +77,39 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     return "\n".join(description).strip(), params
 
 
-class FunctionTool:
-    """A tool made from one typed Python function (sync or async). Build it with `@tool`."""
+class FunctionTool(Generic[FunctionT]):
+    """A tool made from one typed Python function (sync or async). Build it with `@tool`.
 
-    __slots__ = ("_adapters", "_fields", "_is_async", "_model", "_required", "_validate", "definition", "function")
+    It stays that function: calling it calls the function with the same arguments and returns what
+    the function returns (a coroutine for an async function), with no validation, and type checkers
+    see the function's own signature. Plans and agents call it through `execute`, which validates
+    the arguments and wraps the output in a `ToolResult`.
+    """
+
+    __slots__ = (
+        "_adapters",
+        "_call",
+        "_fields",
+        "_is_async",
+        "_model",
+        "_required",
+        "_validate",
+        "definition",
+        "function",
+    )
+
+    function: FunctionT
 
     def __init__(
         self,
-        function: Callable[..., Any],
+        function: FunctionT,
         *,
         name: str | None = None,
         description: str | None = None,
         annotations: ToolAnnotations | None = None,
     ) -> None:
+        if isinstance(function, FunctionTool):  # a tool of a tool: the same function
+            function = cast("FunctionTool[FunctionT]", function).function
         if not callable(function):
             raise UserError(f"@tool needs a function, got {type(function).__name__}.")
         tool_name: str = name or str(getattr(function, "__name__", ""))
@@ -92,6 +119,7 @@ class FunctionTool:
                 "(pass name=... to @tool to choose another)."
             )
         self.function = function
+        self._call = cast(Callable[..., Any], function)  # the same function, called with validated keywords
         self._is_async = inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
             getattr(function, "__call__", None)  # noqa: B004 - callable objects with async __call__
         )
@@ -172,22 +200,86 @@ class FunctionTool:
         except pydantic.ValidationError as exc:
             raise self._invalid(exc) from None
         if self._is_async:
-            value = await self.function(**kwargs)
+            value = await self._call(**kwargs)
         else:
-            value = await run_in_thread(self.function, **kwargs)
-        if isinstance(value, ToolResult):
-            return ToolResult(to_jsonable(value.content), value.error)
-        return _new_tool_result(to_jsonable(value))
+            value = await run_in_thread(self._call, **kwargs)
+        try:
+            if isinstance(value, ToolResult):
+                return ToolResult(to_jsonable(value.content), value.error)
+            return _new_tool_result(to_jsonable(value))
+        except UnicodeDecodeError:
+            raise _binary_output(self.name, value) from None
 
-    async def __call__(self, **kwargs: Any) -> Any:
-        """Call the tool directly (validated), returning its content or raising `ToolError`."""
-        result = await self.execute(self.name, kwargs)
-        if result.error is not None:
-            raise ToolError(result.error, tool=self.name)
-        return result.content
+    if TYPE_CHECKING:
+        # For type checkers, calling the tool is calling the function: its signature, its return type.
+        @property
+        def __call__(self) -> FunctionT:
+            """Call the function itself: same arguments, same return value, no validation."""
+            ...
+
+    else:
+
+        def __call__(self, /, *args, **kwargs):
+            """Call the function itself: same arguments, same return value, no validation."""
+            return self.function(*args, **kwargs)
+
+    @property
+    def __wrapped__(self) -> FunctionT:
+        # `inspect.signature(tool)` follows this to the function's own signature.
+        return self.function
 
     def __repr__(self) -> str:
         return f"FunctionTool({self.name!r})"
+
+
+_MAX_SEARCH_NODES = 10_000  # how much of an output `_find_binary` looks through (output is hostile input)
+_MAX_SEARCH_DEPTH = 32
+
+
+def _find_binary(value: Any) -> tuple[str, bytes | bytearray] | None:
+    """Where in ``value`` the first bytes that are not UTF-8 sit (``output['a'][0]``); bounded search."""
+    stack: list[tuple[str, Any, int]] = [("output", value, 0)]
+    seen = 0
+    while stack and seen < _MAX_SEARCH_NODES:
+        path, node, depth = stack.pop()
+        seen += 1
+        if isinstance(node, (bytes, bytearray)):
+            try:
+                node.decode()
+            except UnicodeDecodeError:
+                return path, node
+            continue
+        if depth >= _MAX_SEARCH_DEPTH:
+            continue
+        if isinstance(node, ToolResult):
+            stack.append((path, node.content, depth + 1))
+        elif isinstance(node, Mapping):
+            items = list(islice(node.items(), _MAX_SEARCH_NODES))
+            for key, item in reversed(items):
+                stack.append((f"{path}[{key!r}]", item, depth + 1))
+                stack.append((f"a key of {path}", key, depth + 1))
+        elif isinstance(node, (list, tuple)):
+            elements: list[Any] = list(islice(node, _MAX_SEARCH_NODES))
+            stack.extend((f"{path}[{i}]", item, depth + 1) for i, item in reversed(list(enumerate(elements))))
+    return None
+
+
+def _binary_output(tool_name: str, value: Any) -> ToolOutputError:
+    """The error for an output holding bytes that are not UTF-8 text (JSON has no bytes)."""
+    found = _find_binary(value)
+    if found is None:
+        what = "a value holding bytes that are not UTF-8 text"
+    else:
+        path, data = found
+        preview = repr(bytes(data[:16])) + ("..." if len(data) > 16 else "")
+        where = "" if path == "output" else f" at {path}"
+        size = f"{len(data)} byte{'s' if len(data) != 1 else ''}"
+        what = f"{size} that are not UTF-8 text ({preview}){where}"
+    return ToolOutputError(
+        f"Tool {tool_name!r} returned {what}; a tool's output must be JSON data. Return str for text, "
+        "or encode binary data as text, e.g. base64.b64encode(data).decode('ascii').",
+        tool=tool_name,
+    )
 
 
 def _build_arguments_model(
@@ -253,7 +345,7 @@ def _describe_validation_error(tool_name: str, exc: pydantic.ValidationError) ->
 
 
 @overload
-def tool(function: Callable[..., Any], /) -> FunctionTool: ...
+def tool(function: Fn, /) -> FunctionTool[Fn]: ...
 
 
 @overload
@@ -269,11 +361,11 @@ def tool(
     retry: int | None = None,
     concurrency: int | None = None,
     general: bool = False,
-) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+) -> Callable[[Fn], FunctionTool[Fn]]: ...
 
 
 def tool(
-    function: Callable[..., Any] | None = None,
+    function: Fn | None = None,
     /,
     *,
     name: str | None = None,
@@ -286,7 +378,7 @@ def tool(
     retry: int | None = None,
     concurrency: int | None = None,
     general: bool = False,
-) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
+) -> FunctionTool[Fn] | Callable[[Fn], FunctionTool[Fn]]:
     """Turn a typed function (sync or async) into a tool.
 
     The name is the function's name, the description its docstring (Google-style ``Args:`` become
@@ -294,7 +386,8 @@ def tool(
     pydantic, with its usual coercions) and the output schema from the return annotation.
 
     Use bare (``@tool``) or with options (``@tool(idempotent=True, timeout=5)``); see
-    `ToolAnnotations` for what each option means.
+    `ToolAnnotations` for what each option means. The result is still the function: calling it
+    calls the function (see `FunctionTool`).
     """
     annotations = ToolAnnotations(
         read_only=read_only,
@@ -307,7 +400,7 @@ def tool(
         general=general,
     )
 
-    def decorate(fn: Callable[..., Any]) -> FunctionTool:
+    def decorate(fn: Fn) -> FunctionTool[Fn]:
         return FunctionTool(fn, name=name, description=description, annotations=annotations)
 
     if function is not None:
