@@ -1,0 +1,130 @@
+"""Bounds on data that comes from model code: JSON text from the subprocess child, values from Monty.
+
+Everything the code hands the host (a frame, a tool call's arguments, a result) is hostile input. It
+must be JSON data (dicts with string keys, lists, strings, finite numbers, booleans, ``None``), at most
+`MAX_DEPTH` levels deep, with integers of at most `MAX_INT_DIGITS` digits, so that nothing the host
+does with it later (``json.dumps``, ``str``, a comparison) can recurse without end or raise.
+
+`loads` is the one place the sandbox parses text from the code; it can be switched to a shared bounded
+parser without touching its callers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import jiter
+
+__all__ = ("MAX_DEPTH", "MAX_INT_DIGITS", "DataError", "DataTooLarge", "check_data", "loads")
+
+MAX_DEPTH = 200
+"""Nesting levels allowed in data from the code (jiter's own recursion limit is about the same)."""
+
+MAX_INT_DIGITS = 4300
+"""Decimal digits allowed in an integer from the code (CPython's ``int``/``str`` conversion limit)."""
+
+_BIG_INT_BITS = 14_000  # below this an int certainly has fewer than MAX_INT_DIGITS digits
+
+
+class DataError(ValueError):
+    """Data from the code is not bounded JSON data; the message says what is wrong with it."""
+
+
+def loads(data: bytes) -> Any:
+    """Parse JSON text from the code: at most `MAX_DEPTH` deep, finite numbers, bounded integers.
+
+    Raises:
+        DataError: The text is not JSON, or breaks one of the bounds.
+    """
+    try:
+        value = jiter.from_json(data, allow_inf_nan=False)
+    except ValueError as exc:
+        raise DataError(_explain(str(exc))) from None
+    # jiter turns a literal that overflows a float (1e999) into inf even with allow_inf_nan=False.
+    try:
+        json.dumps(value, allow_nan=False, check_circular=False)
+    except ValueError:
+        raise DataError("it holds a number too large for a float (it would be infinity)") from None
+    return value
+
+
+def _explain(message: str) -> str:
+    if message.startswith("recursion limit exceeded"):
+        return f"it is nested more than {MAX_DEPTH} levels deep"
+    if message.startswith("number out of range"):
+        return f"it holds a number with more than {MAX_INT_DIGITS} digits"
+    return f"it is not valid JSON ({message}); NaN and Infinity are not JSON"
+
+
+def check_data(value: Any, *, max_bytes: int) -> int:
+    """Check that a Python value from the code is bounded JSON data; returns a lower bound of its size.
+
+    The walk is iterative and stops once it has seen more than ``max_bytes`` worth of items, so a
+    self-referencing or widely shared value cannot make it loop or explode. Tuples count as lists.
+
+    Raises:
+        DataError: ``value`` is not JSON data, or breaks a bound (the message says which).
+        DataTooLarge: Its JSON text would be longer than ``max_bytes``.
+    """
+    size = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if item is None or isinstance(item, bool):
+            size += 4
+        elif isinstance(item, str):
+            size += len(item) + 2
+        elif isinstance(item, int):
+            size += 1
+            if item.bit_length() > _BIG_INT_BITS and _too_many_digits(item):
+                raise DataError(f"it holds an integer with more than {MAX_INT_DIGITS} digits")
+        elif isinstance(item, float):
+            size += 1
+            if not math.isfinite(item):
+                raise DataError(f"it holds the number {item!r}, which is not JSON; use None or a string")
+        elif isinstance(item, dict | list | tuple):
+            if depth >= MAX_DEPTH:
+                raise DataError(f"it is nested more than {MAX_DEPTH} levels deep")
+            size += 2 + len(item)
+            if isinstance(item, dict):
+                for key, child in item.items():
+                    if not isinstance(key, str):
+                        _check_key(key)
+                        key = ""
+                    size += len(key) + 3
+                    stack.append((child, depth + 1))
+            else:
+                stack.extend((child, depth + 1) for child in item)
+        else:
+            raise DataError(
+                f"it holds a {type(item).__name__}, which is not JSON data "
+                "(use dicts, lists, strings, numbers, booleans and None)"
+            )
+        if size > max_bytes:
+            raise DataTooLarge(size)
+    return size
+
+
+def _check_key(key: Any) -> None:
+    """``json.dumps`` turns number, boolean and ``None`` keys into strings, as Python code expects."""
+    if isinstance(key, int) and key.bit_length() > _BIG_INT_BITS and _too_many_digits(key):
+        raise DataError(f"it has a dict key with more than {MAX_INT_DIGITS} digits")
+    if key is not None and not isinstance(key, int | float):
+        raise DataError(f"it has a dict key of type {type(key).__name__}; keys must be strings")
+
+
+def _too_many_digits(value: int) -> bool:
+    try:
+        return len(str(abs(value))) > MAX_INT_DIGITS
+    except ValueError:  # str() refuses beyond the interpreter's limit
+        return True
+
+
+class DataTooLarge(Exception):
+    """The value's JSON text would exceed the size limit; ``size`` is at least how large it is."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.size = size
