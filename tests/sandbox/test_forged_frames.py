@@ -174,10 +174,10 @@ NEST = "x = []\nfor i in range(5000):\n    x = [x]\n"
 @pytest.mark.parametrize(
     ("code", "expected"),
     [
-        pytest.param(NEST + "set_result(x)", "nested more than 200 levels", id="result-5000-deep"),
-        pytest.param(NEST + "call_tool('record', {'a': x})", "nested more than 200 levels", id="call-5000-deep"),
+        pytest.param(NEST + "set_result(x)", "nested more than 100 levels", id="result-5000-deep"),
+        pytest.param(NEST + "call_tool('record', {'a': x})", "nested more than 100 levels", id="call-5000-deep"),
         pytest.param(
-            NEST + "call_tools_parallel([('record', {'a': x})])", "nested more than 200 levels", id="parallel-deep"
+            NEST + "call_tools_parallel([('record', {'a': x})])", "nested more than 100 levels", id="parallel-deep"
         ),
         pytest.param("set_result(10 ** 5000)", "more than 4300 digits", id="result-huge-int"),
         pytest.param("call_tool('record', {'n': 10 ** 5000})", "more than 4300 digits", id="call-huge-int"),
@@ -212,3 +212,27 @@ async def test_monty_bad_value_can_be_caught_by_the_code() -> None:
     result = await MontyRunner().run(code, call_tool=FakeTools())
     assert result.error is None, result.error
     assert result.result.startswith("flatten: set_result(value) must be JSON-serialisable")
+
+
+# -- the same bounds, met by ordinary code -----------------------------------------------------------
+@pytest.mark.parametrize("runner", _runners())
+@pytest.mark.parametrize("depth", [150, 5000])
+@pytest.mark.parametrize("call", ["set_result(x)", "call_tool('record', {'a': x})"], ids=["result", "call"])
+async def test_too_deep_value_is_an_exception_the_code_can_catch(runner: CodeRunner, depth: int, call: str) -> None:
+    nest = f"x = []\nfor i in range({depth}):\n    x = [x]\n"
+    code = nest + f"try:\n    {call}\nexcept TypeError as e:\n    set_result(str(e))"
+    tools = FakeTools()
+    result = await runner.run(code, call_tool=tools)
+    assert result.error is None, result.error
+    assert "must be JSON-serialisable" in result.result and "nested" in result.result
+    assert tools.calls == []
+
+
+@pytest.mark.parametrize("runner", _runners())
+async def test_value_at_the_depth_bound_is_accepted(runner: CodeRunner) -> None:
+    code = "x = [1]\nfor i in range(98):\n    x = [x]\nset_result(call_tool('record', {'a': x}))"
+    tools = FakeTools()
+    result = await runner.run(code, call_tool=tools)
+    assert result.error is None, result.error
+    assert result.result == "recorded"
+    assert len(tools.calls) == 1

@@ -1,9 +1,11 @@
 """Bounds on data that comes from model code: JSON text from the subprocess child, values from Monty.
 
 Everything the code hands the host (a frame, a tool call's arguments, a result) is hostile input. It
-must be JSON data (dicts with string keys, lists, strings, finite numbers, booleans, ``None``), at most
-`MAX_DEPTH` levels deep, with integers of at most `MAX_INT_DIGITS` digits, so that nothing the host
-does with it later (``json.dumps``, ``str``, a comparison) can recurse without end or raise.
+must be JSON data (dicts with string keys, lists, strings, finite numbers, booleans, ``None``), with
+integers of at most `MAX_INT_DIGITS` digits, so that nothing the host does with it later
+(``json.dumps``, ``str``, a comparison) can recurse without end or raise. A value (a result, a tool
+call's arguments) may be `MAX_DEPTH` levels deep; a whole frame `MAX_FRAME_DEPTH`, which leaves room
+for the levels a frame adds around its value.
 
 `loads` is the one place the sandbox parses text from the code; it can be switched to a shared bounded
 parser without touching its callers.
@@ -17,10 +19,13 @@ from typing import Any
 
 import jiter
 
-__all__ = ("MAX_DEPTH", "MAX_INT_DIGITS", "DataError", "DataTooLarge", "check_data", "loads")
+__all__ = ("MAX_DEPTH", "MAX_FRAME_DEPTH", "MAX_INT_DIGITS", "DataError", "DataTooLarge", "check_data", "loads")
 
-MAX_DEPTH = 200
-"""Nesting levels allowed in data from the code (jiter's own recursion limit is about the same)."""
+MAX_DEPTH = 100
+"""Nesting levels allowed in a value from the code: a result, a tool call's arguments."""
+
+MAX_FRAME_DEPTH = 200
+"""Nesting levels allowed in a whole frame from the subprocess child (jiter's own recursion limit)."""
 
 MAX_INT_DIGITS = 4300
 """Decimal digits allowed in an integer from the code (CPython's ``int``/``str`` conversion limit)."""
@@ -33,7 +38,7 @@ class DataError(ValueError):
 
 
 def loads(data: bytes) -> Any:
-    """Parse JSON text from the code: at most `MAX_DEPTH` deep, finite numbers, bounded integers.
+    """Parse JSON text from the code: at most `MAX_FRAME_DEPTH` deep, finite numbers, bounded integers.
 
     Raises:
         DataError: The text is not JSON, or breaks one of the bounds.
@@ -52,7 +57,7 @@ def loads(data: bytes) -> Any:
 
 def _explain(message: str) -> str:
     if message.startswith("recursion limit exceeded"):
-        return f"it is nested more than {MAX_DEPTH} levels deep"
+        return f"it is nested more than {MAX_FRAME_DEPTH} levels deep"
     if message.startswith("number out of range"):
         return f"it holds a number with more than {MAX_INT_DIGITS} digits"
     return f"it is not valid JSON ({message}); NaN and Infinity are not JSON"

@@ -230,6 +230,7 @@ class _Run:
             "landlock": self.runner.landlock,
             "seccomp": self.runner.seccomp,
             "audit_hook": self.runner.audit_hook,
+            "max_depth": MAX_DEPTH,
         }
 
     def _killpg(self) -> None:
