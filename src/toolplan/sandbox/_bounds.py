@@ -66,58 +66,91 @@ def _explain(message: str) -> str:
 def check_data(value: Any, *, max_bytes: int) -> int:
     """Check that a Python value from the code is bounded JSON data; returns a lower bound of its size.
 
-    The walk is iterative and stops once it has seen more than ``max_bytes`` worth of items, so a
-    self-referencing or widely shared value cannot make it loop or explode. Tuples count as lists.
+    The walk goes level by level, never recursing, and stops at `MAX_DEPTH` levels or once it has
+    seen more than ``max_bytes`` worth of items, so a self-referencing or widely shared value cannot
+    make it loop or explode. Tuples count as lists.
 
     Raises:
         DataError: ``value`` is not JSON data, or breaks a bound (the message says which).
         DataTooLarge: Its JSON text would be longer than ``max_bytes``.
     """
-    size = 0
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if item is None or isinstance(item, bool):
-            size += 4
-        elif isinstance(item, str):
-            size += len(item) + 2
-        elif isinstance(item, int):
-            size += 1
-            if item.bit_length() > _BIG_INT_BITS and _too_many_digits(item):
-                raise DataError(f"it holds an integer with more than {MAX_INT_DIGITS} digits")
-        elif isinstance(item, float):
-            size += 1
-            if not math.isfinite(item):
-                raise DataError(f"it holds the number {item!r}, which is not JSON; use None or a string")
-        elif isinstance(item, dict | list | tuple):
-            if depth >= MAX_DEPTH:
-                raise DataError(f"it is nested more than {MAX_DEPTH} levels deep")
-            size += 2 + len(item)
-            if isinstance(item, dict):
-                for key, child in item.items():
-                    if not isinstance(key, str):
-                        _check_key(key)
-                        key = ""
-                    size += len(key) + 3
-                    stack.append((child, depth + 1))
+    size = -3  # the root below is not part of the value
+    level: list[Any] = [[value]]
+    for depth in range(MAX_DEPTH + 1):  # the containers in `level` are `depth` levels deep
+        deeper: list[Any] = []
+        for container in level:
+            size += 2 + len(container)
+            if type(container) is dict:
+                for key in container:
+                    size += (len(key) if type(key) is str else _key_size(key)) + 3
+                children = container.values()
             else:
-                stack.extend((child, depth + 1) for child in item)
-        else:
-            raise DataError(
-                f"it holds a {type(item).__name__}, which is not JSON data "
-                "(use dicts, lists, strings, numbers, booleans and None)"
-            )
-        if size > max_bytes:
-            raise DataTooLarge(size)
-    return size
+                children = container
+            for child in children:  # the common types first, by identity: this loop is the cost
+                kind = type(child)
+                if kind is str:
+                    size += len(child) + 2
+                elif kind is int:
+                    size += 1
+                    if child.bit_length() > _BIG_INT_BITS:
+                        _check_int(child)
+                elif kind is dict or kind is list:
+                    deeper.append(child)
+                elif kind is float:
+                    size += 1
+                    _check_float(child)
+                else:
+                    size += _other(child, deeper)
+            if size > max_bytes:
+                raise DataTooLarge(size)
+        if not deeper:
+            return size
+        if depth == MAX_DEPTH:
+            break
+        level = deeper
+    raise DataError(f"it is nested more than {MAX_DEPTH} levels deep")
 
 
-def _check_key(key: Any) -> None:
+def _other(value: Any, deeper: list[Any]) -> int:
+    if value is None or isinstance(value, bool):
+        return 4
+    if isinstance(value, str):
+        return len(value) + 2
+    if isinstance(value, int):
+        _check_int(value)
+        return 1
+    if isinstance(value, float):
+        _check_float(value)
+        return 1
+    if isinstance(value, dict | list | tuple):
+        deeper.append(value)
+        return 0
+    raise DataError(
+        f"it holds a {type(value).__name__}, which is not JSON data "
+        "(use dicts, lists, strings, numbers, booleans and None)"
+    )
+
+
+def _check_int(value: int) -> None:
+    if value.bit_length() > _BIG_INT_BITS and _too_many_digits(value):
+        raise DataError(f"it holds an integer with more than {MAX_INT_DIGITS} digits")
+
+
+def _check_float(value: float) -> None:
+    if not math.isfinite(value):
+        raise DataError(f"it holds the number {value!r}, which is not JSON; use None or a string")
+
+
+def _key_size(key: Any) -> int:
     """``json.dumps`` turns number, boolean and ``None`` keys into strings, as Python code expects."""
-    if isinstance(key, int) and key.bit_length() > _BIG_INT_BITS and _too_many_digits(key):
-        raise DataError(f"it has a dict key with more than {MAX_INT_DIGITS} digits")
-    if key is not None and not isinstance(key, int | float):
-        raise DataError(f"it has a dict key of type {type(key).__name__}; keys must be strings")
+    if isinstance(key, str):
+        return len(key)
+    if key is None or isinstance(key, bool | float):
+        return 4
+    if isinstance(key, int):
+        _check_int(key)
+        return 1
+    raise DataError(f"it has a dict key of type {type(key).__name__}; keys must be strings")
 
 
 def _too_many_digits(value: int) -> bool:
