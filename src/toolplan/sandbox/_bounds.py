@@ -46,7 +46,7 @@ def loads(data: bytes) -> Any:
     try:
         value = jiter.from_json(data, allow_inf_nan=False)
     except ValueError as exc:
-        raise DataError(_explain(str(exc))) from None
+        raise DataError(_explain(str(exc), data)) from None
     # jiter turns a literal that overflows a float (1e999) into inf even with allow_inf_nan=False.
     try:
         json.dumps(value, allow_nan=False, check_circular=False)
@@ -55,12 +55,14 @@ def loads(data: bytes) -> Any:
     return value
 
 
-def _explain(message: str) -> str:
+def _explain(message: str, data: bytes) -> str:
     if message.startswith("recursion limit exceeded"):
         return f"it is nested more than {MAX_FRAME_DEPTH} levels deep"
     if message.startswith("number out of range"):
         return f"it holds a number with more than {MAX_INT_DIGITS} digits"
-    return f"it is not valid JSON ({message}); NaN and Infinity are not JSON"
+    if b"NaN" in data or b"Infinity" in data:
+        return f"it is not valid JSON ({message}); NaN and Infinity are not JSON, use null or a string"
+    return f"it is not valid JSON ({message})"
 
 
 def check_data(value: Any, *, max_bytes: int) -> int:
