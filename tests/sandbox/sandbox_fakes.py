@@ -11,7 +11,7 @@ from toolplan import ToolError, UnknownToolError
 class FakeTools:
     """A small tool registry standing in for the executor's call_tool."""
 
-    names = ("get_weather", "fail", "meet", "record", "hang", "blob")
+    names = ("get_weather", "fail", "meet", "record", "hang", "blob", "cyclic", "deep")
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict[str, Any]]] = []
@@ -49,4 +49,13 @@ class FakeTools:
             await asyncio.Event().wait()
         if name == "blob":
             return "y" * args["size"]
+        if name == "cyclic":  # a buggy tool: a value that contains itself
+            loop: list[Any] = []
+            loop.append(loop)
+            return loop
+        if name == "deep":  # a value nested far deeper than json.dumps can encode
+            value: list[Any] = []
+            for _ in range(100_000):
+                value = [value]
+            return value
         raise UnknownToolError(name, self.names)

@@ -72,11 +72,26 @@ class _Channel:
         return message
 
 
+_max_depth = 100  # the host's bound (sent in its first message); the host checks again
+
+
 def _check_json(value: Any, what: str) -> None:
+    """Raise in the code, where it can be caught, what the host would refuse and kill the code for."""
     try:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{what} must be JSON-serialisable (dict, list, str, number, bool, None): {exc}") from None
+    except RecursionError:
+        raise TypeError(f"{what} must be JSON-serialisable: it is nested far too deep.") from None
+    level = [value] if isinstance(value, dict | list | tuple) else []
+    for _ in range(_max_depth):  # json.dumps succeeded, so the value is finite and acyclic
+        if not level:
+            return
+        children = (c for item in level for c in (item.values() if isinstance(item, dict) else item))
+        level = [c for c in children if isinstance(c, dict | list | tuple)]
+    if not level:
+        return
+    raise TypeError(f"{what} must be JSON-serialisable: it is nested more than {_max_depth} levels deep.")
 
 
 def _outcome(reply: dict[str, Any], tool: str) -> Any:
@@ -106,8 +121,8 @@ def _make_api(channel: _Channel) -> dict[str, Any]:
             name, args = (call, None) if isinstance(call, str) else tuple(call)
             if not isinstance(name, str) or (args is not None and not isinstance(args, dict)):
                 raise TypeError("call_tools_parallel expects a list of (name, args_dict) pairs.")
+            _check_json(args, "call_tools_parallel arguments")
             batch.append([name, args or {}])
-        _check_json(batch, "call_tools_parallel arguments")
         reply = channel.request({"op": "parallel", "calls": batch})
         if not reply.get("ok", True):
             raise _outcome(reply, "call_tools_parallel")
@@ -135,8 +150,10 @@ def _install_audit_hook(workspace: str, read_roots: tuple[str, ...], allow_netwo
 
 
 def main(argv: list[str]) -> int:
+    global _max_depth
     channel = _Channel(int(argv[1]))
     config = channel.recv()
+    _max_depth = int(config.get("max_depth", _max_depth))
     api = _make_api(channel)
     workspace: str = config["workspace"]
     read_roots = tuple(config["read_roots"])

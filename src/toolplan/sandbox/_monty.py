@@ -11,6 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .._errors import OptionalDependencyError, SandboxError, ToolplanError
+from ._bounds import DataError, DataTooLarge, check_data
 from ._protocol import to_jsonable
 from ._types import CodeLimits, CodeResult, LogBuffer, ToolCaller
 
@@ -181,22 +182,25 @@ class _MontyRun:
             self._fail(None, text)
 
     async def _call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        room = self.limits.max_message_bytes
         try:
             if name == "call_tool":
                 tool, tool_args = _tool_call(*args, **kwargs)
-                self._check_size(len(json.dumps(tool_args, default=repr)))
+                tool_args, _ = self._data(tool_args, "call_tool arguments", room)
                 self._count(1)
                 return _answer(await self._invoke(tool, tool_args))
             if name == "call_tools_parallel":
-                calls = _parallel_calls(*args, **kwargs)
-                self._check_size(len(json.dumps(calls, default=repr)))
+                calls = []
+                for tool, tool_args in _parallel_calls(*args, **kwargs):  # all together within the size
+                    tool_args, size = self._data(tool_args, "call_tools_parallel arguments", room)
+                    calls.append((tool, tool_args))
+                    room -= size
                 self._count(len(calls))
                 outcomes = await asyncio.gather(*(self._invoke(t, a) for t, a in calls))
                 return {"return_value": [_settle(o) for o in outcomes]}
             if name == "set_result":
-                value, size = _set_result_value(*args, **kwargs)
-                self._check_size(size)
-                self.result, self.result_set = value, True
+                self.result, _ = self._data(_set_result_value(*args, **kwargs), "set_result(value)", room)
+                self.result_set = True
                 return {"return_value": None}
         except TypeError as exc:
             return {"exc_type": "TypeError", "message": str(exc)}
@@ -207,18 +211,35 @@ class _MontyRun:
         known = ", ".join(_FUNCTIONS)
         return {"exc_type": "NameError", "message": f"name {name!r} is not defined (available: {known})"}
 
+    def _data(self, value: Any, what: str, room: int) -> tuple[Any, int]:
+        """``value`` from the interpreter as plain JSON data, and its size, after checking its bounds.
+
+        Raises:
+            TypeError: It is not bounded JSON data (goes back to the code as its exception).
+            _Stop: Its JSON text is longer than ``room`` bytes.
+        """
+        try:
+            check_data(value, max_bytes=room)
+        except DataError as exc:
+            raise TypeError(f"{what} must be JSON-serialisable: {exc}.") from None
+        except DataTooLarge:
+            raise self._too_large() from None
+        text = json.dumps(value, allow_nan=False)  # safe now: bounded, finite, no cycles
+        if len(text) > room:
+            raise self._too_large()
+        return json.loads(text), len(text)
+
+    def _too_large(self) -> _Stop:
+        return _Stop(
+            "message_size",
+            f"The code passed more than {self.limits.max_message_bytes} bytes to the host (a tool call's "
+            "arguments or a result); that is the limit. Return less data, or summarise it first.",
+        )
+
     def _count(self, n: int) -> None:
         if self.tool_calls + n > self.limits.max_tool_calls:
             raise _Stop("tool_calls", f"The code tried to make more than {self.limits.max_tool_calls} tool calls.")
         self.tool_calls += n
-
-    def _check_size(self, size: int) -> None:
-        if size > self.limits.max_message_bytes:
-            raise _Stop(
-                "message_size",
-                f"The code passed {size} bytes to the host (a tool call's arguments or a result); the "
-                f"limit is {self.limits.max_message_bytes}. Return less data, or summarise it first.",
-            )
 
     async def _invoke(self, tool: str, args: dict[str, Any]) -> tuple[bool, Any]:
         try:
@@ -228,7 +249,13 @@ class _MontyRun:
         except Exception as exc:  # a tool's own bug is the code's error, not the host's
             return False, f"Tool {tool!r} failed: {type(exc).__name__}: {exc}"
         # Same plain-JSON values as the subprocess runner, and nothing Monty cannot convert.
-        return True, json.loads(json.dumps(value, default=to_jsonable))
+        try:
+            return True, json.loads(json.dumps(value, default=to_jsonable))
+        except (ValueError, TypeError, RecursionError) as exc:  # a cycle, or nested too deep
+            return False, (
+                f"Tool {tool!r} returned a value that cannot be passed to the code as JSON "
+                f"({type(exc).__name__}: {str(exc)[:200]}). The tool must return JSON data without cycles."
+            )
 
 
 def _kill(pid: int | None) -> None:
@@ -276,9 +303,5 @@ def _parallel_calls(calls: Any = None) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def _set_result_value(value: Any = None) -> tuple[Any, int]:
-    try:
-        text = json.dumps(value, allow_nan=False)
-        return json.loads(text), len(text)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"set_result(value): value must be JSON-serialisable: {exc}") from None
+def _set_result_value(value: Any = None) -> Any:
+    return value

@@ -3,7 +3,8 @@
 A frame is a 4-byte big-endian length and that many bytes of UTF-8 JSON (an object). The host reads
 every frame header before the body, so an oversized message is refused without being buffered, and it
 reads in its own task while replies are written in others, so neither side can block the other
-whatever the message sizes.
+whatever the message sizes. The code can reach the child's end of the channel, so every frame from it
+is hostile input: parsed with bounds and validated (`_frames`) before the host acts on it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import json
 import struct
 from typing import Any
 
-__all__ = ("HEADER", "MessageTooLarge", "encode", "read_message", "to_jsonable")
+from ._frames import Frame, parse_frame
+
+__all__ = ("HEADER", "MessageTooLarge", "TruncatedFrame", "encode", "read_frame", "to_jsonable")
 
 HEADER = struct.Struct(">I")
 
@@ -44,19 +47,33 @@ def encode(message: dict[str, Any]) -> bytes:
     return HEADER.pack(len(data)) + data
 
 
-async def read_message(reader: asyncio.StreamReader, max_bytes: int) -> dict[str, Any] | None:
-    """The next message, or ``None`` at end of stream. Raises `MessageTooLarge` or `ValueError`."""
+class TruncatedFrame(Exception):
+    """The channel closed in the middle of a frame: ``got`` of ``expected`` bytes arrived."""
+
+    def __init__(self, got: int, expected: int) -> None:
+        super().__init__(got, expected)
+        self.got = got
+        self.expected = expected
+
+
+async def read_frame(reader: asyncio.StreamReader, max_bytes: int) -> Frame | None:
+    """The next frame, validated, or ``None`` at a clean end of stream.
+
+    Raises:
+        MessageTooLarge: The header announces more than ``max_bytes`` (the body is not read).
+        TruncatedFrame: The stream ended inside a frame.
+        ProtocolViolation: The body is not bounded JSON or not a valid frame.
+    """
     try:
         (size,) = HEADER.unpack(await reader.readexactly(HEADER.size))
-    except asyncio.IncompleteReadError:
+    except asyncio.IncompleteReadError as exc:
+        if exc.partial:
+            raise TruncatedFrame(len(exc.partial), HEADER.size) from None
         return None
     if size > max_bytes:
         raise MessageTooLarge(size)
     try:
         body = await reader.readexactly(size)
-    except asyncio.IncompleteReadError:
-        return None
-    message = json.loads(body)
-    if not isinstance(message, dict) or not isinstance(message.get("op"), str):
-        raise ValueError("protocol message is not an object with an 'op'")
-    return message
+    except asyncio.IncompleteReadError as exc:
+        raise TruncatedFrame(len(exc.partial), size) from None
+    return parse_frame(body)

@@ -18,8 +18,11 @@ from typing import Any
 
 from .._errors import SandboxError, ToolplanError
 from .._threads import run_in_thread
+from ._bounds import MAX_DEPTH
+from ._calls import call_problem, encode_reply
+from ._frames import CallFrame, DoneFrame, Frame, ParallelFrame, ProtocolViolation, ReadyFrame, ResultFrame
 from ._platform import network_namespace_prefix
-from ._protocol import MessageTooLarge, encode, read_message
+from ._protocol import MessageTooLarge, TruncatedFrame, encode, read_frame
 from ._types import CodeLimits, CodeResult, LogBuffer, ToolCaller
 
 __all__ = ("SubprocessRunner",)
@@ -144,6 +147,7 @@ class _Run:
         self.layers: tuple[str, ...] = ()
         self.limit: str | None = None
         self.limit_message: str | None = None
+        self.truncated: TruncatedFrame | None = None
         self.tool_calls = 0
         self.proc: asyncio.subprocess.Process | None = None
         self.write_lock = asyncio.Lock()
@@ -226,6 +230,7 @@ class _Run:
             "landlock": self.runner.landlock,
             "seccomp": self.runner.seccomp,
             "audit_hook": self.runner.audit_hook,
+            "max_depth": MAX_DEPTH,
         }
 
     def _killpg(self) -> None:
@@ -253,16 +258,19 @@ class _Run:
                 return
 
     async def _send(self, message: dict[str, Any]) -> None:
+        await self._send_bytes(encode(message))
+
+    async def _send_bytes(self, data: bytes) -> None:
         assert self.writer is not None
         async with self.write_lock:
-            self.writer.write(encode(message))
+            self.writer.write(data)
             await self.writer.drain()
 
     async def _serve(self, reader: asyncio.StreamReader, tg: asyncio.TaskGroup) -> None:
         max_bytes = self.limits.max_message_bytes
         while True:
             try:
-                message = await read_message(reader, max_bytes)
+                frame = await read_frame(reader, max_bytes)
             except MessageTooLarge as exc:
                 self._kill(
                     "message_size",
@@ -270,32 +278,57 @@ class _Run:
                     f"or a result); the limit is {max_bytes}. Return less data, or summarise it first.",
                 )
                 return
-            except ValueError as exc:
-                self._kill("protocol", f"The code broke the sandbox protocol ({exc}).")
+            except TruncatedFrame as exc:  # reported by _result, unless the process died of a limit
+                if self.done:
+                    self._violation("a frame after 'done'")
+                self.truncated = exc
                 return
-            if message is None:
+            except ProtocolViolation as exc:
+                self._violation(str(exc))
                 return
-            op = message["op"]
-            if op == "ready":
-                self.ready = True
-                self.layers = (*(("netns",) if self.prefix else ()), *map(str, message.get("layers", [])))
-            elif op == "result":
-                self.result, self.result_set = message.get("value"), True
-            elif op == "done":
-                self.done = True
-                self.error, self.error_kind = message.get("error"), message.get("kind")
-            elif op in ("call", "parallel"):
-                self.answers.add(tg.create_task(self._answer(message)))
-            else:
-                self._kill("protocol", f"The code sent an unknown message {op!r}.")
+            if frame is None:
+                return
+            if problem := self._accept(frame, tg):
+                self._violation(problem)
                 return
 
-    async def _answer(self, message: dict[str, Any]) -> None:
-        if message["op"] == "call":
-            calls = [(message.get("tool"), message.get("args"))]
+    def _accept(self, frame: Frame, tg: asyncio.TaskGroup) -> str | None:
+        """Act on a valid frame; returns what is wrong if it comes out of order."""
+        if self.done:
+            return f"a {frame.op!r} frame after 'done'"
+        if isinstance(frame, ReadyFrame):
+            if self.ready:
+                return "a second 'ready' frame"
+            self.ready = True
+            self.layers = (*(("netns",) if self.prefix else ()), *frame.layers)
+            return None
+        if not self.ready:
+            return f"a {frame.op!r} frame before 'ready'"
+        if isinstance(frame, ResultFrame):
+            self.result, self.result_set = frame.value, True
+        elif isinstance(frame, DoneFrame):
+            self.done = True
+            self.error, self.error_kind = frame.error, frame.kind
         else:
-            raw = message.get("calls")
-            calls = [tuple(c) if isinstance(c, list) and len(c) == 2 else (None, None) for c in raw or []]
+            self.answers.add(tg.create_task(self._answer(frame)))
+        return None
+
+    def _violation(self, detail: str) -> None:
+        """A frame the host cannot accept: the run fails, whatever the code reported before."""
+        if self.limit is None:
+            self.limit = "protocol"
+            self.limit_message = (
+                f"The code sent the host a message it cannot accept: {detail}. Pass only JSON data "
+                f"(at most {MAX_DEPTH} levels deep, no NaN or Infinity) to call_tool, call_tools_parallel "
+                "and set_result, and do not write to the sandbox's channel yourself."
+            )
+        self._killpg()
+
+    async def _answer(self, frame: CallFrame | ParallelFrame) -> None:
+        if isinstance(frame, CallFrame):
+            calls = [(frame.tool, frame.args)]
+        else:
+            calls = [(c[0], c[1]) if isinstance(c, list) and len(c) == 2 else (None, None) for c in frame.calls]
         if self.tool_calls + len(calls) > self.limits.max_tool_calls:
             self._kill(
                 "tool_calls",
@@ -304,17 +337,13 @@ class _Run:
             return
         self.tool_calls += len(calls)
         outcomes = await asyncio.gather(*(self._invoke(name, args) for name, args in calls))
-        reply: dict[str, Any] = {"id": message.get("id")}
-        if message["op"] == "call":
-            reply.update(outcomes[0])
-        else:
-            reply.update(ok=True, results=outcomes)
+        reply = encode_reply(frame.id, outcomes, parallel=isinstance(frame, ParallelFrame))
         with contextlib.suppress(ConnectionError, OSError):  # the child is gone; execute() reports it
-            await self._send(reply)
+            await self._send_bytes(reply)
 
     async def _invoke(self, name: Any, args: Any) -> dict[str, Any]:
-        if not isinstance(name, str) or not isinstance(args, dict):
-            return {"ok": False, "error": {"code": "bad_call", "message": "expected (name: str, args: dict)"}}
+        if problem := call_problem(name, args):
+            return {"ok": False, "error": {"code": "invalid_call", "message": problem}}
         try:
             value = await self.call_tool(name, args)
         except ToolplanError as exc:
@@ -340,6 +369,13 @@ class _Run:
                 error = (
                     f"The code used more than {self.limits.effective_cpu_time:g} s of CPU time and was "
                     "stopped. Do less work per run."
+                )
+            elif self.truncated is not None:
+                limit = "protocol"
+                error = (
+                    f"The code's channel to the host closed in the middle of a message ({self.truncated.got} "
+                    f"of {self.truncated.expected} bytes arrived). Do not write to the sandbox's channel "
+                    "yourself; use call_tool, call_tools_parallel and set_result."
                 )
             else:
                 error = f"The code's process ended unexpectedly (exit status {rc})."

@@ -74,7 +74,8 @@ class CodeResult:
         logs: Printed output, capped at ``CodeLimits.max_output``; a cut is marked in the text.
         error: The end of the traceback if the code failed or was killed, else ``None``.
         limit: The limit that stopped the code (``"wall_time"``, ``"cpu_time"``, ``"memory"``,
-            ``"output"``, ``"message_size"``, ``"tool_calls"``), else ``None``.
+            ``"output"``, ``"message_size"``, ``"tool_calls"``, or ``"protocol"`` when the code sent
+            the host a message it cannot accept), else ``None``.
         tool_calls: How many tool calls the code made.
         duration: Wall-clock seconds the run took.
     """
