@@ -69,7 +69,14 @@ def test_example_runs_alone(page: Path, start: int, code: str, tmp_path: Path) -
 
 
 def test_every_page_with_python_is_tested() -> None:
-    assert {p.name for p, _, _ in EXAMPLES} >= {"README.md", "plans.md", "agents.md", "models.md", "code-mode.md", "coming-from.md"}
+    assert {p.name for p, _, _ in EXAMPLES} >= {
+        "README.md",
+        "plans.md",
+        "agents.md",
+        "models.md",
+        "code-mode.md",
+        "coming-from.md",
+    }
 
 
 def test_skips_are_few_and_explained() -> None:
