@@ -177,3 +177,25 @@ def test_every_error_class_is_exported_from_toolplan() -> None:
 
     for name in _errors.__all__:
         assert getattr(toolplan, name) is getattr(_errors, name), f"toolplan.{name} is not exported"
+
+
+ROOT = SRC.parents[1]
+
+
+@pytest.mark.skipif(not (ROOT / "pyproject.toml").exists(), reason="runs from a source tree")
+def test_license_and_project_urls_match_the_metadata() -> None:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    license_text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert project["license"] == "MIT" and license_text.startswith("MIT License")
+    authors = [a["name"] for a in project["authors"]]
+    assert authors == ["toolplan developers"] and "Copyright (c) " in license_text
+    assert all(a in license_text for a in authors)
+    urls = project["urls"]
+    assert {"Documentation", "Changelog"} <= urls.keys()
+    for label, url in urls.items():
+        # An absolute https URL, or (while there is no public one) a file of the source tree.
+        assert url.startswith("https://") or (ROOT / url.split("#")[0]).is_file(), f"{label}: {url}"
+    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert changelog.startswith("# Changelog\n\n## Unreleased\n"), "CHANGELOG.md starts with an Unreleased section"
