@@ -102,7 +102,9 @@ def test_skipped_example_would_run_alone(page: Path, start: int, code: str) -> N
 def _readme_quickstart() -> dict[str, Any]:
     start, code = blocks(ROOT / "README.md")[0]
     namespace: dict[str, Any] = {"__name__": "readme_quickstart"}
-    exec(compile(script(start, code), "README.md", "exec"), namespace)
+    # In this process, so without the prelude: forbid_model_requests() would stay on for other tests.
+    # The quickstart calls no model (test_example_runs_alone runs it with requests forbidden).
+    exec(compile("\n" * (start - 1) + code, "README.md", "exec"), namespace)
     return namespace
 
 
