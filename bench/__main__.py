@@ -15,7 +15,11 @@ BENCHMARKS = ("overhead", "instructions", "makespan", "roundtrips", "local_model
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     p.add_argument("benchmark", choices=[*BENCHMARKS, "all", "report"], help="which benchmark to run")
-    p.add_argument("--quick", action="store_true", help="tiny sizes and few repetitions (< 1 minute in all)")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="tiny sizes and few repetitions, no instructions or local_model (< 1 minute on 2 idle cores)",
+    )
     p.add_argument("--out", default=str(common.RESULTS_DIR), help="results directory (default bench/results)")
     p.add_argument("--reps", type=int, default=None, help="repetitions per contender (default per benchmark)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random DAGs and latencies")

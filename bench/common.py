@@ -77,7 +77,19 @@ def installed(module: str) -> bool:
     """True when an optional contender's package can be imported (LangGraph, Dask)."""
     import importlib.util
 
-    return importlib.util.find_spec(module) is not None
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a broken install, or a module blocked in sys.modules
+        return False
+
+
+OPTIONAL_CONTENDERS = {"langgraph": "langgraph", "dask": "dask"}  # contender -> the module it needs
+INSTALL_HINT = 'pip install -e ".[bench]"'
+
+
+def not_installed(contenders: Sequence[str]) -> list[str]:
+    """The optional contenders among ``contenders`` whose package is missing: reported as skipped."""
+    return [c for c in contenders if c in OPTIONAL_CONTENDERS and not installed(OPTIONAL_CONTENDERS[c])]
 
 
 def header(benchmark: str, *, quick: bool, argv: Sequence[str], **settings: Any) -> dict[str, Any]:

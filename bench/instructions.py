@@ -6,7 +6,8 @@ with K=0 and K runs of a phase and reports ``(I(K) - I(0)) / (K * n)``: instruct
 the floor, of ``compile_plan`` alone and of toolplan's whole run (``prepare`` + ``execute_compiled``).
 Instructions are not time (cache misses, allocation and the garbage collector are not weighted),
 so this complements the timed table rather than replacing it. Needs ``valgrind`` (``apt install
-valgrind``); without it the benchmark records that it was skipped.
+valgrind``); without it the benchmark records that it was skipped. ``--quick`` skips it too: each
+count starts Python under cachegrind, and the quick suite must stay within its minute.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from .dags import SHAPES
 
 SIZES = (10, 100, 1_000)
 QUICK_SIZES = (10,)
+QUICK_SKIP = "--quick (counting under cachegrind takes minutes: run `python -m bench instructions`)"
 _IREFS = re.compile(r"I\s+refs:\s+([\d,]+)")
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -129,7 +131,10 @@ def main(args: Any, argv: list[str]) -> Path:
         "after one warm-up run of every phase, PYTHONHASHSEED=0",
         toolplan_run="toolplan (prepare + execute_compiled) minus compile_plan: execution, the invoker and records",
     )
-    if shutil.which("valgrind") is None:
+    if args.quick:
+        common.log(f"instructions: skipped ({QUICK_SKIP})")
+        data.update(skipped=QUICK_SKIP, cases=[], operations=[])
+    elif shutil.which("valgrind") is None:
         common.log("instructions: valgrind not found (apt install valgrind); skipped")
         data.update(skipped="valgrind not found (apt install valgrind)", cases=[], operations=[])
     else:

@@ -113,10 +113,11 @@ async def run(*, quick: bool, reps: int | None, seed: int) -> dict[str, Any]:
     sizes = QUICK_SIZES if quick else SIZES
     nreps = 1 if quick else (reps or 3)
     rows: list[dict[str, Any]] = []
+    missing = common.not_installed(CONTENDERS)
+    contenders = [c for c in CONTENDERS if c not in missing]
     for limited in (False, True):
         for n in sizes:
             case = Case(n, limited=limited, seed=seed + n)
-            contenders = [c for c in CONTENDERS if c != "langgraph" or common.installed("langgraph")]
             walls: dict[str, list[float]] = {c: [] for c in contenders}
             for r in range(nreps):
                 for c in common.rotate(contenders, r):
@@ -142,7 +143,7 @@ async def run(*, quick: bool, reps: int | None, seed: int) -> dict[str, Any]:
                 f"makespan {rows[-1]['case']:10} n={n:<4} ref={case.bound:.3f}s "
                 + " ".join(f"{c}={x:.3f}" for c, x in ratios.items())
             )
-    return {"cases": rows}
+    return {"cases": rows, "not_installed": missing}
 
 
 def main(args: Any, argv: list[str]) -> Path:

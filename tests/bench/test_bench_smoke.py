@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -62,17 +63,40 @@ def test_overhead_shape(results: Path) -> None:
     assert data["speed_probe_ms"]["n"] == 5 * len(data["cases"])
 
 
-def test_instructions_shape(results: Path) -> None:
+def test_instructions_is_skipped_when_quick(results: Path) -> None:
+    # Counting under cachegrind takes minutes: --quick skips it (test_instructions_shape covers the code).
     data = _load(results, "instructions")
-    if data.get("skipped"):  # no valgrind on this machine: the file says so and has no rows
-        assert "valgrind" in data["skipped"] and data["cases"] == [] and data["operations"] == []
-        return
+    assert "--quick" in data["skipped"] and data["cases"] == [] and data["operations"] == []
+    assert "Skipped: --quick" in (results / "RESULTS.md").read_text()
+
+
+FAKE_VALGRIND = """
+import shutil, sys
+from bench import instructions
+from bench.__main__ import parser
+
+def fake_instructions(module, *args):  # I(K) = start-up + K x steps x cost, as valgrind would count
+    k, n = int(args[-1]), int(args[1]) if module == "bench._icount" else 1
+    return 5_000_000 + k * n * (40_000 if "floor" in args else 50_000)
+
+instructions._instructions = fake_instructions
+shutil.which = lambda name: "/usr/bin/valgrind"
+instructions.main(parser().parse_args(["instructions", "--sizes", "10", "--out", sys.argv[1]]), ["instructions"])
+"""
+
+
+def test_instructions_shape(tmp_path: Path) -> None:
+    # The arithmetic and the results file, with a fake counter in place of valgrind (--quick skips it).
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    subprocess.run([sys.executable, "-c", FAKE_VALGRIND, str(tmp_path)], cwd=ROOT, env=env, check=True, timeout=120)
+    data = json.loads((tmp_path / "instructions.json").read_text())
+    assert "skipped" not in data
     assert data["operations"] and all(op["instructions"] > 0 for op in data["operations"])
     assert {c["shape"] for c in data["cases"]} == {"chain", "fanout", "random"}
     for case in data["cases"]:
         counts = case["instructions_per_step"]
-        assert counts["floor"] > 0 and counts["toolplan_compile_plan"] > 0 and counts["toolplan_run"] > 0
-        assert counts["toolplan"] == pytest.approx(counts["toolplan_compile_plan"] + counts["toolplan_run"], abs=2)
+        assert counts == {"floor": 40_000, "toolplan_compile_plan": 50_000, "toolplan_run": 0, "toolplan": 50_000}
+        assert case["ratio_toolplan_to_floor"] == pytest.approx(1.25)
 
 
 def test_makespan_shape(results: Path) -> None:
@@ -117,3 +141,33 @@ def test_report_written(results: Path) -> None:
     for heading in ("Engine overhead", "Makespan", "Round-trips", "real local model", "Streamed plans"):
         assert heading in text
     assert "| toolplan collections | floor collections |" in text
+
+
+BLOCK_OPTIONAL = (
+    "import sys; sys.modules.update(langgraph=None, dask=None);"  # as if neither package were installed
+    "from bench.__main__ import main; raise SystemExit(main(sys.argv[1:]))"
+)
+
+
+def test_a_contender_that_is_not_installed_is_skipped(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    for benchmark in ("overhead", "makespan"):
+        subprocess.run(
+            [sys.executable, "-c", BLOCK_OPTIONAL, benchmark, "--quick", "--sizes", "10", "--out", str(tmp_path)],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            timeout=300,
+        )
+    report = (tmp_path / "RESULTS.md").read_text()
+    assert re.search(r"\bnan", report, re.IGNORECASE) is None  # no "ratio nan", "nanx"
+    [target] = [line for line in report.splitlines() if line.startswith("- Target: LangGraph")]
+    assert target.endswith("skipped (not installed).") and "missed" not in target
+    assert report.count("- Skipped (not installed): LangGraph, Dask threaded.") == 1
+    assert report.count("- Skipped (not installed): LangGraph.") == 1
+    assert "too slow" not in report
+    overhead, makespan = _load(tmp_path, "overhead"), _load(tmp_path, "makespan")
+    assert overhead["not_installed"] == ["langgraph", "dask"] and makespan["not_installed"] == ["langgraph"]
+    for case in overhead["cases"]:
+        assert "langgraph" not in case["us_per_step"] and "dask" not in case["us_per_step"]
+        assert case["skipped"] == []  # not installed is not "too slow at that size"
