@@ -16,6 +16,7 @@ from ._errors import PlanValidationError as PlanValidationError
 from ._errors import RunError as RunError
 from ._errors import SandboxError as SandboxError
 from ._errors import ToolError as ToolError
+from ._errors import ToolOutputError as ToolOutputError
 from ._errors import ToolplanError as ToolplanError
 from ._errors import ToolTimeoutError as ToolTimeoutError
 from ._errors import UnexpectedModelBehavior as UnexpectedModelBehavior
@@ -84,6 +85,7 @@ __all__ = (
     "ToolAnnotations",
     "ToolDefinition",
     "ToolError",
+    "ToolOutputError",
     "ToolRegistry",
     "ToolResult",
     "ToolTimeoutError",

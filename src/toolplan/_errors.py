@@ -10,6 +10,7 @@ ToolplanError                      root; every error toolplan raises on purpose
 │       ├── InvalidArgumentsError  the arguments do not match the tool's schema
 │       └── UnknownToolError       a call named a tool that is not registered
 └── RunError                       a run failed for a reason outside the model's control
+    ├── ToolOutputError            a tool returned output that cannot become JSON data (binary bytes)
     ├── ToolTimeoutError           a tool call exceeded its timeout
     ├── LimitExceededError         a limit or budget was exhausted (max calls, cost, deadline)
     ├── ModelHTTPError             a model provider answered with an error status
@@ -47,6 +48,7 @@ __all__ = (
     "RunError",
     "SandboxError",
     "ToolError",
+    "ToolOutputError",
     "ToolTimeoutError",
     "ToolplanError",
     "UnexpectedModelBehavior",
@@ -175,6 +177,20 @@ class RunError(ToolplanError):
     """A run failed for a reason outside the model's control."""
 
     code = "run_error"
+
+
+class ToolOutputError(RunError):
+    """A tool returned normally, but with output that cannot become JSON data (bytes that are not UTF-8).
+
+    It breaks the tool's contract rather than failing the call's business: the step fails as an
+    infrastructure error carrying this message, which says what was returned and what to return instead.
+    """
+
+    code = "invalid_tool_output"
+
+    def __init__(self, message: str, *, tool: str | None = None) -> None:
+        super().__init__(message)
+        self.tool = tool
 
 
 class ToolTimeoutError(RunError):

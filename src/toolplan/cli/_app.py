@@ -328,18 +328,16 @@ def demo(
     ] = None,
 ) -> None:
     """Run a built-in plan, then one agent task three ways: one call per turn, parallel calls, one plan."""
-    from ._agent_demo import run_agent_demo
+    from ._agent_demo import real_demo_model, run_agent_demo
     from ._demo import run_demo
 
-    code = run_demo(_out)
     real = None
-    if model is not None:
-        from ..models import infer_model
-
+    if model is not None:  # checked before anything runs: provider, extra, API key
         try:
-            real = infer_model(model)
+            real = real_demo_model(model)
         except ToolplanError as exc:
             _fail(exc.message)
+    code = run_demo(_out)
     try:
         run_agent_demo(_out, real)
     except ToolplanError as exc:

@@ -8,7 +8,7 @@ from ._registry import Tool as Tool
 from ._registry import ToolRegistry as ToolRegistry
 from ._registry import ToolsLike as ToolsLike
 from ._registry import ValidatingTool as ValidatingTool
-from ._result import ToolOutputError as ToolOutputError
+from .._errors import ToolOutputError as ToolOutputError
 from ._result import ToolResult as ToolResult
 
 __all__ = (

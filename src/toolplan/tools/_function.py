@@ -14,7 +14,8 @@ from .._errors import InvalidArgumentsError, UserError
 from .._records import maker
 from .._threads import run_in_thread
 from ._definition import ToolAnnotations, ToolDefinition
-from ._result import ToolOutputError, ToolResult
+from .._errors import ToolOutputError
+from ._result import ToolResult
 
 __all__ = ("FunctionTool", "tool", "to_jsonable")
 
