@@ -118,6 +118,7 @@ _SAMPLES: dict[str, Any] = {
     "float": 1.5,
     "float | None": 1.5,
     "Sequence[str]": ("first", "second"),
+    "PlanResult | None": None,
     "Sequence[PlanIssue]": (
         toolplan.PlanIssue(code="unknown_tool", message="Unknown tool 'x'.", step="a"),
         toolplan.PlanIssue(code="unresolved_template", message="Kept as text.", step="b", severity="warning"),

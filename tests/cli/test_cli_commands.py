@@ -142,8 +142,11 @@ def test_graph_without_tools_and_invalid(cli: Cli, write_plan: WritePlan) -> Non
         (["run", "{plan}", "--tools", "{empty}"], "defines no tools"),
         (["run", "{plan}", "--tools", "{varargs}"], "cannot be a tool"),
         (["run", "{plan}"], "pass --tools FILE.py"),
-        (["run", "{plan}", "--tools", "{tools}", "--max-concurrency", "0"], "--max-concurrency must be at least 1"),
-        (["run", "{plan}", "--tools", "{tools}", "--timeout", "-1"], "--timeout must be a positive number"),
+        (
+            ["run", "{plan}", "--tools", "{tools}", "--max-concurrency", "0"],
+            "--max-concurrency must be a whole number >= 1",
+        ),
+        (["run", "{plan}", "--tools", "{tools}", "--timeout", "-1"], "--timeout must be a finite number > 0 seconds"),
         (["run", "{plan}", "--tools", "{tools}", "--max-steps", "0"], "--max-steps must be at least 1"),
         (["validate", "{empty_plan}"], "is empty"),
         (["validate", "{dir}"], "is a directory"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from .._errors import PlanValidationError, ToolError
 from ..execute import PlanResult, StreamedPlanInvalid, StreamingPlan
@@ -46,14 +47,14 @@ class StreamedPlan:
     async def reply(self, call: ToolCall) -> ToolReturnMessage:
         """Validate the complete plan, let it finish, and answer the model."""
         try:
-            arguments = call.parse_arguments()
-        except ToolError as exc:  # not JSON: nothing can be validated
-            self.plan.abort("Cancelled: the streamed plan is not valid JSON.")
-            return self._error(call, exc.message)
+            arguments: Any = call.parse_arguments()
+        except ToolError:  # not a JSON object: `finish` validates the text that arrived and says why
+            arguments = None
         try:
             result = await self.plan.finish(arguments)
         except StreamedPlanInvalid as exc:
-            self.ctx.plan_results.append(exc.result)  # what ran is kept, and the model is told
+            if exc.result is not None:
+                self.ctx.plan_results.append(exc.result)  # what ran is kept, and the model is told
             return self._error(call, exc.message, exc.result)
         except PlanValidationError as exc:
             return self._error(call, exc.message)

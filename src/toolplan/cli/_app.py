@@ -12,9 +12,9 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 
-from .._errors import PlanValidationError, ToolplanError
+from .._errors import PlanValidationError, ToolplanError, UserError
 from .._version import __version__
-from ..execute import PlanResult, execute_plan
+from ..execute import DEFAULT_MAX_CONCURRENCY, PlanResult, RunLimits, execute_plan
 from ..plan import DEFAULT_MAX_STEPS, ValidationReport, validate_plan
 from ..tools import ToolRegistry
 from ._loader import CliInputError, load_plan, load_tools
@@ -171,9 +171,18 @@ def _report_invalid(report: ValidationReport, *, as_json: bool, console: Console
     raise typer.Exit(EXIT_INVALID)
 
 
-def _positive(name: str, value: float | None) -> None:
-    if value is not None and value <= 0:
-        _fail(f"{name} must be a positive number of seconds, got {value:g}.")
+_FLAGS = {"max_concurrency": "--max-concurrency", "deadline": "--timeout", "step_timeout": "--step-timeout"}
+
+
+def _limits(**options: Any) -> RunLimits:
+    """The run's limits from the command line's options: checked once, by `RunLimits`."""
+    try:
+        return RunLimits.of(None, **options)
+    except UserError as exc:
+        message = exc.message.replace(", or None for no limit", "")
+        for name, flag in _FLAGS.items():
+            message = message.replace(f"{name} must", f"{flag} must", 1)
+        _fail(message)
 
 
 @app.command(cls=_Command, short_help="Run a plan with the tools of a Python file.")
@@ -182,8 +191,11 @@ def run(
     tools: ToolsOpt = None,
     as_json: JsonOpt = False,
     max_concurrency: Annotated[
-        int, typer.Option("--max-concurrency", metavar="N", help="Most steps running at once.")
-    ] = 20,
+        int | None,
+        typer.Option(
+            "--max-concurrency", metavar="N", help=f"Most steps running at once (default {DEFAULT_MAX_CONCURRENCY})."
+        ),
+    ] = None,
     timeout: Annotated[
         float | None,
         typer.Option("--timeout", metavar="SECONDS", help="Plan deadline in seconds (unstarted steps end not_run)."),
@@ -204,10 +216,12 @@ def run(
     """
     if tools is None:
         _fail("run needs the tools to call: pass --tools FILE.py[:NAME].")
-    if max_concurrency < 1:
-        _fail(f"--max-concurrency must be at least 1, got {max_concurrency}.")
-    _positive("--timeout", timeout)
-    _positive("--step-timeout", step_timeout)
+    limits = _limits(
+        max_concurrency=max_concurrency,
+        deadline=timeout,
+        step_timeout=step_timeout,
+        failure_mode="fail_fast" if fail_fast else None,
+    )
     with _stdout_to_stderr(as_json):
         data, registry = _inputs(plan, tools)
         assert registry is not None
@@ -224,11 +238,7 @@ def run(
             registry,
             live=live,
             tools=_step_tools(report),
-            max_concurrency=max_concurrency,
-            timeout=timeout,
-            step_timeout=step_timeout,
-            failure_mode="fail_fast" if fail_fast else None,
-            budget=None,
+            limits=limits,
             max_steps=max_steps,
             dialect=dialect.value if dialect is not None else None,
         )

@@ -67,7 +67,9 @@ class PlanRun:
         self.run_id = os.urandom(8).hex()
         self._mono0 = time.perf_counter()
         self._epoch0 = time.time()
-        self._loop0 = time.monotonic()
+        self._loop0 = time.monotonic()  # set again when the run starts
+        self._outer = (expires, expires_note)  # an enclosing run's deadline
+        self._own: tuple[float, str] | None = None  # this run's own deadline, in seconds from its start
         self.expires = expires
         self.deadline_note = expires_note
         self._timeout: asyncio.Timeout | None = None
@@ -116,15 +118,22 @@ class PlanRun:
         self.limits = limits
 
     def _tighten(self, seconds: float | None, note: str) -> None:
-        """Bring the run's deadline forward to ``seconds`` after its start, if that is earlier."""
-        if seconds is None:
+        """Bring the run's own deadline forward to ``seconds`` after its start, if that is earlier."""
+        if seconds is None or (self._own is not None and self._own[0] <= seconds):
             return
-        when = self._loop0 + seconds
-        if self.expires is None or when < self.expires:
-            self.expires = when
-            self.deadline_note = note.format(seconds)
-            if self._timeout is not None:
-                self._timeout.reschedule(when - time.monotonic() + asyncio.get_running_loop().time())
+        self._own = (seconds, note.format(seconds))
+        self._set_expiry()
+
+    def _set_expiry(self) -> None:
+        """``expires``: the earlier of the enclosing run's deadline and this run's own."""
+        expires, note = self._outer
+        if self._own is not None:
+            when = self._loop0 + self._own[0]
+            if expires is None or when < expires:
+                expires, note = when, self._own[1]
+        self.expires, self.deadline_note = expires, note
+        if self._timeout is not None and expires is not None:
+            self._timeout.reschedule(expires - time.monotonic() + asyncio.get_running_loop().time())
 
     def now(self) -> float:
         return self._epoch0 + (time.perf_counter() - self._mono0)
@@ -189,6 +198,8 @@ class PlanRun:
         elif self.on_event is not None:
             self.emit(PlanStarted(run_id=self.run_id, steps=(), at=start))
         loop = asyncio.get_running_loop()
+        self._loop0 = time.monotonic()  # the run's own deadline counts from here
+        self._set_expiry()
         at = None
         if self.expires is not None:
             left = self.expires - time.monotonic()

@@ -12,7 +12,7 @@ is invalid, the started steps are cancelled and `PlanValidationError` lists ever
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterable
+from collections.abc import AsyncIterable, Sequence
 from typing import Any
 
 import jiter
@@ -45,10 +45,11 @@ class StreamedPlanInvalid(PlanValidationError):
     others were cancelled), so nothing that ran is lost and the model can be told exactly what ran.
     """
 
-    def __init__(self, error: PlanValidationError, result: PlanResult) -> None:
-        super().__init__([*error.issues, *error.warnings])
+    def __init__(self, issues: Sequence[PlanIssue], result: PlanResult | None = None) -> None:
+        super().__init__(issues)
         self.result = result
-        n, started = len(self.issues), sum(1 for r in result.steps.values() if r.attempts)
+        n = len(self.issues)
+        started = 0 if result is None else sum(1 for r in result.steps.values() if r.attempts)
         lines = "\n".join(f"- {issue}" for issue in self.issues)
         ToolplanError.__init__(
             self,
@@ -57,12 +58,8 @@ class StreamedPlanInvalid(PlanValidationError):
             f"{lines}",
         )
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_invalid, (self.issues, self.result))
 
-
-def _rebuild_invalid(issues: Any, result: PlanResult) -> StreamedPlanInvalid:
-    return StreamedPlanInvalid(PlanValidationError(issues), result)
+StreamedPlanInvalid.__module__ = "toolplan.execute"  # public there
 
 
 class StreamingPlan:
@@ -173,7 +170,7 @@ class StreamingPlan:
             self.abort("Cancelled: the streamed plan turned out to be invalid.")
             result = await self._task
             if self.dispatched:
-                raise StreamedPlanInvalid(exc, result) from None
+                raise StreamedPlanInvalid([*exc.issues, *exc.warnings], result) from None
             raise
         self.run.seal(compiled)
         return await self._task

@@ -1,5 +1,6 @@
 """Tools: typed functions and multi-function tools the model can call."""
 
+from .._errors import ToolOutputError as ToolOutputError
 from ._definition import ToolAnnotations as ToolAnnotations
 from ._definition import ToolDefinition as ToolDefinition
 from ._function import FunctionTool as FunctionTool
@@ -8,7 +9,6 @@ from ._registry import Tool as Tool
 from ._registry import ToolRegistry as ToolRegistry
 from ._registry import ToolsLike as ToolsLike
 from ._registry import ValidatingTool as ValidatingTool
-from .._errors import ToolOutputError as ToolOutputError
 from ._result import ToolResult as ToolResult
 
 __all__ = (

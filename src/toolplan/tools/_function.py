@@ -10,11 +10,10 @@ import pydantic
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 
-from .._errors import InvalidArgumentsError, UserError
+from .._errors import InvalidArgumentsError, ToolOutputError, UserError
 from .._records import maker
 from .._threads import run_in_thread
 from ._definition import ToolAnnotations, ToolDefinition
-from .._errors import ToolOutputError
 from ._result import ToolResult
 
 __all__ = ("FunctionTool", "tool", "to_jsonable")
