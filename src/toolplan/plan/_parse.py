@@ -174,10 +174,8 @@ def _positive(raw: Any, field: str, step: str | None, issues: _Issues) -> Any:
 
 def _positive_message(field: str, raw: Any) -> str:
     unit = "" if field == "budget.max_cost" else " of seconds"
-    return (
-        f"'{field}' must be a finite number{unit} greater than 0 (not NaN nor Infinity), got {_show(raw)}. "
-        "Leave the field out for no limit."
-    )
+    unset = " Leave the field out for no limit." if field.startswith("budget.") else ""
+    return f"'{field}' must be a finite number{unit} greater than 0 (not NaN nor Infinity), got {_show(raw)}.{unset}"
 
 
 def _retry_message(raw: Any) -> str:
