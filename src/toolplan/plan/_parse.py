@@ -7,18 +7,21 @@ problem becomes a `PlanIssue` and parsing goes on with a placeholder.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, cast
 
 from .._errors import PlanIssue
 from .._records import maker
 from ._ir import Budget, Dialect, FailureMode, Fallback, Plan, Step
 
-__all__ = ("BATCH_MAX_STEPS", "ID_RE", "detect_dialect", "parse_source")
+__all__ = ("BATCH_MAX_STEPS", "ID_RE", "MAX_STEP_RETRY", "check_plan_fields", "detect_dialect", "parse_source")
 
-ID_RE = re.compile(r"^[A-Za-z0-9_-]+$")
+ID_RE = re.compile(r"\A[A-Za-z0-9_-]+\Z")  # \Z, not $: "$" also matches before a final newline
 BATCH_MAX_STEPS = 50
+MAX_STEP_RETRY = 10  # a step's "retry": more would only repeat a failing call (and overflow the backoff)
 
 _new_step = maker(Step)  # a Step per step of every plan: the cheaper way to make one
 _new_plan = maker(Plan)
@@ -64,6 +67,7 @@ def parse_source(source: Any, *, dialect: Dialect | None = None) -> tuple[Plan |
     """Parse a dict, JSON text or `Plan` into a `Plan` plus every structural problem found."""
     issues = _Issues()
     if isinstance(source, Plan):
+        issues.extend(check_plan_fields(source))
         return source, issues
     data = _load(source, issues) if isinstance(source, (str, bytes)) else source
     if issues:
@@ -136,15 +140,60 @@ def _str_list(raw: Any, field: str, step: str | None, issues: _Issues) -> tuple[
     return ()
 
 
-def _number(raw: Any, field: str, step: str | None, issues: _Issues, *, integer: bool = False) -> Any:
-    if raw is None:
-        return None
-    ok_type = isinstance(raw, int) if integer else isinstance(raw, (int, float))
-    if isinstance(raw, bool) or not ok_type or raw < 0 or (field != "retry" and raw == 0):
-        want = "a non-negative integer" if integer else "a positive number of seconds"
-        issues.error("invalid_field", f"'{field}' must be {want}, got {raw!r}.", step)
+def _show(raw: Any) -> str:
+    """A bounded rendering of a bad value for a message (it may be huge or deeply nested)."""
+    if isinstance(raw, int) and not isinstance(raw, bool) and raw.bit_length() > 64:
+        return f"an integer of {raw.bit_length()} bits"
+    if raw is None or isinstance(raw, (bool, int, float, str)):
+        text = repr(raw)
+        return text if len(text) <= 40 else f"{text[:37]}..."
+    return f"a {type(raw).__name__}"
+
+
+def _is_positive(raw: Any) -> bool:
+    """A number greater than 0 that a float can hold: not NaN, not infinite, not a bool."""
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+        return False
+    try:
+        return 0.0 < float(raw) < math.inf  # False for NaN
+    except OverflowError:  # an int too large for a float
+        return False
+
+
+def _is_count(raw: Any, low: int, high: int | None = None) -> bool:
+    """A whole number (not a bool, not a float) from ``low`` to ``high``."""
+    return type(raw) is int and raw >= low and (high is None or raw <= high)
+
+
+def _positive(raw: Any, field: str, step: str | None, issues: _Issues) -> Any:
+    if not _is_positive(raw):
+        issues.error("invalid_field", _positive_message(field, raw), step)
         return None
     return raw
+
+
+def _positive_message(field: str, raw: Any) -> str:
+    unit = "" if field == "budget.max_cost" else " of seconds"
+    unset = " Leave the field out for no limit." if field.startswith("budget.") else ""
+    return f"'{field}' must be a finite number{unit} greater than 0 (not NaN nor Infinity), got {_show(raw)}.{unset}"
+
+
+def _retry_message(raw: Any) -> str:
+    return (
+        f"'retry' must be a whole number from 0 to {MAX_STEP_RETRY} (extra attempts after a failure), got {_show(raw)}."
+    )
+
+
+def _retry(raw: Any, step: str | None, issues: _Issues) -> int | None:
+    if not _is_count(raw, 0, MAX_STEP_RETRY):
+        issues.error("invalid_field", _retry_message(raw), step)
+        return None
+    count: int = raw
+    return count
+
+
+def _count_message(field: str, raw: Any, low: int) -> str:
+    return f"'{field}' must be a whole number, {low} or more, got {_show(raw)}."
 
 
 def _step_id(raw: Any, index: int, issues: _Issues) -> str:
@@ -154,14 +203,14 @@ def _step_id(raw: Any, index: int, issues: _Issues) -> str:
             f"Step #{index + 1} has no 'id'. Give every step a unique id such as 's{index + 1}'.",
         )
         return f"#{index + 1}"
-    if not ID_RE.match(raw):
-        issues.error(
-            "invalid_id",
-            f"Step id {raw!r} may only use letters, digits, '_' and '-'. Rename it (e.g. "
-            f"{re.sub(r'[^A-Za-z0-9_-]+', '_', raw).strip('_') or 's' + str(index + 1)!r}).",
-            raw,
-        )
+    if ID_RE.fullmatch(raw) is None:
+        issues.error("invalid_id", _id_message(raw, index), raw)
     return raw
+
+
+def _id_message(raw: str, index: int) -> str:
+    suggestion = re.sub(r"[^A-Za-z0-9_-]+", "_", raw[:64]).strip("_") or f"s{index + 1}"
+    return f"Step id {_show(raw)} may only use letters, digits, '_' and '-'. Rename it (e.g. {suggestion!r})."
 
 
 def _tool_name(raw: Any, step: str, issues: _Issues) -> str:
@@ -177,12 +226,14 @@ def _parse_native(data: dict[str, Any], issues: _Issues) -> Plan:
         issues.error("invalid_plan", "'steps' must be a list of step objects.")
         raw_steps = []
     steps: list[Step] = []
+    with_issues: list[tuple[int, str, int, int]] = []  # (position, id, first, end): steps with issues
     for i, raw in enumerate(raw_steps):
         if not isinstance(raw, dict):
             issues.error("invalid_step", f"Step #{i + 1} must be an object with 'id', 'tool' and 'arguments'.")
             continue
         s: dict[str, Any] = raw  # raw is Any; a cast would cost a call per step
         get = s.get
+        first = len(issues)
         sid = _step_id(get("id"), i, issues)
         args_raw = get("arguments")
         if args_raw is None and "args" in s:
@@ -212,13 +263,17 @@ def _parse_native(data: dict[str, Any], issues: _Issues) -> Plan:
                 tool=_tool_name(get("tool"), sid, issues),
                 arguments=args_raw if type(args_raw) is dict else _arguments(args_raw, "'arguments'", sid, issues),
                 depends_on=() if depends_on is None else _str_list(depends_on, "depends_on", sid, issues),
-                timeout=None if timeout is None else _number(timeout, "timeout", sid, issues),
-                retry=None if retry is None else _number(retry, "retry", sid, issues, integer=True),
+                timeout=None if timeout is None else _positive(timeout, "timeout", sid, issues),
+                retry=None if retry is None else _retry(retry, sid, issues),
                 fallback=fallback,
                 rationale=rationale if isinstance(rationale, str) else None,
                 expected_outcome=expected if isinstance(expected, str) else None,
             )
         )
+        if len(issues) > first:  # (positions count the steps kept, as validation does)
+            with_issues.append((len(steps), sid, first, len(issues)))
+    if with_issues:
+        _name_duplicates_by_position(issues, with_issues, [s.id for s in steps])
     return _new_plan(
         steps=tuple(steps),
         output_steps=_str_list(data.get("output_steps"), "output_steps", None, issues),
@@ -232,13 +287,39 @@ def _parse_native(data: dict[str, Any], issues: _Issues) -> Plan:
     )
 
 
+def _name_duplicates_by_position(issues: _Issues, with_issues: list[tuple[int, str, int, int]], ids: list[str]) -> None:
+    """Prefix the issues of steps whose id is used more than once with the step's position."""
+    positions = duplicate_positions(ids)
+    if not positions:
+        return
+    for position, sid, first, end in with_issues:
+        if sid in positions:
+            issues[first:end] = name_by_position(issues[first:end], sid, position, positions[sid])
+
+
+def duplicate_positions(ids: list[str]) -> dict[str, list[int]]:
+    """The 1-based positions of every id used more than once."""
+    seen: dict[str, list[int]] = {}
+    for n, sid in enumerate(ids, 1):
+        seen.setdefault(sid, []).append(n)
+    return {sid: ns for sid, ns in seen.items() if len(ns) > 1}
+
+
+def name_by_position(issues: list[PlanIssue], sid: str, position: int, positions: list[int]) -> list[PlanIssue]:
+    """``issues`` about step ``sid``, their messages starting with the step's position (its id is ambiguous)."""
+    listed = ", ".join(f"#{n}" for n in positions[:-1]) + f" and #{positions[-1]}"
+    where = f"Step #{position} (id {_show(sid)} is used by steps {listed}): "
+    return [replace(i, message=where + i.message) if i.step == sid else i for i in issues]
+
+
 def _positive_int(raw: Any, field: str, issues: _Issues) -> int | None:
     if raw is None:
         return None
-    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
-        issues.error("invalid_field", f"'{field}' must be a positive integer, got {raw!r}.")
+    if not _is_count(raw, 1):
+        issues.error("invalid_field", _count_message(field, raw, 1))
         return None
-    return raw
+    count: int = raw
+    return count
 
 
 def _failure_mode(raw: Any, default: FailureMode, issues: _Issues) -> FailureMode:
@@ -250,6 +331,9 @@ def _failure_mode(raw: Any, default: FailureMode, issues: _Issues) -> FailureMod
     return default
 
 
+_BUDGET_KEYS = ("max_tool_calls", "max_tool_calls_per_tool", "max_cost", "max_latency")
+
+
 def _budget(raw: Any, issues: _Issues) -> Budget | None:
     if raw is None:
         return None
@@ -257,25 +341,61 @@ def _budget(raw: Any, issues: _Issues) -> Budget | None:
         issues.error("invalid_field", "'budget' must be an object such as {\"max_tool_calls\": 10}.")
         return None
     b = cast(dict[str, Any], raw)
-    per_tool = b.get("max_tool_calls_per_tool") or {}
-    if not isinstance(per_tool, dict) or not all(
-        isinstance(v, int) and v >= 0 for v in cast(dict[str, Any], per_tool).values()
-    ):
-        issues.error("invalid_field", "'budget.max_tool_calls_per_tool' must map tool names to counts.")
+    per_tool: Any = b.get("max_tool_calls_per_tool")
+    if per_tool is None:
+        per_tool = {}
+    elif not _is_per_tool(per_tool):
+        issues.error("invalid_field", _PER_TOOL_MESSAGE)
         per_tool = {}
     for key in b:
-        if key not in ("max_tool_calls", "max_tool_calls_per_tool", "max_cost", "max_latency"):
-            issues.warn("unknown_field", f"Budget field {key!r} is unknown and was ignored.")
+        if key not in _BUDGET_KEYS:
+            issues.warn("unknown_field", f"Budget field {_show(key)} is unknown and was ignored.")
     calls = b.get("max_tool_calls")
-    if calls is not None and (isinstance(calls, bool) or not isinstance(calls, int) or calls < 0):
-        issues.error("invalid_field", f"'budget.max_tool_calls' must be a non-negative integer, got {calls!r}.")
+    if calls is not None and not _is_count(calls, 0):
+        issues.error("invalid_field", _count_message("budget.max_tool_calls", calls, 0))
         calls = None
+    cost, latency = b.get("max_cost"), b.get("max_latency")
     return Budget(
         max_tool_calls=calls,
         max_tool_calls_per_tool=cast(dict[str, int], per_tool),
-        max_cost=_number(b.get("max_cost"), "budget.max_cost", None, issues),
-        max_latency=_number(b.get("max_latency"), "budget.max_latency", None, issues),
+        max_cost=None if cost is None else _positive(cost, "budget.max_cost", None, issues),
+        max_latency=None if latency is None else _positive(latency, "budget.max_latency", None, issues),
     )
+
+
+_PER_TOOL_MESSAGE = (
+    "'budget.max_tool_calls_per_tool' must map tool names to whole numbers, 0 or more, such as {\"get_weather\": 3}."
+)
+
+
+def _is_per_tool(raw: Any) -> bool:
+    if not isinstance(raw, Mapping):
+        return False
+    return all(isinstance(k, str) and _is_count(v, 0) for k, v in raw.items())
+
+
+def check_plan_fields(plan: Plan) -> list[PlanIssue]:
+    """The checks the parser makes on ids and numbers, for a `Plan` built in Python rather than parsed."""
+    issues = _Issues()
+    for i, s in enumerate(plan.steps):
+        if not isinstance(s.id, str) or ID_RE.fullmatch(s.id) is None:
+            issues.error("invalid_id", _id_message(str(s.id), i), s.id if isinstance(s.id, str) else None)
+        if s.timeout is not None and not _is_positive(s.timeout):
+            issues.error("invalid_field", _positive_message("timeout", s.timeout), s.id)
+        if s.retry is not None and not _is_count(s.retry, 0, MAX_STEP_RETRY):
+            issues.error("invalid_field", _retry_message(s.retry), s.id)
+    if plan.max_concurrency is not None and not _is_count(plan.max_concurrency, 1):
+        issues.error("invalid_field", _count_message("max_concurrency", plan.max_concurrency, 1))
+    b = plan.budget
+    if b is not None:
+        if b.max_tool_calls is not None and not _is_count(b.max_tool_calls, 0):
+            issues.error("invalid_field", _count_message("budget.max_tool_calls", b.max_tool_calls, 0))
+        if not _is_per_tool(b.max_tool_calls_per_tool):
+            issues.error("invalid_field", _PER_TOOL_MESSAGE)
+        for name, value in (("budget.max_cost", b.max_cost), ("budget.max_latency", b.max_latency)):
+            if value is not None and not _is_positive(value):
+                issues.error("invalid_field", _positive_message(name, value))
+    return issues
 
 
 def _parse_chaining(data: dict[str, Any], issues: _Issues) -> Plan:

@@ -29,6 +29,7 @@ __all__ = (
     "parse_path",
     "resolve",
     "resolve_compiled",
+    "unescape",
 )
 
 REF_PREFIX = "$ref:"
@@ -214,20 +215,22 @@ class ArgumentCompiler:
             self.refs[step] = None
             ref = self._ref_cache[s] = (REF, step, path, s)
             return ref
-        if s.startswith(ESCAPED_PREFIX):
-            return s[1:]
+        if REF_PREFIX in s:
+            self._inline_refs(s)
         if "{{" in s:
             return self._template(s)
-        if "$ref:" in s:
-            for m in _INLINE_REF_RE.finditer(s):
-                if m.group(1) in self.step_ids:
-                    self.warn(
-                        "inline_ref",
-                        f"{s!r} contains '$ref:{m.group(1)}' inside other text, where it stays literal text. "
-                        f"To insert the value write '{{{{{m.group(1)}}}}}' instead.",
-                    )
-                    break
-        return s
+        return unescape(s)
+
+    def _inline_refs(self, s: str) -> None:
+        """Warn about an unescaped ``$ref:ID`` inside other text (it stays text) naming a step."""
+        for m in _INLINE_REF_RE.finditer(s):
+            if m.group(1) in self.step_ids:
+                self.warn(
+                    "inline_ref",
+                    f"{s!r} contains '$ref:{m.group(1)}' inside other text, where it stays literal text. "
+                    f"To insert the value write '{{{{{m.group(1)}}}}}' instead (or '$$ref:' for the text '$ref:').",
+                )
+                return
 
     def _template(self, s: str) -> Any:
         parts: list[Any] = []  # strings and REF nodes
@@ -243,19 +246,24 @@ class ArgumentCompiler:
                 )
                 continue
             if m.start() > pos:
-                parts.append(s[pos : m.start()])
+                parts.append(unescape(s[pos : m.start()]))
             self.refs[parsed[0]] = None
             parts.append((REF, parsed[0], parsed[1], m.group(0)))
             found = True
             pos = m.end()
         if not found:
-            return s
+            return unescape(s)
         if pos < len(s):
-            parts.append(s[pos:])
+            parts.append(unescape(s[pos:]))
         if len(parts) == 1:
             return parts[0]  # exactly one {{...}}: the value keeps its type
         parts.insert(0, TEMPLATE)
         return tuple(parts)
+
+
+def unescape(text: str) -> str:
+    """Literal text of a plan string: each ``$$ref:`` stands for ``$ref:`` (only text written in the plan)."""
+    return text.replace(ESCAPED_PREFIX, REF_PREFIX) if ESCAPED_PREFIX in text else text
 
 
 def _literal_dict(node: list[Any], wrapped: bool) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from .._records import fast_init, maker
 from ..tools import ToolRegistry, ToolsLike
 from ._graph import critical_path, find_cycles, mermaid, waves
 from ._ir import META_TOOL_NAMES, Dialect, Plan, Step
-from ._parse import _new_plan, _new_step, parse_source
+from ._parse import _new_plan, _new_step, duplicate_positions, name_by_position, parse_source
 from ._refs import ArgumentCompiler, Compiled, literal
 
 __all__ = (
@@ -184,6 +184,19 @@ def _check_tool(name: str, sid: str, registry: ToolRegistry | None, issues: list
     return True
 
 
+def _report_duplicates(dups: Mapping[str, list[int]], issues: list[PlanIssue]) -> None:
+    for sid, positions in dups.items():
+        for n in positions[1:]:
+            issues.append(
+                PlanIssue(
+                    code="duplicate_id",
+                    step=sid,
+                    message=f"Step #{n} uses id {sid!r}, which step #{positions[0]} already uses. "
+                    "Give every step an id of its own.",
+                )
+            )
+
+
 def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: list[PlanIssue]) -> CompiledPlan:
     if not plan.steps:
         issues.append(PlanIssue(code="empty_plan", message="The plan has no steps. Add at least one step."))
@@ -195,18 +208,11 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
                 "Split the work into smaller plans.",
             )
         )
-    ids: dict[str, None] = {}  # ordered, with O(1) membership
-    for s in plan.steps:
-        if s.id in ids:
-            issues.append(
-                PlanIssue(
-                    code="duplicate_id",
-                    step=s.id,
-                    message=f"Step id {s.id!r} is used more than once. Make ids unique.",
-                )
-            )
-        else:
-            ids[s.id] = None
+    ids = dict.fromkeys([s.id for s in plan.steps])  # ordered, with O(1) membership
+    # Ids used more than once -> their positions (rare): every issue of such a step names its position.
+    dups = duplicate_positions([s.id for s in plan.steps]) if len(ids) < len(plan.steps) else None
+    if dups:
+        _report_duplicates(dups, issues)
     id_set = frozenset(ids)
     unreadable_args = {i.step for i in issues if i.code == "invalid_arguments_json"}
 
@@ -224,10 +230,10 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
     batch = plan.dialect == "batch"
     backward = False  # whether some step depends on a later one (only then can there be a cycle)
     callable_tools = frozenset(registry.names).difference(META_TOOL_NAMES) if registry is not None else frozenset()
+    occurrences: dict[str, int] = {}  # of each duplicated id so far
     for s in plan.steps:
         sid = s.id
-        if sid in compiled_steps:
-            continue  # duplicate, reported above
+        first_issue = len(issues)
         tool_ok = s.tool in callable_tools or _check_tool(s.tool, sid, registry, issues, "The step")
         if batch:  # no data flow between batch steps
             args: Compiled = literal(dict(s.arguments))
@@ -266,6 +272,11 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
                 if d not in compiled_steps:
                     backward = True  # a dependency on a later step: there may be a cycle
                     break
+        if dups is not None and sid in dups:
+            k = occurrences[sid] = occurrences.get(sid, -1) + 1
+            issues[first_issue:] = name_by_position(issues[first_issue:], sid, dups[sid][k], dups[sid])
+            if k:
+                continue  # checked, but the plan is invalid: the first step with the id stands for it
         deps[sid] = step_deps
         compiled_steps[sid] = _new_compiled(step=s, arguments=args, fallback_arguments=fb_args, deps=step_deps)
 
