@@ -535,3 +535,11 @@ async def test_tool_calls_go_through_the_backend_seam() -> None:
     assert result.outputs == {"a": 4, "b": 8}
     assert [(n, a) for n, a, _ in backend.calls] == [("double", {"n": 2}), ("double", {"n": 4})]
     assert backend.calls[0][2] == f"{result.run_id}:a"
+
+
+def test_a_tool_name_with_a_trailing_newline_is_refused() -> None:
+    def f() -> str:
+        return "x"
+
+    with pytest.raises(UserError):
+        tool(name="get\n")(f)

@@ -24,7 +24,7 @@ __all__ = ("FunctionTool", "tool", "to_jsonable")
 FunctionT = TypeVar("FunctionT", covariant=True)
 Fn = TypeVar("Fn", bound=Callable[..., Any])
 
-TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+TOOL_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _PLAIN = (str, int, float, bool, type(None))
 _new_tool_result = maker(ToolResult)  # a result per call: cheaper than calling the class
 
@@ -113,7 +113,7 @@ class FunctionTool(Generic[FunctionT]):
         if not callable(function):
             raise UserError(f"@tool needs a function, got {type(function).__name__}.")
         tool_name: str = name or str(getattr(function, "__name__", ""))
-        if not TOOL_NAME_RE.match(tool_name):
+        if not TOOL_NAME_RE.fullmatch(tool_name):
             raise UserError(
                 f"Invalid tool name {tool_name!r}: use 1-64 letters, digits, '_' or '-' "
                 "(pass name=... to @tool to choose another)."
