@@ -222,7 +222,6 @@ class ToolInvoker:
         self,
         tool: str,
         arguments: Mapping[str, Any],
-        *,
         timeout: float | None = None,
         run_id: str = "",
         step_id: str = "",

@@ -55,20 +55,21 @@ def _backoff(attempt: int, initial: float) -> float:
     return float(base) * jitter  # jitter, not cryptography
 
 
-def _resolve(run: PlanRun, cs: CompiledStep, compiled: Any, missed: list[Ref]) -> tuple[Any, StepError | None]:
-    """The step's arguments from its dependencies' outputs, or why they cannot be built.
+# Tool outputs are outside input: deep, huge or cyclic values must fail the step, not the run.
+_RESOLVE_ERRORS = (ToolplanError, ValueError, TypeError, RecursionError, MemoryError)
 
-    Tool outputs are outside input: deep, huge or cyclic values must fail this step, not the run.
-    """
-    try:
-        return resolve_compiled(compiled, run.outputs, run.missing_field == "null", missed.append), None
-    except (ToolplanError, ValueError, TypeError, RecursionError, MemoryError) as exc:
-        detail = exc.message if isinstance(exc, ToolplanError) else f"{type(exc).__name__}: {exc}"
-        return None, StepError(
-            kind="reference",
-            message=f"The arguments of step {cs.step.id!r} could not be built from its dependencies' outputs "
-            f"({detail}). Pass a smaller or simpler value, or a field of it ('$ref:ID.field').",
-        )
+
+def _unresolvable(cs: CompiledStep, exc: BaseException) -> StepError:
+    detail = exc.message if isinstance(exc, ToolplanError) else f"{type(exc).__name__}: {exc}"
+    return StepError(
+        kind="reference",
+        message=f"The arguments of step {cs.step.id!r} could not be built from its dependencies' outputs "
+        f"({detail}). Pass a smaller or simpler value, or a field of it ('$ref:ID.field').",
+    )
+
+
+def _missed(missed: list[Ref]) -> tuple[str, ...]:
+    return tuple(f"{r[3]} resolved to nothing (no such field in {r[1]!r}'s output)." for r in missed)
 
 
 async def run_step(run: PlanRun, cs: CompiledStep) -> StepResult:
@@ -76,30 +77,41 @@ async def run_step(run: PlanRun, cs: CompiledStep) -> StepResult:
     step = cs.step
     sid, tool = step.id, step.tool
     missed: list[Ref] = []  # REF nodes of fields the output did not have
-    args, problem = _resolve(run, cs, cs.arguments, missed)
-    if problem is not None:
-        return _record(run, cs, "failed", CallOutcome(error=problem), 0, None, False, missed)
+    try:
+        args = resolve_compiled(cs.arguments, run.outputs, run.missing_field == "null", missed.append)
+    except _RESOLVE_ERRORS as exc:
+        return _record(run, cs, "failed", CallOutcome(error=_unresolvable(cs, exc)), 0, None, False, missed)
     defaults = run.tool_defaults[tool]  # filled in by PlanRun.add
     timeout = step.timeout if step.timeout is not None else defaults[1]
     run.attempts[sid] = 1
     if run.on_event is not None:
         run.emit(StepStarted(run_id=run.run_id, step_id=sid, tool=tool, attempt=1, at=run.now()))
-    outcome = await run.invoker.call(tool, args, timeout=timeout, run_id=run.run_id, step_id=sid, expires=run.expires)
-    attempt, used_fallback = 1, False
-    status: StepStatus = "succeeded"
-    if outcome.error is not None:
-        run.hold_until_done(tool, outcome)
-        retries = step.retry if step.retry is not None else defaults[0]
-        outcome, attempt, used_fallback = await _recover(run, cs, args, outcome, retries, timeout, missed)
-        error = outcome.error
-        if error is None:
-            status = "succeeded"
-        elif _refused_at_start(outcome, attempt):
-            status, attempt = "not_run", 0
-        elif error.kind == "timeout":
-            status = "timed_out"
-        else:
-            status = "failed"
+    outcome = await run.invoker.call(tool, args, timeout, run.run_id, sid, 1, run.expires)
+    if outcome.error is None:  # the common case, built here rather than through `_record`
+        return new_step_result(
+            id=sid,
+            tool=tool,
+            status="succeeded",
+            output=outcome.output,
+            attempts=1,
+            started_at=run.started_at[sid],
+            ended_at=run.now(),
+            arguments=args,
+            warnings=_missed(missed) if missed else (),
+        )
+    run.hold_until_done(tool, outcome)
+    retries = step.retry if step.retry is not None else defaults[0]
+    outcome, attempt, used_fallback = await _recover(run, cs, args, outcome, retries, timeout, missed)
+    error = outcome.error
+    status: StepStatus
+    if error is None:
+        status = "succeeded"
+    elif _refused_at_start(outcome, attempt):
+        status, attempt = "not_run", 0
+    elif error.kind == "timeout":
+        status = "timed_out"
+    else:
+        status = "failed"
     return _record(run, cs, status, outcome, attempt, args, used_fallback, missed)
 
 
@@ -124,9 +136,7 @@ def _record(
         ended_at=run.now(),
         arguments=args,
         used_fallback=used_fallback,
-        warnings=tuple(f"{r[3]} resolved to nothing (no such field in {r[1]!r}'s output)." for r in missed)
-        if missed
-        else (),
+        warnings=_missed(missed) if missed else (),
     )
 
 
@@ -169,9 +179,10 @@ async def _recover(
     if outcome.error is None or fb is None or _refused_at_start(outcome, attempt):
         return outcome, attempt, False
     assert cs.fallback_arguments is not None
-    fb_args, problem = _resolve(run, cs, cs.fallback_arguments, missed)
-    if problem is not None:
-        return CallOutcome(error=problem), attempt, False
+    try:
+        fb_args = resolve_compiled(cs.fallback_arguments, run.outputs, run.missing_field == "null", missed.append)
+    except _RESOLVE_ERRORS as exc:
+        return CallOutcome(error=_unresolvable(cs, exc)), attempt, False
     attempt += 1
     run.attempts[sid] = attempt
     if run.on_event is not None:
