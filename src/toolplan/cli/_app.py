@@ -296,6 +296,16 @@ def demo(
     raise typer.Exit(code)
 
 
+def _tolerant_output() -> None:
+    """Write characters the terminal's encoding lacks as backslash escapes, never a traceback."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(Exception):  # a replaced or detached stream: leave it as it is
+                reconfigure(errors="backslashreplace")
+
+
 def main() -> None:
     """Entry point of the ``toolplan`` console script."""
+    _tolerant_output()
     app(prog_name="toolplan")

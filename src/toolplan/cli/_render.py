@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -11,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .._errors import PlanIssue
+from .._json import dumps
 from ..execute import PlanResult, StepResult, StepStatus
 
 __all__ = (
@@ -38,8 +38,12 @@ STATUS_STYLES: dict[StepStatus, str] = {
 
 
 def print_json(console: Console, data: Any) -> None:
-    """``data`` as indented JSON text, exactly (no markup, no wrapping)."""
-    text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
+    """``data`` as indented JSON text, exactly (no markup, no wrapping).
+
+    Always valid JSON (`toolplan._json.dumps`); ASCII with escapes when the console's
+    encoding is not UTF (``PYTHONIOENCODING=ascii``), so that every character survives.
+    """
+    text = dumps(data, indent=2, ensure_ascii=not console.encoding.startswith("utf"))
     console.out(text, highlight=False)
 
 
@@ -60,7 +64,7 @@ def print_issues(console: Console, issues: Iterable[PlanIssue], *, style: str) -
 
 def short(value: Any, limit: int = 60) -> str:
     """A value as compact one-line text, cut to ``limit`` characters."""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = value if isinstance(value, str) else dumps(value)
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
