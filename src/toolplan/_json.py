@@ -10,7 +10,7 @@ CLI's ``--json``) goes through `dumps`, which always returns valid JSON text tha
 - ``NaN``, ``Infinity`` and ``-Infinity`` become the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``;
 - a lone surrogate (unencodable) becomes U+FFFD;
 - an integer too long to print (over `MAX_INT_DIGITS` digits) becomes a string saying its size;
-- a value that contains itself, or is nested deeper than `MAX_DEPTH`, is cut there with a marker;
+- a value that contains itself, or is nested too deeply to write, is cut with a marker (at `MAX_DEPTH`);
 - any other object is written as its ``str()`` (or its type's name when even that fails).
 """
 
