@@ -23,6 +23,11 @@ def huge() -> int:
     return 10**5000
 
 
+def page() -> str:
+    """A fetched page: JSON text nested 1,000 deep."""
+    return "[" * 1000 + "]" * 1000
+
+
 def shout() -> str:
     """Fail with a 2 MB message."""
     raise ValueError("E" * 2_000_000)
@@ -115,3 +120,15 @@ def test_demo_on_an_ascii_terminal(cli: Cli) -> None:
     assert "Traceback" not in r.stderr
     assert "\\xb0C" in r.stdout  # '°C', escaped
     assert "Critical path: " in r.stdout
+
+
+def test_an_unresolvable_reference_never_tracebacks(cli: Cli, tmp_path: Path) -> None:
+    (tmp_path / "hostile_tools.py").write_text(HOSTILE_TOOLS, encoding="utf-8")
+    steps = [{"id": "p", "tool": "page"}, {"id": "w", "tool": "weather", "arguments": {"city": "$ref:p.0"}}]
+    (tmp_path / "plan.json").write_text(json.dumps({"steps": steps}), encoding="utf-8")
+    r = cli("run", "plan.json", "--tools", "hostile_tools.py")
+    # The step fails (exit 1) once the executor catches ReferenceResolutionError; until then the
+    # run ends with one error line (exit 2). Never a traceback.
+    assert r.code in (1, 2), r.stderr[-2000:]
+    assert "Traceback" not in r.stderr
+    assert "nested deeper than 200 levels" in r.stdout + r.stderr

@@ -210,9 +210,22 @@ def _execute(data: Any, registry: ToolRegistry, *, live: bool, **options: Any) -
             return asyncio.run(execute_plan(data, registry, on_event=view, **options))
     except PlanValidationError as exc:  # already validated; kept so a mismatch never shows a traceback
         _fail(" ".join(exc.message.split()))
+    except ToolplanError as exc:  # any other error toolplan raises on purpose: one line, never a traceback
+        _fail(f"The run failed: {' '.join(exc.message.split())}")
+    except ExceptionGroup as group:  # the same, raised inside the run's task group
+        matched = group.subgroup(ToolplanError)
+        if matched is None:
+            raise
+        first = _first_leaf(matched)
+        _fail(f"The run failed: {' '.join(str(first).split())}")
     except KeyboardInterrupt:
         sys.stderr.write("Interrupted.\n")
         raise typer.Exit(130) from None
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    inner = group.exceptions[0]
+    return _first_leaf(inner) if isinstance(inner, BaseExceptionGroup) else inner
 
 
 @app.command()
