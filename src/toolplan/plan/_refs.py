@@ -367,7 +367,13 @@ def resolve(
     missing: MissingField = "null",
     on_missing: Callable[[Ref], None] | None = None,
 ) -> Any:
-    """Build the concrete value of a compiled tree from the outputs of finished steps."""
+    """Build the concrete value of a compiled tree from the outputs of finished steps.
+
+    Lists, dicts and tuples a reference inserts are copies (see `hand_over`).
+
+    Raises:
+        ReferenceResolutionError: a referenced value cannot be inserted (the message says why).
+    """
     return resolve_compiled(compiled, outputs, missing == "null", on_missing)
 
 
