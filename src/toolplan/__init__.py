@@ -13,6 +13,7 @@ from ._errors import ModelHTTPError as ModelHTTPError
 from ._errors import OptionalDependencyError as OptionalDependencyError
 from ._errors import PlanIssue as PlanIssue
 from ._errors import PlanValidationError as PlanValidationError
+from ._errors import ReferenceResolutionError as ReferenceResolutionError
 from ._errors import RunError as RunError
 from ._errors import SandboxError as SandboxError
 from ._errors import ToolError as ToolError
@@ -74,6 +75,7 @@ __all__ = (
     "PlanResult",
     "PlanTool",
     "PlanValidationError",
+    "ReferenceResolutionError",
     "RunError",
     "RunLimits",
     "SandboxError",

@@ -6,6 +6,7 @@ ToolplanError                      root; every error toolplan raises on purpose
 │   └── OptionalDependencyError    an extra is not installed; the message names the pip command
 ├── ModelFacingError               a signal the model can act on (it is shown to the model)
 │   ├── PlanValidationError        a plan is invalid; `.issues` lists every problem; zero tools ran
+│   ├── ReferenceResolutionError   a reference's value cannot be handed to the step that reads it
 │   └── ToolError                  a tool call failed (raised inside tools or code to fail a call)
 │       ├── InvalidArgumentsError  the arguments do not match the tool's schema
 │       └── UnknownToolError       a call named a tool that is not registered
@@ -45,6 +46,7 @@ __all__ = (
     "OptionalDependencyError",
     "PlanIssue",
     "PlanValidationError",
+    "ReferenceResolutionError",
     "RunError",
     "SandboxError",
     "ToolError",
@@ -145,6 +147,27 @@ class PlanValidationError(ModelFacingError):
             "errors": [i.to_dict() for i in self.issues],
             "warnings": [i.to_dict() for i in self.warnings],
         }
+
+
+class ReferenceResolutionError(ModelFacingError):
+    """A reference's value cannot be handed to the step that reads it.
+
+    The referenced step succeeded, but what it produced cannot be inserted: JSON text nested too
+    deep or holding a number too long to read, a value that contains itself, an integer too long to
+    write into a string. The reading step fails (error kind ``"reference"``) and its dependents are
+    skipped; nothing else in the run is affected.
+
+    Attributes:
+        reference: The reference as written in the plan (``"$ref:page.0"``, ``"{{a}}"``).
+        source_step: The id of the step whose output was read.
+    """
+
+    code = "unresolvable_reference"
+
+    def __init__(self, message: str, *, reference: str, source_step: str) -> None:
+        super().__init__(message)
+        self.reference = reference
+        self.source_step = source_step
 
 
 class ToolError(ModelFacingError):

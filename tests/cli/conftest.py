@@ -22,8 +22,8 @@ def calls_file(tmp_path: Path) -> Path:
 def cli(tmp_path: Path, calls_file: Path) -> Cli:
     """Run ``python -m toolplan.cli ARGS`` in a subprocess, in ``tmp_path``."""
 
-    def run(*args: str, input: str | None = None, cwd: Path | None = None) -> Result:
-        env = {**os.environ, "TOOLPLAN_TEST_CALLS": str(calls_file), "PYTHONIOENCODING": "utf-8"}
+    def run(*args: str, input: str | None = None, cwd: Path | None = None, io_encoding: str = "utf-8") -> Result:
+        env = {**os.environ, "TOOLPLAN_TEST_CALLS": str(calls_file), "PYTHONIOENCODING": io_encoding}
         env.pop("FORCE_COLOR", None)
         proc = subprocess.run(
             [sys.executable, "-m", "toolplan.cli", *args],
@@ -31,6 +31,7 @@ def cli(tmp_path: Path, calls_file: Path) -> Cli:
             capture_output=True,
             text=True,
             encoding="utf-8",
+            errors="surrogateescape",  # what a broken encoder wrote is shown, not raised
             cwd=cwd or tmp_path,
             env=env,
             timeout=60,

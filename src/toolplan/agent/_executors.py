@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ToolError, UnknownToolError
+from .._json import dumps, encodable
 from .._tasks import task_group
 from ..execute import (
     DEFAULT_LIMITS,
@@ -69,10 +69,14 @@ class TurnContext:
 
 
 def tool_content(value: Any) -> str:
-    """What the model reads for a tool's output: strings as they are, anything else as JSON."""
+    """What the model reads for a tool's output: strings as they are, anything else as JSON.
+
+    The JSON is always valid and encodable (`toolplan._json.dumps`): ``NaN`` and infinities as
+    strings, a value that contains itself cut, lone surrogates replaced (in strings too).
+    """
     if isinstance(value, str):
-        return value
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+        return encodable(value)
+    return dumps(value)
 
 
 def _error_message(call: ToolCall, message: str) -> ToolReturnMessage:

@@ -270,9 +270,22 @@ def _execute(data: Any, registry: ToolRegistry, *, live: bool, tools: dict[str, 
             return asyncio.run(execute_plan(data, registry, on_event=view, **options))
     except PlanValidationError as exc:  # already validated; kept so a mismatch never shows a traceback
         _fail(" ".join(exc.message.split()))
+    except ToolplanError as exc:  # any other error toolplan raises on purpose: one line, never a traceback
+        _fail(f"The run failed: {' '.join(exc.message.split())}")
+    except ExceptionGroup as group:  # the same, raised inside the run's task group
+        matched = group.subgroup(ToolplanError)
+        if matched is None:
+            raise
+        first = _first_leaf(matched)
+        _fail(f"The run failed: {' '.join(str(first).split())}")
     except KeyboardInterrupt:
         sys.stderr.write("Interrupted.\n")
         raise typer.Exit(130) from None
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    inner = group.exceptions[0]
+    return _first_leaf(inner) if isinstance(inner, BaseExceptionGroup) else inner
 
 
 @app.command(cls=_Command, short_help="Check a plan without running any tool.")
@@ -355,6 +368,16 @@ def demo(
     raise typer.Exit(code)
 
 
+def _tolerant_output() -> None:
+    """Write characters the terminal's encoding lacks as backslash escapes, never a traceback."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(Exception):  # a replaced or detached stream: leave it as it is
+                reconfigure(errors="backslashreplace")
+
+
 def main() -> None:
     """Entry point of the ``toolplan`` console script."""
+    _tolerant_output()
     app(prog_name="toolplan")

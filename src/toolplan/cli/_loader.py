@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
-import json
 import sys
 import traceback
 from collections.abc import Mapping, Sequence
@@ -17,6 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from .._errors import ToolplanError, UserError
+from .._json import JSONTextError, loads
 from ..tools import FunctionTool, Tool, ToolRegistry
 
 __all__ = ("CliInputError", "load_plan", "load_tools", "split_tools_spec")
@@ -44,11 +44,10 @@ def load_plan(path: str) -> Any:
     if not text.strip():
         raise CliInputError(f'{where} is empty. Give a JSON plan such as {{"steps": [...]}}.')
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CliInputError(
-            f"{where} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}. Fix the JSON syntax."
-        ) from None
+        return loads(text)
+    except JSONTextError as exc:
+        what = "cannot be read as JSON" if exc.exceeds_limit else "is not valid JSON"
+        raise CliInputError(f"{where} {what}: {exc.message}. {exc.advice}.") from None
 
 
 def split_tools_spec(spec: str) -> tuple[str, str | None]:

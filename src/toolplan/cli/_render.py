@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -11,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .._errors import PlanIssue
+from .._json import dumps
 from ..execute import PlanResult, StepResult
 from ._table import DETAIL_LIMIT, STATUS_STYLES, StepRow, short, steps_table
 
@@ -30,8 +30,12 @@ __all__ = (
 
 
 def print_json(console: Console, data: Any) -> None:
-    """``data`` as indented JSON text, exactly (no markup, no wrapping)."""
-    text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
+    """``data`` as indented JSON text, exactly (no markup, no wrapping).
+
+    Always valid JSON (`toolplan._json.dumps`); ASCII with escapes when the console's
+    encoding is not UTF (``PYTHONIOENCODING=ascii``), so that every character survives.
+    """
+    text = dumps(data, indent=2, ensure_ascii=not console.encoding.startswith("utf"))
     console.out(text, highlight=False)
 
 

@@ -9,7 +9,6 @@ terminal) nothing is cut below the caps that bound hostile values.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from .._json import dumps
 from ..execute import StepStatus
 
 __all__ = ("DETAIL_LIMIT", "NAME_LIMIT", "STATUS_STYLES", "Layout", "StepRow", "fit", "short", "steps_table")
@@ -41,7 +41,7 @@ _DETAIL_HEADER, _DETAIL_HEADER_SHORT = "output / error", "output"
 
 def short(value: Any, limit: int = 60) -> str:
     """A value as compact one-line text, cut to ``limit`` characters."""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = value if isinstance(value, str) else dumps(value)
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 

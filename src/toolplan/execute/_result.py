@@ -1,11 +1,11 @@
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .._errors import PlanIssue
+from .._json import dumps, json_safe
 from .._records import fast_init
 from ..plan import Dialect, critical_path, waves
 
@@ -23,7 +23,7 @@ ErrorKind = Literal[
     "skipped",
     "not_run",
     "limit",  # a budget or limit refused the call
-    "reference",  # the step's arguments could not be built from its dependencies' outputs
+    "reference",  # a referenced output could not be inserted into the arguments (ReferenceResolutionError)
 ]
 
 DEFAULT_MAX_VALUE_CHARS = 4000
@@ -39,7 +39,7 @@ class StepError:
 
     def to_dict(self) -> dict[str, Any]:
         """``{"kind", "message"}``."""
-        return {"kind": self.kind, "message": self.message}
+        return {"kind": self.kind, "message": json_safe(self.message)}
 
 
 @fast_init
@@ -72,12 +72,12 @@ class StepResult:
         return self.ended_at - self.started_at
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form used by the CLI and the store."""
+        """The JSON form used by the CLI and the store: JSON data only (see `toolplan._json.json_safe`)."""
         out: dict[str, Any] = {
             "id": self.id,
             "tool": self.tool,
             "status": self.status,
-            "output": self.output,
+            "output": json_safe(self.output),
             "error": self.error.to_dict() if self.error else None,
             "attempts": self.attempts,
             "started_at": self.started_at,
@@ -101,9 +101,7 @@ def cap_text(text: str, limit: int) -> str:
 
 
 def _cap_value(value: Any, limit: int) -> Any:
-    text = (
-        value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
-    )
+    text = value if isinstance(value, str) else dumps(value)
     if len(text) <= limit:
         return value
     return cap_text(text, limit)
@@ -171,12 +169,16 @@ class PlanResult:
         return busy / self.duration if self.duration > 0 else 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        """Everything as JSON data (the CLI's ``--json`` shape)."""
+        """Everything as JSON data (the CLI's ``--json`` shape).
+
+        Values that are not JSON data are made so (see `toolplan._json.json_safe`): ``NaN`` and
+        infinities become strings, other objects their ``str()``, a value that contains itself is cut.
+        """
         path, path_duration = self._critical()
         return {
             "status": self.status,
             "run_id": self.run_id,
-            "outputs": self.outputs,
+            "outputs": json_safe(self.outputs),
             "steps": [r.to_dict() for r in self.steps.values()],
             "started_at": self.started_at,
             "ended_at": self.ended_at,
@@ -195,7 +197,9 @@ class PlanResult:
         """
         out: dict[str, Any] = {"status": self.status}
         out["outputs"] = {sid: _cap_value(v, max_value_chars) for sid, v in self.outputs.items()}
-        errors = {sid: f"{self.steps[sid].status}: {e.message}" for sid, e in self.errors.items()}
+        errors = {
+            sid: cap_text(f"{self.steps[sid].status}: {e.message}", max_value_chars) for sid, e in self.errors.items()
+        }
         if errors:
             out["errors"] = errors
         return out
@@ -215,14 +219,20 @@ class PlanResult:
                 )
             else:
                 message = r.error.message if r.error else r.status
-                items.append({"step": i, "tool": r.tool, "status": "error", "error": message})
+                items.append(
+                    {"step": i, "tool": r.tool, "status": "error", "error": cap_text(message, max_value_chars)}
+                )
         return items
 
     def to_model_text(self, *, max_value_chars: int = DEFAULT_MAX_VALUE_CHARS) -> str:
-        """The compact JSON text a meta-tool returns to the model."""
+        """The compact JSON text a meta-tool returns to the model.
+
+        Always valid JSON that encodes as UTF-8 (``NaN`` and infinities as strings, lone surrogates
+        replaced), with every value and error message capped at about ``max_value_chars``.
+        """
         data: Any = (
             self.batch_summary(max_value_chars=max_value_chars)
             if self.dialect == "batch"
             else self.summary(max_value_chars=max_value_chars)
         )
-        return json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=str)
+        return dumps(data)

@@ -7,13 +7,13 @@ or ``kind`` (stream events) so that matches over them can be exhaustive.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, cast
 
 from .._errors import ToolError
+from .._json import JSONTextError, loads
 
 __all__ = (
     "AssistantMessage",
@@ -56,18 +56,25 @@ class ToolCall:
         parameters.
 
         Raises:
-            ToolError: The text is not JSON, or not a JSON object. The message is meant for the model.
+            ToolError: The text is not JSON, not a JSON object, or exceeds toolplan's bounds (nested
+                deeper than 200 levels, an integer of more than 4,300 digits). The message is meant
+                for the model.
         """
         text = self.arguments.strip()
         if not text:
             return {}
         try:
-            value = json.loads(text)
-        except json.JSONDecodeError as exc:
+            value = loads(text)
+        except JSONTextError as exc:
+            what, advice = (
+                ("cannot be read as JSON", f"; {exc.advice.lower()}")
+                if exc.exceeds_limit
+                else ("are not valid JSON", "")
+            )
             raise ToolError(
-                f"The arguments of the call to tool {self.name!r} are not valid JSON ({exc.msg} at "
-                f"character {exc.pos}): {_clip(text)}. Call the tool again with the arguments as one "
-                'JSON object, for example {"name": "value"}.',
+                f"The arguments of the call to tool {self.name!r} {what} ({exc.message}): {_clip(text)}. "
+                'Call the tool again with the arguments as one JSON object, for example {"name": "value"}'
+                f"{advice}.",
                 tool=self.name,
             ) from None
         if not isinstance(value, dict):

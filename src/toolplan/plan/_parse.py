@@ -6,7 +6,6 @@ problem becomes a `PlanIssue` and parsing goes on with a placeholder.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping
@@ -14,6 +13,7 @@ from dataclasses import replace
 from typing import Any, cast
 
 from .._errors import PlanIssue
+from .._json import MAX_DEPTH, JSONTextError, loads, too_deep
 from .._records import maker
 from ._ir import Budget, Dialect, FailureMode, Fallback, Plan, Step
 
@@ -41,9 +41,12 @@ class _Issues(list[PlanIssue]):
 
 def _load(source: str | bytes, issues: _Issues) -> Any:
     try:
-        return json.loads(source)
-    except ValueError as exc:
-        issues.error("invalid_json", f"The plan is not valid JSON ({exc}). Send the plan as one JSON object.")
+        return loads(source)
+    except JSONTextError as exc:
+        what = "cannot be read as JSON" if exc.exceeds_limit else "is not valid JSON"
+        issues.error(
+            "invalid_json", f"The plan {what}: {exc.message}. {exc.advice} and send the plan as one JSON object."
+        )
         return None
 
 
@@ -109,11 +112,12 @@ def _arguments(raw: Any, where: str, step: str | None, issues: _Issues) -> dict[
         if not text:
             return {}
         try:
-            raw = json.loads(text)
-        except ValueError as exc:
+            raw = loads(text)
+        except JSONTextError as exc:
+            what = "cannot be read as JSON" if exc.exceeds_limit else "is not valid JSON"
             issues.error(
                 "invalid_arguments_json",
-                f"{where} is a string that is not valid JSON ({exc}). Give arguments as a JSON object.",
+                f"{where} is a string that {what}: {exc.message}. {exc.advice} and give arguments as a JSON object.",
                 step,
             )
             return {}
@@ -124,8 +128,18 @@ def _arguments(raw: Any, where: str, step: str | None, issues: _Issues) -> dict[
             step,
         )
         return {}
+    if too_deep(raw, MAX_DEPTH):
+        issues.error("invalid_arguments_json", _too_deep_message(where), step)
+        return {}
     arguments: dict[str, Any] = raw
     return arguments
+
+
+def _too_deep_message(where: str) -> str:
+    return (
+        f"{where} hold values nested deeper than {MAX_DEPTH} levels (or a value that contains itself). "
+        f"Nest values at most {MAX_DEPTH} levels deep."
+    )
 
 
 def _str_list(raw: Any, field: str, step: str | None, issues: _Issues) -> tuple[str, ...]:

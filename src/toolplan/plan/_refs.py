@@ -3,15 +3,23 @@
 Arguments are compiled once into a small tree (`compile_arguments`) and resolved per run
 (`resolve`). Resolution walks the compiled tree only, so values inserted by a reference are never
 scanned for references again.
+
+Every value a reference inserts is the reader's own: lists, dicts and tuples are copied on hand-over
+(`hand_over`), so a tool that changes its input cannot change the recorded output or what other
+steps receive. Resolution raises only `ReferenceResolutionError` (a value too deep to copy or to
+read as JSON, one that contains itself, one that cannot be written into a string).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, cast
 
+from .._errors import ReferenceResolutionError
+from .._json import MAX_DEPTH, MAX_INT_DIGITS, JSONTextError, loads
 from ._ir import MissingField
 
 __all__ = (
@@ -25,6 +33,7 @@ __all__ = (
     "Ref",
     "compile_arguments",
     "get_path",
+    "hand_over",
     "literal",
     "parse_path",
     "resolve",
@@ -127,7 +136,7 @@ class ArgumentCompiler:
         wrapped = False
         for key, value in arguments.items():
             before = self.error_count
-            c = self._compile(value)
+            c = self._compile(value, 1)
             # A value holding a reference is only known at run time; so is one whose reference is
             # broken (already reported: checking its text against the schema would add a misleading error).
             if type(c) is tuple:
@@ -147,10 +156,12 @@ class ArgumentCompiler:
         self.error_count += 1
         self.error_callback(code, message)
 
-    def _compile(self, value: Any) -> Any:
-        """A compiled node, or the literal value.
+    def _compile(self, value: Any, depth: int) -> Any:
+        """A compiled node, or the literal value (``depth``: how many containers hold ``value``).
 
         Containers are copied, so no tool ever receives (and may change) the plan's own lists and dicts.
+        A container deeper than `MAX_DEPTH` (a Python object; JSON text is bounded when parsed) is an
+        error, not a `RecursionError`.
         """
         kind = type(value)
         if kind is str or (kind is not dict and kind is not list and isinstance(value, str)):
@@ -162,11 +173,13 @@ class ArgumentCompiler:
                 return cached
             return self._string(value)
         if kind is dict or isinstance(value, dict):
+            if depth >= MAX_DEPTH:
+                return self._too_deep(value)
             mapping: dict[str, Any] = value  # (value is Any: no cast, which costs a call per use)
             items: list[Any] = [DICT]
             node = wrapped = False
             for k, v in mapping.items():
-                c = self._compile(v)
+                c = self._compile(v, depth + 1)
                 if type(c) is tuple:
                     if c[0] != LITERAL:
                         node = True
@@ -178,11 +191,13 @@ class ArgumentCompiler:
                 return tuple(items)
             return _literal_dict(items, wrapped)
         if kind is list or isinstance(value, list):
+            if depth >= MAX_DEPTH:
+                return self._too_deep(value)
             sequence: list[Any] = value
             elems: list[Any] = []
             node = wrapped = False
             for v in sequence:
-                c = self._compile(v)
+                c = self._compile(v, depth + 1)
                 if type(c) is tuple:
                     if c[0] != LITERAL:
                         node = True
@@ -195,6 +210,14 @@ class ArgumentCompiler:
             return [c[1] if type(c) is tuple else c for c in elems] if wrapped else elems
         if kind is tuple:  # a plain tuple inside a tree would read as a node
             return (LITERAL, value)
+        return value
+
+    def _too_deep(self, value: Any) -> Any:
+        self._error(
+            "invalid_arguments_json",
+            f"The arguments hold values nested deeper than {MAX_DEPTH} levels (or a value that contains "
+            f"itself). Nest values at most {MAX_DEPTH} levels deep.",
+        )
         return value
 
     def _string(self, s: str) -> Any:
@@ -290,19 +313,27 @@ _MISSING: Any = object()
 
 
 def _maybe_json(value: Any) -> Any:
-    # A tool output that is JSON text is parsed before field access.
+    # A tool output that is JSON text is parsed before field access. Text that is not JSON stays
+    # text (its fields are missing); JSON beyond toolplan's bounds raises `JSONTextError`.
     if isinstance(value, str):
         head = value.lstrip()[:1]
         if head in ("{", "["):
             try:
-                return json.loads(value)
-            except ValueError:
+                return loads(value)
+            except JSONTextError as exc:
+                if exc.exceeds_limit:
+                    raise
                 return value
     return value
 
 
 def get_path(value: Any, path: tuple[Segment, ...]) -> Any:
-    """The value at ``path`` inside ``value``, or a sentinel when a segment is missing."""
+    """The value at ``path`` inside ``value``, or a sentinel when a segment is missing.
+
+    Raises:
+        JSONTextError: a string on the way is JSON text beyond toolplan's bounds (too deep, a number
+            too long, too long a text).
+    """
     for seg in path:
         value = _maybe_json(value)
         if isinstance(value, dict):
@@ -344,7 +375,13 @@ def resolve(
     missing: MissingField = "null",
     on_missing: Callable[[Ref], None] | None = None,
 ) -> Any:
-    """Build the concrete value of a compiled tree from the outputs of finished steps."""
+    """Build the concrete value of a compiled tree from the outputs of finished steps.
+
+    Lists, dicts and tuples a reference inserts are copies (see `hand_over`).
+
+    Raises:
+        ReferenceResolutionError: a referenced value cannot be inserted (the message says why).
+    """
     return resolve_compiled(compiled, outputs, missing == "null", on_missing)
 
 
@@ -355,6 +392,9 @@ def resolve_compiled(
 
     The executor calls it once per step; keywords and the extra call of `resolve` cost more than
     resolving a typical step's arguments.
+
+    Raises:
+        ReferenceResolutionError: a referenced value cannot be inserted (the message says why).
     """
     tag = c[0]
     if tag == DICT:
@@ -366,18 +406,21 @@ def resolve_compiled(
             if type(v) is not tuple:
                 obj[k] = v
             elif v[0] == REF and not v[2]:
-                obj[k] = outputs[v[1]]  # a whole output: never missing (the step succeeded)
+                out = outputs[v[1]]  # a whole output: never missing (the step succeeded)
+                obj[k] = out if type(out) in _SHARED else hand_over(out, v)
             else:
                 obj[k] = resolve_compiled(v, outputs, null, on_missing)
         return obj
     if tag == REF:
-        path = c[2]
-        value = get_path(outputs[c[1]], path) if path else outputs[c[1]]
+        if not c[2]:
+            out = outputs[c[1]]
+            return out if type(out) in _SHARED else hand_over(out, c)
+        value = _field(c, outputs[c[1]])
         if value is _MISSING:
             if on_missing is not None:
                 on_missing(c)
             return None if null else c[3]
-        return value
+        return value if type(value) in _SHARED else hand_over(value, c)
     if tag == LITERAL:
         return c[1]
     if tag == LIST:
@@ -386,7 +429,8 @@ def resolve_compiled(
             if type(v) is not tuple:
                 seq.append(v)
             elif v[0] == REF and not v[2]:
-                seq.append(outputs[v[1]])
+                out = outputs[v[1]]
+                seq.append(out if type(out) in _SHARED else hand_over(out, v))
             else:
                 seq.append(resolve_compiled(v, outputs, null, on_missing))
         return seq
@@ -395,12 +439,139 @@ def resolve_compiled(
         if type(part) is str:
             chunks.append(part)
             continue
-        path = part[2]
-        v = get_path(outputs[part[1]], path) if path else outputs[part[1]]
+        v = _field(part, outputs[part[1]]) if part[2] else outputs[part[1]]
         if v is _MISSING:
             if on_missing is not None:
                 on_missing(part)
             chunks.append("null" if null else part[3])
+        elif type(v) is str:
+            chunks.append(v)
         else:
-            chunks.append(to_text(v))
+            try:
+                chunks.append(to_text(v))
+            except Exception as exc:  # a cycle, an int too long to print, too deep, a broken __str__
+                raise _unwritable(part, exc) from None
     return "".join(chunks)
+
+
+# Types whose values are handed over as they are: immutable, nothing inside to corrupt.
+_SHARED = frozenset({str, int, float, bool, type(None)})
+
+
+def hand_over(value: Any, ref: Ref) -> Any:
+    """``value`` (from the output ``ref`` reads) as the reader's own copy.
+
+    Lists, dicts and tuples are copied all the way down (sets and bytearrays shallowly); immutable
+    values and other objects are handed over as they are. Much cheaper than ``copy.deepcopy``.
+
+    Raises:
+        ReferenceResolutionError: the value is nested deeper than `MAX_DEPTH` levels or contains
+            itself, or copying it failed.
+    """
+    try:
+        return _copy(value, MAX_DEPTH)
+    except _TooDeep:
+        raise ReferenceResolutionError(
+            f"{ref[3]!r} cannot be resolved: the value from step {ref[1]!r} is nested deeper than {MAX_DEPTH} "
+            f"levels or contains itself. Make {ref[1]!r} return plain JSON data (objects, arrays, strings, "
+            "numbers) without cycles and less deeply nested.",
+            reference=ref[3],
+            source_step=ref[1],
+        ) from None
+    except Exception as exc:  # a custom container whose copy or iteration fails
+        raise ReferenceResolutionError(
+            f"{ref[3]!r} cannot be resolved: copying the value from step {ref[1]!r} failed "
+            f"({type(exc).__name__}: {_clip(str(exc))}). Make {ref[1]!r} return plain JSON data.",
+            reference=ref[3],
+            source_step=ref[1],
+        ) from None
+
+
+class _TooDeep(Exception):
+    pass
+
+
+def _copy(value: Any, depth: int) -> Any:
+    # A shallow copy in C, then only the items that are not immutable scalars are replaced: faster
+    # than building the container item by item in Python.
+    kind = type(value)
+    if kind is dict:
+        if not depth:
+            raise _TooDeep
+        d: dict[Any, Any] = value.copy()
+        for k, v in d.items():
+            if type(v) not in _SHARED:
+                d[k] = _copy(v, depth - 1)  # (replacing a key's value while iterating is allowed)
+        return d
+    if kind is list:
+        if not depth:
+            raise _TooDeep
+        lst: list[Any] = value.copy()
+        for i, v in enumerate(lst):
+            if type(v) not in _SHARED:
+                lst[i] = _copy(v, depth - 1)
+        return lst
+    if kind is tuple:
+        if not depth:
+            raise _TooDeep
+        tup: tuple[Any, ...] = value
+        return tuple([v if type(v) in _SHARED else _copy(v, depth - 1) for v in tup])
+    if kind in _SHARED or kind is frozenset or kind is bytes:
+        return value
+    if isinstance(value, (dict, list)):  # a subclass: keep its type, copy what it holds
+        if not depth:
+            raise _TooDeep
+        new = copy.copy(value)
+        if isinstance(new, dict):
+            for k, v in list(new.items()):
+                new[k] = _copy(v, depth - 1)
+        else:
+            new[:] = [_copy(v, depth - 1) for v in new]
+        return new
+    if isinstance(value, (set, bytearray)):
+        return copy.copy(value)
+    return value  # any other object is handed over as it is
+
+
+def _field(ref: Ref, output: Any) -> Any:
+    """The value at ``ref``'s path inside ``output`` (or the missing sentinel)."""
+    try:
+        return get_path(output, ref[2])
+    except JSONTextError as exc:
+        raise ReferenceResolutionError(
+            f"{ref[3]!r} cannot be resolved: the output of step {ref[1]!r} is JSON text that toolplan does not "
+            f"read: {exc.message}. Make {ref[1]!r} return smaller, less deeply nested data, or pass its whole "
+            f"output on as text with '$ref:{ref[1]}'.",
+            reference=ref[3],
+            source_step=ref[1],
+        ) from None
+    except Exception as exc:  # a custom mapping or sequence whose lookup fails
+        raise ReferenceResolutionError(
+            f"{ref[3]!r} cannot be resolved: reading the field from the output of step {ref[1]!r} failed "
+            f"({type(exc).__name__}: {_clip(str(exc))}). Make {ref[1]!r} return plain JSON data.",
+            reference=ref[3],
+            source_step=ref[1],
+        ) from None
+
+
+def _unwritable(ref: Ref, exc: Exception) -> ReferenceResolutionError:
+    text = str(exc)
+    if isinstance(exc, RecursionError):
+        why = "it is nested too deeply to write as text"
+    elif "Circular reference" in text:
+        why = "it contains itself"
+    elif "integer string conversion" in text:
+        why = f"it holds an integer with more than {MAX_INT_DIGITS:,} digits"
+    else:
+        why = f"writing it failed ({type(exc).__name__}: {_clip(text)})"
+    return ReferenceResolutionError(
+        f"{ref[3]!r} cannot be inserted into text: the value from step {ref[1]!r} cannot be written as JSON "
+        f"text: {why}. Insert it as a whole value (an argument that is exactly '$ref:{ref[1]}...'), or make "
+        f"{ref[1]!r} return plain JSON data.",
+        reference=ref[3],
+        source_step=ref[1],
+    )
+
+
+def _clip(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}…"
