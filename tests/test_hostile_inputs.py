@@ -760,8 +760,12 @@ FORGED_FRAMES: dict[str, str] = {
     "op-number": "raw(b'{\"op\": 5}')",
     "array": "raw(b'[1, 2]')",
     "parallel-number": 'raw(b\'{"op": "parallel", "id": 1, "calls": 5}\')',
-    "parallel-strings": 'raw(b\'{"op": "parallel", "id": 1, "calls": ["ab", "cd"]}\')',
-    "call-wrong-types": 'raw(b\'{"op": "call", "id": [], "tool": 5, "args": "x"}\')',
+    # (the code reads the host's reply, so the child never ends with unread data: see "unread-reply")
+    "parallel-strings": 'raw(b\'{"op": "parallel", "id": 1, "calls": ["ab", "cd"]}\'); channel.recv()',
+    "call-wrong-types": 'raw(b\'{"op": "call", "id": [], "tool": 5, "args": "x"}\'); channel.recv()',
+    # The child ends with the host's reply unread: closing such a socket resets the connection.
+    "unread-reply": 'raw(b\'{"op": "call", "id": 1, "tool": "t", "args": {}}\'); '
+    "import select; select.select([channel._sock], [], [], 20)",
     "done-wrong-types": 'raw(b\'{"op": "done", "error": {"a": 1}, "kind": [1]}\')',
     "ready-layers-number": 'raw(b\'{"op": "ready", "layers": 5}\')',
     "set-result-deep": "set_result(eval('[' * 5000 + ']' * 5000))",
