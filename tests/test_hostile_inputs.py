@@ -232,6 +232,33 @@ def test_binary_output_says_what_was_returned() -> None:
         assert "bytes" in error.message, error.message
 
 
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_a_tool_raising_system_exit_fails_its_step(is_async: bool) -> None:
+    """Issue 14 item 9: ``SystemExit`` from a tool (argparse, click) fails the step as an infrastructure error."""
+
+    def quit_sync() -> str:
+        raise SystemExit(2)
+
+    async def quit_async() -> str:
+        raise SystemExit(2)
+
+    quits = tool(name="quits")(quit_async if is_async else quit_sync)
+    probe = Counted()
+    plan = {
+        "steps": [
+            {"id": "q", "tool": "quits", "arguments": {}},
+            {"id": "after", "tool": "probe", "arguments": {"x": "$ref:q"}},
+            {"id": "other", "tool": "probe", "arguments": {"x": 1}},
+        ]
+    }
+    result = asyncio.run(execute_plan(plan, [quits, *probe.tools]))
+    check_result(result)
+    error = result.steps["q"].error
+    assert error is not None and error.kind == "infrastructure", error
+    assert result.steps["after"].status == "skipped"
+    assert result.steps["other"].ok
+
+
 # -- plans ----------------------------------------------------------------------------------------------
 
 
@@ -787,5 +814,25 @@ def test_forged_sandbox_frames_end_in_a_code_result(name: str) -> None:
     code = FORGE + FORGED_FRAMES[name] + "\n"
     result = asyncio.run(SubprocessRunner().run(code, call_tool=call_tool))
     strict_json(json.dumps(result.result, ensure_ascii=False, default=str))
+    if result.error is not None:
+        result.error.encode("utf-8")
+
+
+MONTY_CODE: dict[str, str] = {
+    "set-result-deep-5000": "v = []\nfor _ in range(5000):\n    v = [v]\nset_result(v)\n",
+    "call-tool-deep-5000": "v = []\nfor _ in range(5000):\n    v = [v]\ncall_tool('t', {'x': v})\n",
+}
+
+
+@pytest.mark.parametrize("name", list(MONTY_CODE))
+def test_deep_values_from_monty_code_end_in_a_code_result(name: str) -> None:
+    """Issue 14 item 4: a few lines of model code make a failed code result, not an exception."""
+    pytest.importorskip("pydantic_monty")
+    from toolplan.sandbox import MontyRunner
+
+    async def call_tool(tool_name: str, args: dict[str, Any]) -> Any:
+        return None
+
+    result = asyncio.run(MontyRunner().run(MONTY_CODE[name], call_tool=call_tool))
     if result.error is not None:
         result.error.encode("utf-8")
