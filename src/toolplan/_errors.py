@@ -193,7 +193,8 @@ class UnknownToolError(ToolError):
 
     def __init__(self, name: str, known: Sequence[str]) -> None:
         listing = ", ".join(sorted(known)) or "(none)"
-        super().__init__(f"Unknown tool {name!r}. Known tools: {listing}.", tool=name)
+        shown = repr(name) if len(name) <= 100 else f"{name[:80]!r}… ({len(name)} characters)"  # the model's text
+        super().__init__(f"Unknown tool {shown}. Known tools: {listing}.", tool=name)
 
 
 class RunError(ToolplanError):

@@ -147,7 +147,7 @@ class Probe:
     finished: PlanResult | None = None  # from PlanFinished
     on_entry: Callable[[], None] | None = None
 
-    def tools(self) -> list[FunctionTool]:
+    def tools(self) -> list[FunctionTool[Any]]:
         return [tool(name=f"t{k}", concurrency=self.sc.tool_limits[k])(self._body(k)) for k in range(N_TOOLS)]
 
     def _body(self, k: int) -> Callable[..., Any]:

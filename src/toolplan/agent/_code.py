@@ -122,7 +122,7 @@ class CodeTool:
             raise ToolError("execute_code needs a non-empty 'code' string with the Python to run.", tool=CODE_TOOL_NAME)
         run = PlanRun(
             None,
-            invoker.child(self.run_limits.budget),
+            invoker.with_budget(self.run_limits.budget),
             limits=self.run_limits,
             expires=expires,
             expires_note="the agent run's deadline",

@@ -227,7 +227,9 @@ class _MetaTool:
         limits = self.limits
         compiled = compile_plan(plan, self.registry, dialect=self._dialect, max_steps=limits.max_steps)
         # Inside an agent run, the run's invoker: its budget binds, and so does this tool's own.
-        invoker = ToolInvoker.for_limits(self.registry, limits) if invoker is None else invoker.child(limits.budget)
+        invoker = (
+            ToolInvoker.for_limits(self.registry, limits) if invoker is None else invoker.with_budget(limits.budget)
+        )
         run = PlanRun(
             compiled,
             invoker,

@@ -27,7 +27,7 @@ class StreamedPlan:
         """Start an empty run in ``tg`` that shares the agent run's invoker."""
         plan = StreamingPlan(
             tool.registry,
-            ctx.invoker.child(tool.limits.budget),
+            ctx.invoker.with_budget(tool.limits.budget),
             limits=tool.limits,
             expires=ctx.expires,
             expires_note="the agent run's deadline",

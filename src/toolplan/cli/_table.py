@@ -16,7 +16,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from .._json import dumps
+from .._json import dumps, encodable
 from ..execute import StepStatus
 
 __all__ = ("DETAIL_LIMIT", "NAME_LIMIT", "STATUS_STYLES", "Layout", "StepRow", "fit", "short", "steps_table")
@@ -41,7 +41,7 @@ _DETAIL_HEADER, _DETAIL_HEADER_SHORT = "output / error", "output"
 
 def short(value: Any, limit: int = 60) -> str:
     """A value as compact one-line text, cut to ``limit`` characters."""
-    text = value if isinstance(value, str) else dumps(value)
+    text = encodable(value) if isinstance(value, str) else dumps(value)
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 

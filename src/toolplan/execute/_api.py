@@ -43,7 +43,9 @@ def prepare(
     limits = RunLimits.of(limits, step_timeout=step_timeout, budget=budget, max_steps=max_steps)
     registry = ToolRegistry.of(tools)
     compiled = compile_plan(plan, registry, dialect=dialect, max_steps=limits.max_steps)
-    return compiled, ToolInvoker.for_limits(registry, limits, backend=backend)
+    invoker = ToolInvoker.for_limits(registry, limits, backend=backend)
+    invoker.exclusive = True  # the run of this plan is the only user of its ledger
+    return compiled, invoker
 
 
 async def execute_compiled(

@@ -135,6 +135,7 @@ class ToolInvoker:
         "_on_linger",
         "backend",
         "default_timeout",
+        "exclusive",
         "meter",
         "registry",
         "tool_limits",
@@ -157,6 +158,8 @@ class ToolInvoker:
         self._entries: dict[str, _Entry] = {}
         self._lingering: dict[RawCall, Future[Any]] = {}
         self._on_linger = self._linger  # one bound method, reused by every call
+        # Made for one plan run only (`prepare`): that run may use it as its own ledger.
+        self.exclusive = False
 
     @classmethod
     def for_limits(cls, registry: ToolRegistry, limits: RunLimits, *, backend: Backend | None = None) -> ToolInvoker:
@@ -168,6 +171,21 @@ class ToolInvoker:
             tool_limits=limits.tool_concurrency,
             backend=backend,
         )
+
+    def for_plan(self) -> ToolInvoker:
+        """The invoker a plan run charges: this one if it was made for that run alone, else a `child`.
+
+        An invoker shared by several runs (an agent run's) keeps its own ledger; each plan gets a
+        child so that the plan's own budget binds that plan only.
+        """
+        if self.exclusive:
+            self.exclusive = False
+            return self
+        return self.child()
+
+    def with_budget(self, budget: Budget) -> ToolInvoker:
+        """This invoker, or a `child` bound by ``budget`` too when it sets a limit."""
+        return self if budget.unlimited else self.child(budget)
 
     def child(self, budget: Budget | None = None) -> ToolInvoker:
         """An invoker for one plan of this run.
@@ -181,6 +199,7 @@ class ToolInvoker:
         child.default_timeout = self.default_timeout
         child.tool_limits = self.tool_limits
         child.backend = self.backend
+        child.exclusive = False
         child._entries = self._entries  # shared: the tools' concurrency slots are the run's
         child._lingering = self._lingering
         child._on_linger = self._on_linger

@@ -82,10 +82,24 @@ class RunLimits:
             raise UserError(f"limits must be a toolplan.RunLimits, got {type(limits).__name__}.")
         if not given:
             return base
+        # Entry points build limits on every call (a plan of ten steps pays for it ten times less
+        # than it costs): the same options on the same base give the same frozen object.
+        try:
+            key: Any = (id(base), tuple((k, type(v), v) for k, v in given.items()))
+            cached = _OF_CACHE.get(key)
+        except TypeError:  # an unhashable value (a budget): build it
+            key, cached = None, None
+        if cached is not None and cached[0] is base:  # the cache holds base: its id is not reused
+            return cached[1]
         unknown = sorted(set(given) - set(cls.__dataclass_fields__))
         if unknown:
             raise UserError(f"Unknown limit {unknown[0]!r}. Known limits: {', '.join(cls.__dataclass_fields__)}.")
-        return replace(base, **given)
+        made = replace(base, **given)
+        if key is not None:
+            if len(_OF_CACHE) >= 256:
+                _OF_CACHE.clear()
+            _OF_CACHE[key] = (base, made)
+        return made
 
     @property
     def run_deadline(self) -> float | None:
@@ -126,3 +140,4 @@ def _seconds(name: str, value: Any, *, zero: bool = False, unit: str = " seconds
 
 
 DEFAULT_LIMITS = RunLimits()
+_OF_CACHE: dict[Any, tuple[RunLimits, RunLimits]] = {}

@@ -57,7 +57,7 @@ class PlanRun:
         on_event: EventHandler | None = None,
     ) -> None:
         self.compiled = compiled
-        self.invoker = invoker.child(None)  # this plan's ledger: its own budget arrives with the plan
+        self.invoker = invoker.for_plan()  # this plan's ledger: its own budget arrives with the plan
         self.limits = limits
         self.on_event = on_event
         self.missing_field: MissingField = "null"
@@ -193,8 +193,9 @@ class PlanRun:
         if self.compiled is not None:
             if self.on_event is not None:
                 self.emit(PlanStarted(run_id=self.run_id, steps=self.compiled.plan.step_ids, at=start))
-            for cs in self.compiled.steps.values():
-                self.add(cs)
+            for sid, cs in self.compiled.steps.items():
+                if sid not in self.steps:  # a streamed plan may have been sealed before the run began
+                    self.add(cs)
         elif self.on_event is not None:
             self.emit(PlanStarted(run_id=self.run_id, steps=(), at=start))
         loop = asyncio.get_running_loop()
@@ -421,11 +422,14 @@ class PlanRun:
             forced = forced or "cancelled"
         plan = compiled.plan
         steps = {sid: self.results[sid] for sid in compiled.steps}
+        outputs = plan.outputs
+        if forced is not None:  # an aborted run may lack some output steps
+            outputs = tuple(o for o in outputs if o in steps)
         status: PlanStatus = forced or ("succeeded" if all(r.ok for r in steps.values()) else "failed")
         result = _new_plan_result(
             status=status,
             steps=steps,
-            output_steps=tuple(o for o in plan.outputs if o in steps),
+            output_steps=outputs,
             run_id=self.run_id,
             dialect=plan.dialect,
             started_at=start,

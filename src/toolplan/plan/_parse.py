@@ -19,7 +19,8 @@ from ._ir import Budget, Dialect, FailureMode, Fallback, Plan, Step
 
 __all__ = ("BATCH_MAX_STEPS", "ID_RE", "MAX_STEP_RETRY", "check_plan_fields", "detect_dialect", "parse_source")
 
-ID_RE = re.compile(r"\A[A-Za-z0-9_-]+\Z")  # \Z, not $: "$" also matches before a final newline
+MAX_ID_CHARS = 100
+ID_RE = re.compile(rf"\A[A-Za-z0-9_-]{{1,{MAX_ID_CHARS}}}\Z")  # \Z, not $: "$" also matches before a final newline
 BATCH_MAX_STEPS = 50
 MAX_STEP_RETRY = 10  # a step's "retry": more would only repeat a failing call (and overflow the backoff)
 
@@ -218,13 +219,22 @@ def _step_id(raw: Any, index: int, issues: _Issues) -> str:
         )
         return f"#{index + 1}"
     if ID_RE.fullmatch(raw) is None:
-        issues.error("invalid_id", _id_message(raw, index), raw)
+        issues.error("invalid_id", _id_message(raw, index), _label(raw))
     return raw
+
+
+def _label(raw: str) -> str:
+    """A bad id as issues name it: bounded and encodable (it may be huge or hold lone surrogates)."""
+    text = raw.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text if len(text) <= MAX_ID_CHARS else f"{text[: MAX_ID_CHARS - 1]}…"
 
 
 def _id_message(raw: str, index: int) -> str:
     suggestion = re.sub(r"[^A-Za-z0-9_-]+", "_", raw[:64]).strip("_") or f"s{index + 1}"
-    return f"Step id {_show(raw)} may only use letters, digits, '_' and '-'. Rename it (e.g. {suggestion!r})."
+    return (
+        f"Step id {_show(raw)} may only use letters, digits, '_' and '-', at most {MAX_ID_CHARS} of them. "
+        f"Rename it (e.g. {suggestion!r})."
+    )
 
 
 def _tool_name(raw: Any, step: str, issues: _Issues) -> str:
@@ -341,7 +351,7 @@ def _failure_mode(raw: Any, default: FailureMode, issues: _Issues) -> FailureMod
         return default
     if raw in ("fail_forward", "fail_fast"):
         return cast(FailureMode, raw)
-    issues.error("invalid_field", f"'failure_mode' must be 'fail_forward' or 'fail_fast', got {raw!r}.")
+    issues.error("invalid_field", f"'failure_mode' must be 'fail_forward' or 'fail_fast', got {_show(raw)}.")
     return default
 
 

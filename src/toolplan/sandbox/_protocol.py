@@ -70,10 +70,14 @@ async def read_frame(reader: asyncio.StreamReader, max_bytes: int) -> Frame | No
         if exc.partial:
             raise TruncatedFrame(len(exc.partial), HEADER.size) from None
         return None
+    except ConnectionError:  # the child closed its end with our reply unread: it has ended
+        return None
     if size > max_bytes:
         raise MessageTooLarge(size)
     try:
         body = await reader.readexactly(size)
     except asyncio.IncompleteReadError as exc:
         raise TruncatedFrame(len(exc.partial), size) from None
+    except ConnectionError:
+        raise TruncatedFrame(0, size) from None
     return parse_frame(body)

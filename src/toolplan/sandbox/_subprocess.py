@@ -263,8 +263,11 @@ class _Run:
     async def _send_bytes(self, data: bytes) -> None:
         assert self.writer is not None
         async with self.write_lock:
-            self.writer.write(data)
-            await self.writer.drain()
+            try:
+                self.writer.write(data)
+                await self.writer.drain()
+            except ConnectionError:
+                pass  # the child has gone: how it ended is reported from its exit, not from here
 
     async def _serve(self, reader: asyncio.StreamReader, tg: asyncio.TaskGroup) -> None:
         max_bytes = self.limits.max_message_bytes
