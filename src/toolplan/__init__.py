@@ -11,6 +11,7 @@ from ._errors import ModelConnectionError as ModelConnectionError
 from ._errors import ModelFacingError as ModelFacingError
 from ._errors import ModelHTTPError as ModelHTTPError
 from ._errors import OptionalDependencyError as OptionalDependencyError
+from ._errors import OutputValidationError as OutputValidationError
 from ._errors import PlanIssue as PlanIssue
 from ._errors import PlanValidationError as PlanValidationError
 from ._errors import RunError as RunError
@@ -21,6 +22,7 @@ from ._errors import ToolplanError as ToolplanError
 from ._errors import ToolTimeoutError as ToolTimeoutError
 from ._errors import UnexpectedModelBehavior as UnexpectedModelBehavior
 from ._errors import UnknownToolError as UnknownToolError
+from ._errors import UsageLimitExceeded as UsageLimitExceeded
 from ._errors import UserError as UserError
 from ._version import __version__ as __version__
 from .agent import Agent as Agent
@@ -53,6 +55,7 @@ from .tools import ToolDefinition as ToolDefinition
 from .tools import ToolRegistry as ToolRegistry
 from .tools import ToolResult as ToolResult
 from .tools import tool as tool
+from .tools._context import RunContext as RunContext  # private path until toolplan.tools re-exports it
 
 __all__ = (
     "Agent",
@@ -69,11 +72,13 @@ __all__ = (
     "ModelHTTPError",
     "NativeExecutor",
     "OptionalDependencyError",
+    "OutputValidationError",
     "Plan",
     "PlanIssue",
     "PlanResult",
     "PlanTool",
     "PlanValidationError",
+    "RunContext",
     "RunError",
     "RunLimits",
     "SandboxError",
@@ -92,6 +97,7 @@ __all__ = (
     "ToolplanError",
     "UnexpectedModelBehavior",
     "UnknownToolError",
+    "UsageLimitExceeded",
     "UserError",
     "ValidationReport",
     "__version__",
