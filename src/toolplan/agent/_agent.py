@@ -413,7 +413,7 @@ class Agent(Generic[DepsT, OutputT]):
                             plan.abort("Cancelled: the agent run's limits were reached.")
                         result = self._stopped(run, "usage_limit", *limit, "")
                         break
-                run.calls += len(tool_calls)
+                run.calls += len(rest)  # the final answer is not a tool call
                 done = await self._execute(executor, rest, streamed, ctx) if rest else []
                 replies = {m.tool_call_id: m for m in done}
                 value: Any = _MISSING
