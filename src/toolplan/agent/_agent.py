@@ -411,7 +411,7 @@ class Agent(Generic[DepsT, OutputT]):
                     if limit is not None:
                         for plan in streamed.values():
                             plan.abort("Cancelled: the agent run's limits were reached.")
-                        result = self._stopped(run, "usage_limit", *limit, "")
+                        result = self._stopped(run, "usage_limit", *limit)
                         break
                 run.calls += len(rest)  # the final answer is not a tool call
                 done = await self._execute(executor, rest, streamed, ctx) if rest else []
@@ -428,16 +428,12 @@ class Agent(Generic[DepsT, OutputT]):
                 if final:
                     self._retry_output(run, failure)
         else:
-            last_text = next(
-                (m.content for m in reversed(messages) if isinstance(m, AssistantMessage) and m.content), ""
-            )
             result = self._stopped(
                 run,
                 "max_iterations",
                 "max_iterations",
                 f"The run stopped after max_iterations={self.max_iterations} model requests without a final "
                 "answer. Raise max_iterations, or give the agent tool planning so it needs fewer round-trips.",
-                last_text,
             )
         assert result is not None
         if emit is not None:
@@ -471,14 +467,11 @@ class Agent(Generic[DepsT, OutputT]):
             )
         return None
 
-    def _stopped(
-        self, run: _RunState, status: RunStatus, limit: str, message: str, last_text: str
-    ) -> AgentResult[OutputT]:
+    def _stopped(self, run: _RunState, status: RunStatus, limit: str, message: str) -> AgentResult[OutputT]:
         """The partial result of a run stopped at ``limit``; raised in `UsageLimitExceeded` unless on_limit='return'."""
-        if not last_text:
-            last_text = next(
-                (m.content for m in reversed(run.messages) if isinstance(m, AssistantMessage) and m.content), ""
-            )
+        last_text = next(
+            (m.content for m in reversed(run.messages) if isinstance(m, AssistantMessage) and m.content), ""
+        )
         output: Any = last_text if self._output is None else None
         partial: AgentResult[OutputT] = run.result(output, status, error=message)
         if self.on_limit == "return":
