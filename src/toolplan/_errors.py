@@ -220,7 +220,8 @@ class UsageLimitExceeded(RunError):
     tool calls after the run's deadline has passed or its budget (``max_tool_calls``, ``max_cost``)
     is spent. ``limit`` names the limit; ``result`` is the partial `AgentResult` (the conversation,
     usage, plan results so far; its ``output`` is the last text, or None for a structured output).
-    ``Agent(..., on_limit="return")`` returns that result instead of raising.
+    ``Agent(..., on_limit="return")`` keeps the earlier behaviour instead: calls past the deadline or
+    budget are refused (the model is told) and ``max_iterations`` ends the run with a status.
     """
 
     code = "usage_limit_exceeded"

@@ -96,11 +96,13 @@ async def test_more_calls_after_the_deadline_raise() -> None:
     assert reply.is_error  # the first call was ended by the deadline and the model was told
 
 
-def test_on_limit_return_also_stops_a_run_past_its_budget() -> None:
-    model = ScriptedModel([ping_call(1), ping_call(2)])
+def test_on_limit_return_keeps_refusing_calls_past_the_budget_as_before() -> None:
+    model = ScriptedModel([ping_call(1), ping_call(2), "done"])
     agent = Agent(model, tools=[ping], budget=Budget(max_tool_calls=1), on_limit="return")
     result = agent.run_sync("loop")
-    assert result.status == "usage_limit" and result.error is not None and "max_tool_calls=1" in result.error
+    assert result.status == "completed" and result.output == "done"
+    refused = [m for m in result.messages if isinstance(m, ToolReturnMessage)][1]
+    assert refused.is_error and "Budget exhausted" in refused.content
 
 
 async def test_run_stream_raises_at_the_limit_without_a_finished_event() -> None:

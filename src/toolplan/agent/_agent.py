@@ -95,8 +95,9 @@ class Agent(Generic[DepsT, OutputT]):
             with the problems before the run raises `OutputValidationError`.
         on_limit: ``"raise"`` (default): a run that stops at ``max_iterations``, or because the
             model asks for tools after the deadline or budget ran out, raises `UsageLimitExceeded`
-            carrying the partial result; ``"return"``: the run returns that result (its ``status``
-            says why), for ``output_type=str`` only.
+            carrying the partial result. ``"return"`` (``output_type=str`` only) keeps the earlier
+            behaviour: calls past the deadline or budget are refused and the model is told, and a
+            run reaching ``max_iterations`` returns its result with ``status="max_iterations"``.
     """
 
     def __init__(
@@ -406,7 +407,7 @@ class Agent(Generic[DepsT, OutputT]):
                         continue
                 final = [c for c in tool_calls if c.name == OUTPUT_TOOL_NAME] if output is not None else []
                 rest = [c for c in tool_calls if c.name != OUTPUT_TOOL_NAME] if final else list(tool_calls)
-                if rest:
+                if rest and self.on_limit == "raise":  # "return": refused calls are reported, as before
                     limit = self._usage_limit(ctx)
                     if limit is not None:
                         for plan in streamed.values():

@@ -24,9 +24,10 @@ class AgentResult(Generic[OutputT]):
             validated value. A run that stops at a limit raises `toolplan.UsageLimitExceeded`, whose
             ``result`` is the partial result: its ``output`` is the last text the model wrote ("" if
             none), or None for a structured ``output_type``.
-        status: ``"completed"`` when the model answered; in a partial result, ``"max_iterations"``
-            (the run made ``max_iterations`` model requests) or ``"usage_limit"`` (the model asked
-            for tools after the run's deadline or budget ran out), or ``"output_invalid"`` (in
+        status: ``"completed"`` when the model answered. In a partial result (the ``result`` of
+            `toolplan.UsageLimitExceeded`, or what ``on_limit="return"`` returns): ``"max_iterations"``
+            (the run made ``max_iterations`` model requests), ``"usage_limit"`` (the model asked for
+            tools after the run's deadline or budget ran out) or ``"output_invalid"`` (in
             `toolplan.OutputValidationError`); ``error`` then says what to do.
         messages: The whole conversation, system prompt first.
         usage: Requests and tokens over the run.
