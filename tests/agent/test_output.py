@@ -145,3 +145,19 @@ def test_misuse_is_a_clear_user_error() -> None:
 
     with pytest.raises(UserError, match="has no JSON Schema"):
         Agent(TestModel(), output_type=Opaque)
+
+
+def test_hostile_answers_get_a_bounded_message() -> None:
+    huge = "9" * 5000  # an integer Python refuses to turn back into text
+    many = {"name": "x" * 10_000, "population": "lots"}
+    model = ScriptedModel(
+        [
+            AssistantMessage(tool_calls=(ToolCall(id="1", name=OUTPUT_TOOL_NAME, arguments=f'{{"name": {huge}}}'),)),
+            final(many, call_id="2"),
+            final({"name": "ok", "population": 1}, call_id="3"),
+        ]
+    )
+    result = Agent(model, output_type=City, output_retries=2).run_sync("go")
+    assert result.output == City(name="ok", population=1)
+    problems = [m.content for m in result.messages if isinstance(m, ToolReturnMessage) and m.is_error]
+    assert len(problems) == 2 and all(len(p) < 600 for p in problems)

@@ -8,7 +8,6 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
 from types import NoneType
 from typing import TYPE_CHECKING, Any, Generic, Literal, Self, cast, get_origin
 
@@ -31,7 +30,6 @@ from ..models import (
     ToolCallArgsDelta,
     ToolCallStarted,
     ToolReturnMessage,
-    Usage,
     UserMessage,
     infer_model,
 )
@@ -40,8 +38,9 @@ from ..tools import ToolDefinition, ToolRegistry, ToolsLike
 from ._events import AgentEvent, ModelRequestStarted, PlanStreamStarted, RunFinished
 from ._executors import ExecutionStrategy, ToolCallExecutor, TurnContext, create_executor
 from ._metatools import PLAN_TOOL_NAME, MetaTool, PlanTool, planning_instructions
-from ._output import OUTPUT_TOOL_NAME, OutputSpec, OutputValidationFailed
+from ._output import MISSING, OUTPUT_TOOL_NAME, OutputSpec, OutputValidationFailed, final_result, type_name
 from ._result import AgentResult, RunStatus
+from ._run_state import RunState, usage_limit
 from ._streaming import StreamedPlan
 
 if TYPE_CHECKING:
@@ -382,7 +381,7 @@ class Agent(Generic[DepsT, OutputT]):
         )
         executor = create_executor(self, self.strategy)
         output = self._output
-        run = _RunState(messages=messages, ctx=ctx, model_name=self.model.name, new_from=new_from)
+        run = RunState(messages=messages, ctx=ctx, model_name=self.model.name, new_from=new_from)
         result: AgentResult[OutputT] | None = None
         for iteration in range(1, self.max_iterations + 1):
             if emit is not None:
@@ -408,7 +407,7 @@ class Agent(Generic[DepsT, OutputT]):
                 final = [c for c in tool_calls if c.name == OUTPUT_TOOL_NAME] if output is not None else []
                 rest = [c for c in tool_calls if c.name != OUTPUT_TOOL_NAME] if final else list(tool_calls)
                 if rest and self.on_limit == "raise":  # "return": refused calls are reported, as before
-                    limit = self._usage_limit(ctx)
+                    limit = usage_limit(ctx, self.limits.run_deadline)
                     if limit is not None:
                         for plan in streamed.values():
                             plan.abort("Cancelled: the agent run's limits were reached.")
@@ -417,13 +416,13 @@ class Agent(Generic[DepsT, OutputT]):
                 run.calls += len(rest)  # the final answer is not a tool call
                 done = await self._execute(executor, rest, streamed, ctx) if rest else []
                 replies = {m.tool_call_id: m for m in done}
-                value: Any = _MISSING
+                value: Any = MISSING
                 if final:
                     assert output is not None
-                    value, final_replies, failure = _final_result(output, final)
+                    value, final_replies, failure = final_result(output, final)
                     replies.update(final_replies)
                 messages.extend(replies[c.id] for c in tool_calls if c.id in replies)
-                if value is not _MISSING:
+                if value is not MISSING:
                     result = run.result(value, "completed")
                     break
                 if final:
@@ -441,34 +440,7 @@ class Agent(Generic[DepsT, OutputT]):
             emit(RunFinished(result=result))
         return result
 
-    def _usage_limit(self, ctx: TurnContext) -> tuple[str, str] | None:
-        """``(limit, message)`` when the run may not make more tool calls: deadline passed, budget spent."""
-        if ctx.expires is not None and time.monotonic() >= ctx.expires:
-            return (
-                "deadline",
-                f"The model asked for more tool calls after the agent run's deadline "
-                f"({self.limits.run_deadline:g} s) had passed. Raise deadline (or budget.max_latency), or ask "
-                "the model in the instructions to answer sooner.",
-            )
-        meter = ctx.invoker.meter
-        budget = meter.budget
-        if budget.max_tool_calls is not None and meter.calls >= budget.max_tool_calls:
-            return (
-                "max_tool_calls",
-                f"The model asked for more tool calls after the run's budget of max_tool_calls="
-                f"{budget.max_tool_calls} was spent. Raise budget.max_tool_calls, or ask the model in the "
-                "instructions to answer with fewer calls (a plan needs fewer round-trips).",
-            )
-        if budget.max_cost is not None and meter.cost >= budget.max_cost:
-            return (
-                "max_cost",
-                f"The model asked for more tool calls after the run's budget of max_cost={budget.max_cost:g} "
-                f"was spent ({meter.cost:g}). Raise budget.max_cost, or ask the model in the instructions to "
-                "answer with fewer calls.",
-            )
-        return None
-
-    def _stopped(self, run: _RunState, status: RunStatus, limit: str, message: str) -> AgentResult[OutputT]:
+    def _stopped(self, run: RunState, status: RunStatus, limit: str, message: str) -> AgentResult[OutputT]:
         """The partial result of a run stopped at ``limit``; raised in `UsageLimitExceeded` unless on_limit='return'."""
         last_text = next(
             (m.content for m in reversed(run.messages) if isinstance(m, AssistantMessage) and m.content), ""
@@ -481,13 +453,13 @@ class Agent(Generic[DepsT, OutputT]):
         error.result = partial
         raise error
 
-    def _retry_output(self, run: _RunState, failure: OutputValidationFailed | None) -> None:
+    def _retry_output(self, run: RunState, failure: OutputValidationFailed | None) -> None:
         """Count one answer that did not validate; raise once ``output_retries`` are used up."""
         run.output_failures += 1
         if run.output_failures > self.output_retries:
             detail = failure.message if failure is not None else ""
             error = OutputValidationError(
-                f"The model's final answer did not validate as {_type_name(self.output_type)} after "
+                f"The model's final answer did not validate as {type_name(self.output_type)} after "
                 f"{self.output_retries} retr{'y' if self.output_retries == 1 else 'ies'}. Last problem: {detail} "
                 "Raise output_retries, simplify output_type, or describe the expected answer in the instructions."
             )
@@ -558,63 +530,9 @@ class Agent(Generic[DepsT, OutputT]):
         return response, by_id
 
 
-_MISSING: Any = object()  # no final result yet
-
-
-@dataclass(slots=True, kw_only=True)
-class _RunState:
-    """What one run has gathered so far, to build its result (final or partial) from."""
-
-    messages: list[ModelMessage]
-    ctx: TurnContext
-    model_name: str
-    new_from: int
-    usage: Usage = field(default_factory=Usage)
-    calls: int = 0
-    output_failures: int = 0
-
-    def result(self, output: Any, status: RunStatus, *, error: str | None = None) -> AgentResult[Any]:
-        return AgentResult(
-            output=output,
-            status=status,
-            messages=tuple(self.messages),
-            usage=self.usage,
-            plan_results=tuple(self.ctx.plan_results),
-            tool_calls=self.calls,
-            model_name=self.model_name,
-            new_message_index=self.new_from,
-            error=error,
-        )
-
-
-def _final_result(
-    output: OutputSpec[Any], calls: Sequence[ToolCall]
-) -> tuple[Any, dict[str, ToolReturnMessage], OutputValidationFailed | None]:
-    """The value of the first valid ``final_result`` call (or `_MISSING`), a reply per call, the last problem."""
-    value: Any = _MISSING
-    failure: OutputValidationFailed | None = None
-    replies: dict[str, ToolReturnMessage] = {}
-    for call in calls:
-        if value is not _MISSING:
-            content, is_error = "Not used: this turn already gave a valid final result.", False
-        else:
-            try:
-                value = output.from_call(call)
-                content, is_error = "Final result received.", False
-            except OutputValidationFailed as exc:
-                failure = exc
-                content, is_error = f"Error: {exc.message}", True
-        replies[call.id] = ToolReturnMessage(tool_call_id=call.id, name=call.name, content=content, is_error=is_error)
-    return value, replies, failure
-
-
 def _is_type(value: object) -> bool:
     """A class, or a generic alias of one (``list[int]``)."""
     return isinstance(value, type) or get_origin(value) is not None
-
-
-def _type_name(tp: Any) -> str:
-    return tp.__qualname__ if isinstance(tp, type) else repr(tp)
 
 
 class AgentStream(Generic[DepsT, OutputT]):

@@ -12,19 +12,21 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Any, Generic, TypeVar, cast
 
 import pydantic
 from pydantic import TypeAdapter, create_model
 
 from .._errors import UserError
-from ..models import ToolCall
+from ..models import ToolCall, ToolReturnMessage
 from ..tools import ToolDefinition
 from ..tools._function import _strip_titles  # private: the tools' schema clean-up (titles cost tokens)
 
-__all__ = ("OUTPUT_TOOL_NAME", "OutputSpec", "OutputValidationFailed")
+__all__ = ("MISSING", "OUTPUT_TOOL_NAME", "OutputSpec", "OutputValidationFailed", "final_result", "type_name")
 
 OUTPUT_TOOL_NAME = "final_result"
+MISSING: Any = object()  # no final result (yet)
 OutputT = TypeVar("OutputT")
 
 _MAX_PROBLEMS = 10  # problems listed back to the model (the count says if there were more)
@@ -111,8 +113,35 @@ def _problems(exc: pydantic.ValidationError) -> str:
 
 
 def _clip(value: Any) -> str:
+    # The value is the model's (hostile input): a huge integer or deep nesting must not break the message.
     try:
         text = json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        text = repr(value)
+    except (TypeError, ValueError, RecursionError):
+        text = f"a {type(value).__name__}"
     return text if len(text) <= _MAX_INPUT_CHARS else f"{text[:_MAX_INPUT_CHARS]}..."
+
+
+def final_result(
+    output: OutputSpec[Any], calls: Sequence[ToolCall]
+) -> tuple[Any, dict[str, ToolReturnMessage], OutputValidationFailed | None]:
+    """The value of the first valid ``final_result`` call (or `MISSING`), a reply per call, the last problem."""
+    value: Any = MISSING
+    failure: OutputValidationFailed | None = None
+    replies: dict[str, ToolReturnMessage] = {}
+    for call in calls:
+        if value is not MISSING:
+            content, is_error = "Not used: this turn already gave a valid final result.", False
+        else:
+            try:
+                value = output.from_call(call)
+                content, is_error = "Final result received.", False
+            except OutputValidationFailed as exc:
+                failure = exc
+                content, is_error = f"Error: {exc.message}", True
+        replies[call.id] = ToolReturnMessage(tool_call_id=call.id, name=call.name, content=content, is_error=is_error)
+    return value, replies, failure
+
+
+def type_name(tp: Any) -> str:
+    """A type's name for messages: ``City``, ``list[int]``."""
+    return tp.__qualname__ if isinstance(tp, type) else repr(tp)
