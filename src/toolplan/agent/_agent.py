@@ -590,7 +590,11 @@ async def run(
     tool_planning: bool = False,
     instructions: str = "",
 ) -> AgentResult:
-    """Run a one-off agent on ``task`` and return its result."""
+    """Run a one-off agent on ``task`` and return its result.
+
+    Raises `toolplan.UsageLimitExceeded` (with the partial result) when the run stops at
+    ``max_iterations`` or at its budget before the model answers; build an `Agent` for more options.
+    """
     agent = Agent(
         model, tools=tools, max_iterations=max_iterations, tool_planning=tool_planning, instructions=instructions
     )
