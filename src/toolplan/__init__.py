@@ -11,6 +11,7 @@ from ._errors import ModelConnectionError as ModelConnectionError
 from ._errors import ModelFacingError as ModelFacingError
 from ._errors import ModelHTTPError as ModelHTTPError
 from ._errors import OptionalDependencyError as OptionalDependencyError
+from ._errors import OutputValidationError as OutputValidationError
 from ._errors import PlanIssue as PlanIssue
 from ._errors import PlanValidationError as PlanValidationError
 from ._errors import ReferenceResolutionError as ReferenceResolutionError
@@ -22,6 +23,7 @@ from ._errors import ToolplanError as ToolplanError
 from ._errors import ToolTimeoutError as ToolTimeoutError
 from ._errors import UnexpectedModelBehavior as UnexpectedModelBehavior
 from ._errors import UnknownToolError as UnknownToolError
+from ._errors import UsageLimitExceeded as UsageLimitExceeded
 from ._errors import UserError as UserError
 from ._version import __version__ as __version__
 from .agent import Agent as Agent
@@ -48,6 +50,7 @@ from .plan import ValidationReport as ValidationReport
 from .plan import parse_plan as parse_plan
 from .plan import validate_plan as validate_plan
 from .tools import FunctionTool as FunctionTool
+from .tools import RunContext as RunContext
 from .tools import Tool as Tool
 from .tools import ToolAnnotations as ToolAnnotations
 from .tools import ToolDefinition as ToolDefinition
@@ -70,12 +73,14 @@ __all__ = (
     "ModelHTTPError",
     "NativeExecutor",
     "OptionalDependencyError",
+    "OutputValidationError",
     "Plan",
     "PlanIssue",
     "PlanResult",
     "PlanTool",
     "PlanValidationError",
     "ReferenceResolutionError",
+    "RunContext",
     "RunError",
     "RunLimits",
     "SandboxError",
@@ -94,6 +99,7 @@ __all__ = (
     "ToolplanError",
     "UnexpectedModelBehavior",
     "UnknownToolError",
+    "UsageLimitExceeded",
     "UserError",
     "ValidationReport",
     "__version__",

@@ -10,14 +10,24 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import Any
 
 from ._errors import UserError
 from ._records import fast_init
 
-__all__ = ("CallContext", "RawCall", "current_call", "current_call_or_none", "linger_hook", "raw_call")
+__all__ = (
+    "CallContext",
+    "RawCall",
+    "current_call",
+    "current_call_or_none",
+    "linger_hook",
+    "raw_call",
+    "reset_run_deps",
+    "run_deps",
+    "set_run_deps",
+)
 
 
 @fast_init
@@ -107,3 +117,24 @@ def current_call() -> CallContext:
 def current_call_or_none() -> CallContext | None:
     """The `CallContext` of the tool call running now, or None outside one."""
     return None if _CURRENT.get() is None else current_call()
+
+
+# The dependencies of the agent run in progress (``agent.run(..., deps=...)``). The agent sets it for
+# the length of a run; tasks and the tool threads copy the context, so every tool call of the run
+# (direct, in a plan, a streamed plan or code mode) sees it. None outside an agent run.
+_DEPS: ContextVar[Any] = ContextVar("toolplan_run_deps", default=None)
+
+
+def run_deps() -> Any:
+    """The dependencies of the agent run in progress, or None outside one (or when none were given)."""
+    return _DEPS.get()
+
+
+def set_run_deps(deps: Any) -> Token[Any]:
+    """Make ``deps`` the run's dependencies in the current context; `reset_run_deps` undoes it."""
+    return _DEPS.set(deps)
+
+
+def reset_run_deps(token: Token[Any]) -> None:
+    """Restore the dependencies that were in place before `set_run_deps` returned ``token``."""
+    _DEPS.reset(token)

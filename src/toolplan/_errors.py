@@ -14,10 +14,12 @@ ToolplanError                      root; every error toolplan raises on purpose
     ├── ToolOutputError            a tool returned output that cannot become JSON data (binary bytes)
     ├── ToolTimeoutError           a tool call exceeded its timeout
     ├── LimitExceededError         a limit or budget was exhausted (max calls, cost, deadline)
+    ├── UsageLimitExceeded         an agent run hit max_iterations, its deadline or budget; `.result` is what it got
     ├── ModelHTTPError             a model provider answered with an error status
     │   └── ModelAuthError         the provider rejected the credentials (never retried)
     ├── ModelConnectionError       the provider could not be reached or timed out
     ├── UnexpectedModelBehavior    a model (or test model) did something the run cannot continue with
+    │   └── OutputValidationError  the final answer did not match output_type, output_retries times
     └── SandboxError               a code runner failed or killed the code (the limit is named)
 ```
 
@@ -44,6 +46,7 @@ __all__ = (
     "ModelFacingError",
     "ModelHTTPError",
     "OptionalDependencyError",
+    "OutputValidationError",
     "PlanIssue",
     "PlanValidationError",
     "ReferenceResolutionError",
@@ -55,6 +58,7 @@ __all__ = (
     "ToolplanError",
     "UnexpectedModelBehavior",
     "UnknownToolError",
+    "UsageLimitExceeded",
     "UserError",
 )
 
@@ -233,6 +237,25 @@ class LimitExceededError(RunError):
         self.limit = limit
 
 
+class UsageLimitExceeded(RunError):
+    """An agent run stopped at a limit before the model gave its final answer.
+
+    Raised when the run reaches ``max_iterations`` model requests, or when the model asks for more
+    tool calls after the run's deadline has passed or its budget (``max_tool_calls``, ``max_cost``)
+    is spent. ``limit`` names the limit; ``result`` is the partial `AgentResult` (the conversation,
+    usage, plan results so far; its ``output`` is the last text, or None for a structured output).
+    ``Agent(..., on_limit="return")`` keeps the earlier behaviour instead: calls past the deadline or
+    budget are refused (the model is told) and ``max_iterations`` ends the run with a status.
+    """
+
+    code = "usage_limit_exceeded"
+    result: Any = None  # the partial AgentResult, set by the agent (this module cannot import it)
+
+    def __init__(self, message: str, *, limit: str) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+
 class ModelHTTPError(RunError):
     """A model provider answered with an error status."""
 
@@ -260,6 +283,16 @@ class UnexpectedModelBehavior(RunError):
     """A model did something the run cannot continue with (malformed output, exhausted script, ...)."""
 
     code = "unexpected_model_behavior"
+
+
+class OutputValidationError(UnexpectedModelBehavior):
+    """The model's final answer did not validate against the agent's ``output_type``, after every retry.
+
+    ``result`` is the partial `AgentResult` (its ``output`` is None; the conversation shows each try).
+    """
+
+    code = "invalid_output"
+    result: Any = None  # the partial AgentResult, set by the agent
 
 
 class SandboxError(RunError):

@@ -96,13 +96,13 @@ async def test_calls_beyond_the_per_turn_limit_are_not_run() -> None:
     assert "at most 2 run per turn" in replies[2].content
 
 
-async def test_max_iterations_ends_with_a_clear_status() -> None:
+async def test_max_iterations_ends_with_a_clear_status_when_asked_to_return() -> None:
     @tool
     def ping() -> str:
         return "pong"
 
     model = ScriptedModel([calls(("ping", {})), calls(("ping", {})), calls(("ping", {}))])
-    result = await Agent(model=model, tools=[ping], max_iterations=3).run("loop forever")
+    result = await Agent(model=model, tools=[ping], max_iterations=3, on_limit="return").run("loop forever")
     assert result.status == "max_iterations"
     assert result.error is not None and "max_iterations=3" in result.error
     assert result.usage.requests == 3

@@ -35,9 +35,11 @@ def force(name: str) -> ModelSettings:
 async def test_agent_runs_the_real_models_tool_calls(llama_server: LocalLlamaServer) -> None:
     calls.clear()
     async with llama_server.model() as model:
-        agent = Agent(model=model, tools=[get_weather], settings=force("get_weather"), max_iterations=2)
+        agent = Agent(
+            model=model, tools=[get_weather], settings=force("get_weather"), max_iterations=2, on_limit="return"
+        )
         result = await agent.run("What is the weather in Paris?")
-    assert result.status == "max_iterations"  # tool choice is forced on every turn
+    assert result.status == "max_iterations"  # tool choice is forced on every turn (on_limit="return")
     assert len(calls) == 2 and all(isinstance(c, str) for c in calls)
     replies = [m for m in result.messages if isinstance(m, ToolReturnMessage)]
     assert [m.content for m in replies] == ["sunny, 21 degrees"] * 2
@@ -49,7 +51,9 @@ async def test_streamed_tool_calls_reach_the_agent(llama_server: LocalLlamaServe
     calls.clear()
     events: list[AgentEvent] = []
     async with llama_server.model() as model:
-        agent = Agent(model=model, tools=[get_weather], settings=force("get_weather"), max_iterations=1)
+        agent = Agent(
+            model=model, tools=[get_weather], settings=force("get_weather"), max_iterations=1, on_limit="return"
+        )
         async with agent.run_stream("What is the weather in Rome?") as stream:
             async for event in stream:
                 events.append(event)
@@ -70,6 +74,7 @@ async def test_the_real_model_streams_a_plan_to_the_agent(llama_server: LocalLla
             stream_plans=True,
             settings=force("execute_tool_plan"),
             max_iterations=1,
+            on_limit="return",  # tool choice is forced: the run always ends at max_iterations
         )
         async with agent.run_stream("Get the weather in Paris and in Rome.") as stream:
             async for event in stream:

@@ -267,7 +267,7 @@ async def test_the_agent_runs_deadline_spans_turns() -> None:
             "done",
         ]
     )
-    agent = Agent(model, tools=[hang, quick], budget=Budget(max_latency=0.2))
+    agent = Agent(model, tools=[hang, quick], budget=Budget(max_latency=0.2), on_limit="return")
     result = await agent.run("go")
     replies = [m for m in result.messages if isinstance(m, ToolReturnMessage)]
     assert "deadline" in replies[0].content  # the first call ran into the run's deadline

@@ -4,12 +4,21 @@ import inspect
 import json
 import pickle
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from pydantic import BaseModel
 
-from toolplan import ToolDefinition, ToolError, ToolRegistry, ToolResult, UserError, execute_plan_sync, tool
+from toolplan import (
+    RunContext,
+    ToolDefinition,
+    ToolError,
+    ToolRegistry,
+    ToolResult,
+    UserError,
+    execute_plan_sync,
+    tool,
+)
 from toolplan.agent import BatchTool, PlanTool
 from toolplan.tools import ToolOutputError
 
@@ -260,3 +269,23 @@ async def test_binary_output_raises_a_tool_output_error_from_execute() -> None:
     copy = pickle.loads(pickle.dumps(caught.value))
     assert (type(copy), copy.message, copy.tool) == (ToolOutputError, caught.value.message, "thumbnail")
     assert thumbnail() == b"\x89PNG\r\n\x1a\n"  # called directly, it is just the function
+
+
+def test_a_run_context_first_parameter_is_filled_in_and_left_out_of_the_schema() -> None:
+    @tool
+    def tagged(ctx: Annotated[RunContext[None], "the run"], /, label: str) -> str:
+        """Tag a label.
+
+        Args:
+            ctx: The run (not shown to the model).
+            label: What to tag.
+        """
+        return f"{label}@{ctx.step_id}:{ctx.attempt}"
+
+    schema = tagged.definition.parameters_json_schema
+    assert schema["properties"] == {"label": {"type": "string", "description": "What to tag."}}
+    assert schema["required"] == ["label"]
+    result = execute_plan_sync({"steps": [{"id": "s", "tool": "tagged", "arguments": {"label": "x"}}]}, [tagged])
+    assert result.outputs == {"s": "x@s:1"}
+    with pytest.raises(ToolError, match="unexpected argument 'ctx'"):
+        tagged.validate_arguments("tagged", {"label": "x", "ctx": {}})

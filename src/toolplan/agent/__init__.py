@@ -2,6 +2,7 @@
 
 from ._agent import Agent as Agent
 from ._agent import AgentStream as AgentStream
+from ._agent import OnLimit as OnLimit
 from ._agent import run as run
 from ._code import CODE_TOOL_NAME as CODE_TOOL_NAME
 from ._code import CodeTool as CodeTool
@@ -23,12 +24,14 @@ from ._metatools import BatchTool as BatchTool
 from ._metatools import MetaTool as MetaTool
 from ._metatools import PlanTool as PlanTool
 from ._metatools import planning_instructions as planning_instructions
+from ._output import OUTPUT_TOOL_NAME as OUTPUT_TOOL_NAME
 from ._result import AgentResult as AgentResult
 from ._result import RunStatus as RunStatus
 
 __all__ = (
     "BATCH_TOOL_NAME",
     "CODE_TOOL_NAME",
+    "OUTPUT_TOOL_NAME",
     "PLAN_TOOL_NAME",
     "Agent",
     "AgentEvent",
@@ -39,6 +42,7 @@ __all__ = (
     "ExecutionStrategy",
     "MetaTool",
     "ModelRequestStarted",
+    "OnLimit",
     "NativeExecutor",
     "PlanStreamStarted",
     "PlanTool",

@@ -8,9 +8,13 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Self
+from types import NoneType
+from typing import TYPE_CHECKING, Any, Generic, Literal, Self, cast, get_origin
 
-from .._errors import UserError
+from typing_extensions import TypeVar
+
+from .._context import reset_run_deps, set_run_deps
+from .._errors import OutputValidationError, UsageLimitExceeded, UserError
 from .._tasks import task_group
 from ..execute import RunLimits, ToolInvoker
 from ..models import (
@@ -26,7 +30,6 @@ from ..models import (
     ToolCallArgsDelta,
     ToolCallStarted,
     ToolReturnMessage,
-    Usage,
     UserMessage,
     infer_model,
 )
@@ -35,19 +38,30 @@ from ..tools import ToolDefinition, ToolRegistry, ToolsLike
 from ._events import AgentEvent, ModelRequestStarted, PlanStreamStarted, RunFinished
 from ._executors import ExecutionStrategy, ToolCallExecutor, TurnContext, create_executor
 from ._metatools import PLAN_TOOL_NAME, MetaTool, PlanTool, planning_instructions
-from ._result import AgentResult
+from ._output import MISSING, OUTPUT_TOOL_NAME, OutputSpec, OutputValidationFailed, final_result, type_name
+from ._result import AgentResult, RunStatus
+from ._run_state import RunState, usage_limit
 from ._streaming import StreamedPlan
 
 if TYPE_CHECKING:
     from ..sandbox import CodeRunner
 
-__all__ = ("Agent", "AgentStream", "run")
+__all__ = ("Agent", "AgentStream", "OnLimit", "run")
+
+#: The type of ``agent.run(..., deps=...)``, what tools read as ``RunContext[DepsT].deps``.
+DepsT = TypeVar("DepsT", default=None)
+#: The type of ``AgentResult.output``: ``str`` unless ``output_type`` says otherwise.
+OutputT = TypeVar("OutputT", default=str)
+#: What a run does when it stops at a limit: raise `UsageLimitExceeded` or return the partial result.
+OnLimit = Literal["raise", "return"]
 
 # Models set by `Agent.override`, by agent, in the current context (so tasks started inside see them).
-_MODEL_OVERRIDES: ContextVar[Mapping[Agent, Model] | None] = ContextVar("toolplan_model_overrides", default=None)
+_MODEL_OVERRIDES: ContextVar[Mapping[Agent[Any, Any], Model] | None] = ContextVar(
+    "toolplan_model_overrides", default=None
+)
 
 
-class Agent:
+class Agent(Generic[DepsT, OutputT]):
     """An LLM agent that calls tools, natively in parallel and, opt-in, through plans.
 
     Args:
@@ -70,6 +84,19 @@ class Agent:
         budget: Limits on tool calls, cost and latency over the whole run (plans and code included);
             ``max_latency`` is the run's deadline for tool calls, counted from the start of the run.
         tool_timeout: Default timeout of one tool call, in seconds.
+        deps_type: The type of the dependencies a run is given (``run(..., deps=...)``) and tools
+            read as ``ctx.deps`` (first parameter ``ctx: RunContext[Deps]``). Types the agent
+            (``Agent[Deps, ...]``) and is checked with ``isinstance`` at the start of a run.
+        output_type: The type of ``result.output``: ``str`` (the default: the model's text), or a
+            pydantic model, dataclass, TypedDict, ``list[int]``...: the model is offered a
+            ``final_result`` tool with its schema and the answer is validated.
+        output_retries: How many times an answer that does not validate goes back to the model
+            with the problems before the run raises `OutputValidationError`.
+        on_limit: ``"raise"`` (default): a run that stops at ``max_iterations``, or because the
+            model asks for tools after the deadline or budget ran out, raises `UsageLimitExceeded`
+            carrying the partial result. ``"return"`` (``output_type=str`` only) keeps the earlier
+            behaviour: calls past the deadline or budget are refused and the model is told, and a
+            run reaching ``max_iterations`` returns its result with ``status="max_iterations"``.
     """
 
     def __init__(
@@ -90,6 +117,10 @@ class Agent:
         settings: ModelSettings | None = None,
         budget: Budget | None = None,
         tool_timeout: float | None = None,
+        deps_type: type[DepsT] = NoneType,  # type: ignore[assignment]  # the TypeVar's default
+        output_type: type[OutputT] = str,  # type: ignore[assignment]  # the TypeVar's default
+        output_retries: int = 1,
+        on_limit: OnLimit = "raise",
     ) -> None:
         if max_iterations < 1:
             raise UserError(f"max_iterations must be >= 1, got {max_iterations}.")
@@ -113,6 +144,29 @@ class Agent:
         self.strategy = ExecutionStrategy(strategy)
         self.stream_plans = stream_plans
         self.settings = ModelSettings.coerce(settings)
+        if isinstance(output_retries, bool) or not isinstance(output_retries, int) or output_retries < 0:
+            raise UserError(f"output_retries must be a whole number >= 0, got {output_retries!r}.")
+        if on_limit not in ("raise", "return"):
+            raise UserError(f"on_limit must be 'raise' or 'return', got {on_limit!r}.")
+        if not _is_type(deps_type):
+            raise UserError(f"deps_type must be a type (the class of your dependencies), got {deps_type!r}.")
+        self.deps_type = deps_type
+        self.output_type = output_type
+        self.output_retries = output_retries
+        self.on_limit: OnLimit = on_limit
+        self._output: OutputSpec[OutputT] | None = None if output_type is str else OutputSpec(output_type)
+        if self._output is not None:
+            if OUTPUT_TOOL_NAME in registry:
+                raise UserError(
+                    f"Tool name {OUTPUT_TOOL_NAME!r} is reserved for the final answer when output_type is set; "
+                    "rename your tool."
+                )
+            if on_limit == "return":
+                raise UserError(
+                    "on_limit='return' needs output_type=str: a run that stops early has no valid structured "
+                    "output to return. Keep on_limit='raise' and read the partial result from "
+                    "UsageLimitExceeded.result."
+                )
 
     @property
     def max_concurrent_tools(self) -> int:
@@ -203,35 +257,79 @@ class Agent:
             from ._code import code_instructions
 
             parts.append(code_instructions(self.code_execution))
+        if self._output is not None:
+            parts.append(self._output.instructions())
         return "\n\n".join(parts)
 
     def tool_definitions(self, meta: dict[str, MetaTool] | None = None) -> list[ToolDefinition]:
-        """The tools offered to the model: the agent's tools, then the meta-tools."""
+        """The tools offered to the model: the agent's tools, the meta-tools, then ``final_result``."""
         meta = self.meta_tools() if meta is None else meta
-        return [*self.registry.definitions(), *(d for m in meta.values() for d in m.definitions())]
+        out = [*self.registry.definitions(), *(d for m in meta.values() for d in m.definitions())]
+        if self._output is not None:
+            out.append(self._output.definition)
+        return out
 
     # -- running ------------------------------------------------------------------------------------
 
-    async def run(self, prompt: str, *, message_history: Sequence[ModelMessage] = ()) -> AgentResult:
-        """Run the agent on ``prompt`` until the model answers (or ``max_iterations`` is reached)."""
-        return await self._run(prompt, message_history, None)
+    async def run(
+        self,
+        prompt: str,
+        *,
+        message_history: Sequence[ModelMessage] = (),
+        deps: DepsT = None,  # type: ignore[assignment]  # None is DepsT's default
+    ) -> AgentResult[OutputT]:
+        """Run the agent on ``prompt`` until the model answers.
 
-    def run_sync(self, prompt: str, *, message_history: Sequence[ModelMessage] = ()) -> AgentResult:
+        ``deps`` is what the run's tools get as ``ctx.deps`` (see `RunContext`). Raises
+        `UsageLimitExceeded` when the run stops at a limit first (unless ``on_limit="return"``).
+        """
+        self._check_deps(deps)
+        return await self._run(prompt, message_history, None, deps)
+
+    def run_sync(
+        self,
+        prompt: str,
+        *,
+        message_history: Sequence[ModelMessage] = (),
+        deps: DepsT = None,  # type: ignore[assignment]  # None is DepsT's default
+    ) -> AgentResult[OutputT]:
         """`run` for synchronous code (it starts its own event loop)."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self._run_and_close(prompt, message_history))
+            self._check_deps(deps)
+            return asyncio.run(self._run_and_close(prompt, message_history, deps))
         raise UserError("Agent.run_sync() cannot run inside an event loop; use `await agent.run(...)`.")
 
-    async def _run_and_close(self, prompt: str, history: Sequence[ModelMessage]) -> AgentResult:
+    async def _run_and_close(self, prompt: str, history: Sequence[ModelMessage], deps: DepsT) -> AgentResult[OutputT]:
         # run_sync's event loop ends with this call: release the model's connections bound to it.
         try:
-            return await self._run(prompt, history, None)
+            return await self._run(prompt, history, None, deps)
         finally:
             await self.model.aclose()
 
-    def run_stream(self, prompt: str, *, message_history: Sequence[ModelMessage] = ()) -> AgentStream:
+    def _check_deps(self, deps: object) -> None:
+        if self.deps_type is NoneType:
+            return
+        try:
+            ok = isinstance(deps, self.deps_type)
+        except TypeError:  # a generic alias or another type isinstance cannot check
+            return
+        if not ok:
+            name = getattr(self.deps_type, "__qualname__", repr(self.deps_type))
+            given = "no deps" if deps is None else f"deps of type {type(deps).__qualname__}"
+            raise UserError(
+                f"This agent has deps_type={name}, but the run was given {given}. "
+                f"Pass agent.run(..., deps={name}(...))."
+            )
+
+    def run_stream(
+        self,
+        prompt: str,
+        *,
+        message_history: Sequence[ModelMessage] = (),
+        deps: DepsT = None,  # type: ignore[assignment]  # None is DepsT's default
+    ) -> AgentStream[DepsT, OutputT]:
         """Run in the background of an ``async with`` block and iterate over the run's events.
 
         ```python
@@ -241,11 +339,27 @@ class Agent:
         print(stream.result.output)
         ```
         """
-        return AgentStream(self, prompt, message_history)
+        self._check_deps(deps)
+        return AgentStream(self, prompt, message_history, deps)
 
     async def _run(
+        self,
+        prompt: str,
+        history: Sequence[ModelMessage],
+        emit: Callable[[AgentEvent], None] | None,
+        deps: DepsT,
+    ) -> AgentResult[OutputT]:
+        # The run's dependencies, for the length of the run: every task and tool thread it starts
+        # copies the context, so direct calls, plans, streamed plans and code mode all see them.
+        token = set_run_deps(deps)
+        try:
+            return await self._loop(prompt, history, emit)
+        finally:
+            reset_run_deps(token)
+
+    async def _loop(
         self, prompt: str, history: Sequence[ModelMessage], emit: Callable[[AgentEvent], None] | None
-    ) -> AgentResult:
+    ) -> AgentResult[OutputT]:
         meta = self.meta_tools()
         definitions = self.tool_definitions(meta)
         messages: list[ModelMessage] = []
@@ -266,52 +380,91 @@ class Agent:
             emit=emit,
         )
         executor = create_executor(self, self.strategy)
-        usage = Usage()
-        calls = 0
-        model_name = self.model.name
+        output = self._output
+        run = RunState(messages=messages, ctx=ctx, model_name=self.model.name, new_from=new_from)
+        result: AgentResult[OutputT] | None = None
         for iteration in range(1, self.max_iterations + 1):
             if emit is not None:
                 emit(ModelRequestStarted(iteration=iteration))
             async with task_group() as tg:
                 response, streamed = await self._ask(messages, definitions, ctx, tg)
-                usage = usage + response.usage
-                model_name = response.model_name or model_name
+                run.usage = run.usage + response.usage
+                run.model_name = response.model_name or run.model_name
                 messages.append(response.message)
                 tool_calls = response.message.tool_calls
                 if not tool_calls:
-                    result = AgentResult(
-                        output=response.message.content or "",
-                        status="completed",
-                        messages=tuple(messages),
-                        usage=usage,
-                        plan_results=tuple(ctx.plan_results),
-                        tool_calls=calls,
-                        model_name=model_name,
-                        new_message_index=new_from,
-                    )
+                    text = response.message.content or ""
+                    if output is None:
+                        result = run.result(text, "completed")  # OutputT is str
+                        break
+                    try:
+                        result = run.result(output.from_text(text), "completed")
+                        break
+                    except OutputValidationFailed as exc:
+                        self._retry_output(run, exc)
+                        messages.append(UserMessage(content=exc.message))
+                        continue
+                final = [c for c in tool_calls if c.name == OUTPUT_TOOL_NAME] if output is not None else []
+                rest = [c for c in tool_calls if c.name != OUTPUT_TOOL_NAME] if final else list(tool_calls)
+                if rest and self.on_limit == "raise":  # "return": refused calls are reported, as before
+                    limit = usage_limit(ctx, self.limits.run_deadline)
+                    if limit is not None:
+                        for plan in streamed.values():
+                            plan.abort("Cancelled: the agent run's limits were reached.")
+                        result = self._stopped(run, "usage_limit", *limit)
+                        break
+                run.calls += len(rest)  # the final answer is not a tool call
+                done = await self._execute(executor, rest, streamed, ctx) if rest else []
+                replies = {m.tool_call_id: m for m in done}
+                value: Any = MISSING
+                if final:
+                    assert output is not None
+                    value, final_replies, failure = final_result(output, final)
+                    replies.update(final_replies)
+                messages.extend(replies[c.id] for c in tool_calls if c.id in replies)
+                if value is not MISSING:
+                    result = run.result(value, "completed")
                     break
-                calls += len(tool_calls)
-                replies = await self._execute(executor, tool_calls, streamed, ctx)
-                messages.extend(replies)
+                if final:
+                    self._retry_output(run, failure)
         else:
-            last_text = next(
-                (m.content for m in reversed(messages) if isinstance(m, AssistantMessage) and m.content), ""
-            )
-            result = AgentResult(
-                output=last_text or "",
-                status="max_iterations",
-                messages=tuple(messages),
-                usage=usage,
-                plan_results=tuple(ctx.plan_results),
-                tool_calls=calls,
-                model_name=model_name,
-                new_message_index=new_from,
-                error=f"The run stopped after max_iterations={self.max_iterations} model requests without a final "
+            result = self._stopped(
+                run,
+                "max_iterations",
+                "max_iterations",
+                f"The run stopped after max_iterations={self.max_iterations} model requests without a final "
                 "answer. Raise max_iterations, or give the agent tool planning so it needs fewer round-trips.",
             )
+        assert result is not None
         if emit is not None:
             emit(RunFinished(result=result))
         return result
+
+    def _stopped(self, run: RunState, status: RunStatus, limit: str, message: str) -> AgentResult[OutputT]:
+        """The partial result of a run stopped at ``limit``; raised in `UsageLimitExceeded` unless on_limit='return'."""
+        last_text = next(
+            (m.content for m in reversed(run.messages) if isinstance(m, AssistantMessage) and m.content), ""
+        )
+        output: Any = last_text if self._output is None else None
+        partial: AgentResult[OutputT] = run.result(output, status, error=message)
+        if self.on_limit == "return":
+            return partial
+        error = UsageLimitExceeded(message, limit=limit)
+        error.result = partial
+        raise error
+
+    def _retry_output(self, run: RunState, failure: OutputValidationFailed | None) -> None:
+        """Count one answer that did not validate; raise once ``output_retries`` are used up."""
+        run.output_failures += 1
+        if run.output_failures > self.output_retries:
+            detail = failure.message if failure is not None else ""
+            error = OutputValidationError(
+                f"The model's final answer did not validate as {type_name(self.output_type)} after "
+                f"{self.output_retries} retr{'y' if self.output_retries == 1 else 'ies'}. Last problem: {detail} "
+                "Raise output_retries, simplify output_type, or describe the expected answer in the instructions."
+            )
+            error.result = run.result(None, "output_invalid", error=error.message)
+            raise error
 
     async def _execute(
         self,
@@ -377,26 +530,32 @@ class Agent:
         return response, by_id
 
 
-class AgentStream:
+def _is_type(value: object) -> bool:
+    """A class, or a generic alias of one (``list[int]``)."""
+    return isinstance(value, type) or get_origin(value) is not None
+
+
+class AgentStream(Generic[DepsT, OutputT]):
     """The events of a running agent; ``result`` is set when the run ends. Use with ``async with``."""
 
-    def __init__(self, agent: Agent, prompt: str, history: Sequence[ModelMessage]) -> None:
+    def __init__(self, agent: Agent[DepsT, OutputT], prompt: str, history: Sequence[ModelMessage], deps: DepsT) -> None:
         self._agent = agent
         self._prompt = prompt
         self._history = history
+        self._deps = deps
         self._queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
-        self.result: AgentResult | None = None
+        self.result: AgentResult[OutputT] | None = None
         self._cm: Any = None
 
     @asynccontextmanager
     async def _session(self) -> AsyncIterator[Self]:
         def emit(event: AgentEvent) -> None:
             if isinstance(event, RunFinished):
-                self.result = event.result
+                self.result = cast("AgentResult[OutputT]", event.result)
             self._queue.put_nowait(event)
 
         async with task_group() as tg:
-            task = tg.create_task(self._agent._run(self._prompt, self._history, emit))
+            task = tg.create_task(self._agent._run(self._prompt, self._history, emit, self._deps))
             task.add_done_callback(lambda _t: self._queue.put_nowait(None))
             try:
                 yield self
@@ -431,7 +590,11 @@ async def run(
     tool_planning: bool = False,
     instructions: str = "",
 ) -> AgentResult:
-    """Run a one-off agent on ``task`` and return its result."""
+    """Run a one-off agent on ``task`` and return its result.
+
+    Raises `toolplan.UsageLimitExceeded` (with the partial result) when the run stops at
+    ``max_iterations`` or at its budget before the model answers; build an `Agent` for more options.
+    """
     agent = Agent(
         model, tools=tools, max_iterations=max_iterations, tool_planning=tool_planning, instructions=instructions
     )

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from ..execute import PlanEvent
 from ..models import TextDelta, ToolCall
@@ -58,7 +58,7 @@ class RunFinished:
     """The run ended; ``result`` is what `Agent.run` returns."""
 
     kind: Literal["run_finished"] = "run_finished"
-    result: AgentResult
+    result: AgentResult[Any]
 
 
 AgentEvent: TypeAlias = (

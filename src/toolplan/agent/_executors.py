@@ -216,7 +216,7 @@ class SequentialExecutor(ToolCallExecutor):
         super().__init__(max_concurrency=1)
 
 
-def create_executor(agent: Agent, strategy: ExecutionStrategy | str) -> ToolCallExecutor:
+def create_executor(agent: Agent[Any, Any], strategy: ExecutionStrategy | str) -> ToolCallExecutor:
     """The executor for ``strategy`` with the agent's limits."""
     match ExecutionStrategy(strategy):
         case ExecutionStrategy.NATIVE:

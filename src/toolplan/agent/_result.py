@@ -1,24 +1,34 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Generic, Literal
+
+from typing_extensions import TypeVar
 
 from ..execute import PlanResult
 from ..models import ModelMessage, Usage
 
 __all__ = ("AgentResult", "RunStatus")
 
-RunStatus = Literal["completed", "max_iterations"]
+RunStatus = Literal["completed", "max_iterations", "usage_limit", "output_invalid"]
+# The type of `AgentResult.output`: ``str`` unless the agent has an ``output_type``.
+OutputT = TypeVar("OutputT", default=str)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AgentResult:
+class AgentResult(Generic[OutputT]):
     """What an agent run produced.
 
     Attributes:
-        output: The model's final text answer ("" if it never gave one).
-        status: ``"completed"`` when the model answered, ``"max_iterations"`` when the run hit
-            ``max_iterations`` model requests first (``error`` then says what to do).
+        output: The model's final answer: its text, or with ``Agent(output_type=...)`` the
+            validated value. A run that stops at a limit raises `toolplan.UsageLimitExceeded`, whose
+            ``result`` is the partial result: its ``output`` is the last text the model wrote ("" if
+            none), or None for a structured ``output_type``.
+        status: ``"completed"`` when the model answered. In a partial result (the ``result`` of
+            `toolplan.UsageLimitExceeded`, or what ``on_limit="return"`` returns): ``"max_iterations"``
+            (the run made ``max_iterations`` model requests), ``"usage_limit"`` (the model asked for
+            tools after the run's deadline or budget ran out) or ``"output_invalid"`` (in
+            `toolplan.OutputValidationError`); ``error`` then says what to do.
         messages: The whole conversation, system prompt first.
         usage: Requests and tokens over the run.
         plan_results: Every plan the model ran (``execute_tool_plan`` / ``execute_plan``), in order.
@@ -29,7 +39,7 @@ class AgentResult:
         new_message_index: Where this run's own messages start in ``messages`` (see `new_messages`).
     """
 
-    output: str
+    output: OutputT
     status: RunStatus
     messages: tuple[ModelMessage, ...]
     usage: Usage

@@ -146,6 +146,7 @@ def demo_agent(model: Model, strategy: str, planning: bool) -> Agent:
         strategy=strategy,
         tool_planning=planning,
         instructions="Answer the user's question using the tools.",
+        on_limit="return",  # the table shows how a mode ended, limits included
     )
 
 

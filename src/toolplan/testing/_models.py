@@ -16,7 +16,7 @@ from types import TracebackType
 from typing import Any, Literal, TypeAlias
 
 from .._errors import UnexpectedModelBehavior, UserError
-from ..agent import BATCH_TOOL_NAME, CODE_TOOL_NAME, PLAN_TOOL_NAME
+from ..agent import BATCH_TOOL_NAME, CODE_TOOL_NAME, OUTPUT_TOOL_NAME, PLAN_TOOL_NAME
 from ..execute import set_retry_backoff
 from ..models._guard import set_model_requests_allowed
 from ..models._messages import (
@@ -162,9 +162,15 @@ class TestModel(_ReplayingModel):
     step per tool (the step id is the tool's name), a batch, or code calling each tool; the other
     meta-tools are not called. Selecting only a meta-tool sends every offered tool through it.
 
+    When the agent has a structured ``output_type`` (it offers ``final_result``), the final answer
+    is a call of ``final_result`` with ``custom_output_args``, or else arguments generated from its
+    schema; ``final_result`` is never called with the other tools.
+
     Args:
         call_tools: ``"all"`` or the names of the tools to call (others are not called).
-        custom_output_text: The final answer's text instead of the JSON summary.
+        custom_output_text: The final answer's text instead of the JSON summary (also sent for a
+            structured ``output_type``, instead of calling ``final_result``, when given).
+        custom_output_args: The arguments of the ``final_result`` call for a structured ``output_type``.
         model_name: The name it reports.
         chunk_size: Characters per delta when streamed.
     """
@@ -176,6 +182,7 @@ class TestModel(_ReplayingModel):
         *,
         call_tools: Literal["all"] | Sequence[str] = "all",
         custom_output_text: str | None = None,
+        custom_output_args: Any = None,
         model_name: str = "test",
         chunk_size: int = 8,
     ) -> None:
@@ -184,18 +191,26 @@ class TestModel(_ReplayingModel):
             raise UserError(f"TestModel(call_tools=...) takes 'all' or a list of tool names, got {call_tools!r}.")
         self.call_tools = call_tools
         self.custom_output_text = custom_output_text
+        self.custom_output_args = custom_output_args
         self.chunk_size = chunk_size
         self._calls = 0
 
     def _respond(self, request: RecordedRequest) -> ModelResponse:
-        selected = self._selected(request.tools)
+        final = next((t for t in request.tools if t.name == OUTPUT_TOOL_NAME), None)
+        offered = [t for t in request.tools if t is not final]  # the answer's tool is not a tool to try
+        selected = [t for t in self._selected(request.tools) if t is not final]
         last = request.messages[-1] if request.messages else None
         if selected and not isinstance(last, ToolReturnMessage):
-            calls = [self._call(name, arguments) for name, arguments in _tool_calls(selected, request.tools)]
+            calls = [self._call(name, arguments) for name, arguments in _tool_calls(selected, offered)]
             if calls:
                 return self._finish(request, AssistantMessage(tool_calls=tuple(calls)))
         if self.custom_output_text is not None:
             return self._finish(request, self.custom_output_text)
+        if final is not None:
+            arguments = self.custom_output_args
+            if arguments is None:
+                arguments = schema_value(final.parameters_json_schema)
+            return self._finish(request, AssistantMessage(tool_calls=(self._call(OUTPUT_TOOL_NAME, arguments),)))
         return self._finish(request, _summary(request.messages))
 
     def _call(self, name: str, arguments: Any) -> ToolCall:

@@ -1,6 +1,7 @@
 """Tools: typed functions and multi-function tools the model can call."""
 
 from .._errors import ToolOutputError as ToolOutputError
+from ._context import RunContext as RunContext
 from ._definition import ToolAnnotations as ToolAnnotations
 from ._definition import ToolDefinition as ToolDefinition
 from ._function import FunctionTool as FunctionTool
@@ -13,6 +14,7 @@ from ._result import ToolResult as ToolResult
 
 __all__ = (
     "FunctionTool",
+    "RunContext",
     "Tool",
     "ToolAnnotations",
     "ToolDefinition",

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 from .._errors import InvalidArgumentsError, ToolOutputError, UserError
 from .._records import maker
 from .._threads import run_in_thread
+from ._context import is_run_context, make_run_context
 from ._definition import ToolAnnotations, ToolDefinition
 from ._result import ToolResult
 
@@ -89,6 +90,7 @@ class FunctionTool(Generic[FunctionT]):
     __slots__ = (
         "_adapters",
         "_call",
+        "_context_parameter",
         "_fields",
         "_is_async",
         "_model",
@@ -120,11 +122,16 @@ class FunctionTool(Generic[FunctionT]):
             )
         self.function = function
         self._call = cast(Callable[..., Any], function)  # the same function, called with validated keywords
+        # A first parameter typed RunContext[...] is filled in by toolplan, not by the model: found
+        # once here, so a call of a tool without one costs nothing more.
+        self._context_parameter = _context_parameter(function, tool_name)
+        if self._context_parameter is not None:
+            self._call = _with_run_context(self._call)
         self._is_async = inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
             getattr(function, "__call__", None)  # noqa: B004 - callable objects with async __call__
         )
         doc_description, param_docs = _parse_docstring(inspect.getdoc(function) or "")
-        self._model = _build_arguments_model(function, tool_name, param_docs)
+        self._model = _build_arguments_model(function, tool_name, param_docs, skip=self._context_parameter)
         self._adapters: dict[str, TypeAdapter[Any]] = {}  # per-parameter validators, made on first use
         # The model's core validator, called directly: ``model_validate`` adds Python-level overhead per call.
         self._validate: Callable[[Any], BaseModel] = self._model.__pydantic_validator__.validate_python
@@ -282,16 +289,55 @@ def _binary_output(tool_name: str, value: Any) -> ToolOutputError:
     )
 
 
-def _build_arguments_model(
-    function: Callable[..., Any], tool_name: str, param_docs: Mapping[str, str]
-) -> type[BaseModel]:
+def _signature(function: Callable[..., Any], tool_name: str) -> tuple[inspect.Signature, dict[str, Any]]:
     try:
-        signature = inspect.signature(function)
-        hints = get_type_hints(function, include_extras=True)
+        return inspect.signature(function), get_type_hints(function, include_extras=True)
     except (TypeError, ValueError, NameError) as exc:
         raise UserError(f"Cannot read the signature of tool {tool_name!r}: {exc}") from None
+
+
+def _context_parameter(function: Callable[..., Any], tool_name: str) -> str | None:
+    """The name of the first parameter if it is typed ``RunContext[...]``; a `UserError` if a later one is."""
+    signature, hints = _signature(function, tool_name)
+    found: str | None = None
+    for position, param in enumerate(signature.parameters.values()):
+        if not is_run_context(_strip_annotated(hints.get(param.name))):
+            continue
+        if position != 0 or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.KEYWORD_ONLY):
+            raise UserError(
+                f"Tool {tool_name!r}: parameter {param.name!r} is typed RunContext but is not the first "
+                "positional parameter. Make it the first parameter (ctx: RunContext[MyDeps], ...)."
+            )
+        found = param.name
+    return found
+
+
+def _strip_annotated(annotation: Any) -> Any:
+    # ``Annotated[RunContext[D], ...]`` counts as ``RunContext[D]``.
+    return getattr(annotation, "__origin__", annotation) if hasattr(annotation, "__metadata__") else annotation
+
+
+def _with_run_context(call: Callable[..., Any]) -> Callable[..., Any]:
+    """``call`` with a `RunContext` built at call time as its first argument.
+
+    For a sync tool it runs in the tool's thread, whose context is a copy of the caller's, so the
+    call context and the run's dependencies are the ones of this call.
+    """
+
+    def call_with_context(**kwargs: Any) -> Any:
+        return call(make_run_context(), **kwargs)
+
+    return call_with_context
+
+
+def _build_arguments_model(
+    function: Callable[..., Any], tool_name: str, param_docs: Mapping[str, str], *, skip: str | None = None
+) -> type[BaseModel]:
+    signature, hints = _signature(function, tool_name)
     fields: dict[str, Any] = {}
     for param in signature.parameters.values():
+        if param.name == skip:
+            continue
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise UserError(
                 f"Tool {tool_name!r} takes *{param.name}: tools need named, typed parameters "

@@ -1,0 +1,68 @@
+"""What one agent run has gathered so far, and whether it may make more tool calls."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..models import ModelMessage, Usage
+from ._executors import TurnContext
+from ._result import AgentResult, RunStatus
+
+__all__ = ("RunState", "usage_limit")
+
+
+@dataclass(slots=True, kw_only=True)
+class RunState:
+    """What one run has gathered so far, to build its result (final or partial) from."""
+
+    messages: list[ModelMessage]
+    ctx: TurnContext
+    model_name: str
+    new_from: int
+    usage: Usage = field(default_factory=Usage)
+    calls: int = 0
+    output_failures: int = 0
+
+    def result(self, output: Any, status: RunStatus, *, error: str | None = None) -> AgentResult[Any]:
+        """A result from what the run has so far (final, or partial with ``error``)."""
+        return AgentResult(
+            output=output,
+            status=status,
+            messages=tuple(self.messages),
+            usage=self.usage,
+            plan_results=tuple(self.ctx.plan_results),
+            tool_calls=self.calls,
+            model_name=self.model_name,
+            new_message_index=self.new_from,
+            error=error,
+        )
+
+
+def usage_limit(ctx: TurnContext, run_deadline: float | None) -> tuple[str, str] | None:
+    """``(limit, message)`` when the run may not make more tool calls: deadline passed, budget spent."""
+    if ctx.expires is not None and time.monotonic() >= ctx.expires:
+        return (
+            "deadline",
+            f"The model asked for more tool calls after the agent run's deadline "
+            f"({run_deadline:g} s) had passed. Raise deadline (or budget.max_latency), or ask "
+            "the model in the instructions to answer sooner.",
+        )
+    meter = ctx.invoker.meter
+    budget = meter.budget
+    if budget.max_tool_calls is not None and meter.calls >= budget.max_tool_calls:
+        return (
+            "max_tool_calls",
+            f"The model asked for more tool calls after the run's budget of max_tool_calls="
+            f"{budget.max_tool_calls} was spent. Raise budget.max_tool_calls, or ask the model in the "
+            "instructions to answer with fewer calls (a plan needs fewer round-trips).",
+        )
+    if budget.max_cost is not None and meter.cost >= budget.max_cost:
+        return (
+            "max_cost",
+            f"The model asked for more tool calls after the run's budget of max_cost={budget.max_cost:g} "
+            f"was spent ({meter.cost:g}). Raise budget.max_cost, or ask the model in the instructions to "
+            "answer with fewer calls.",
+        )
+    return None
