@@ -209,6 +209,17 @@ def test_demo(cli: Cli) -> None:
     assert "Traceback" not in r.stderr
 
 
+@pytest.mark.parametrize("model", ["foo:bar", "openai:gpt-4o-mini"])
+def test_demo_checks_the_model_before_running_anything(cli: Cli, model: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An unknown provider, or a missing API key, is one error line before the demo prints anything.
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    r = cli("demo", "--model", model)
+    assert r.code == 2, r.stdout
+    assert r.stderr.startswith("Error:") and "Traceback" not in r.stderr
+    assert r.stdout == ""
+
+
 def test_quickstart_example(cli: Cli, tool_calls: Calls) -> None:
     tools = "examples/quickstart/tools.py"
     r = cli("run", "examples/quickstart/plan.json", "--tools", tools, "--json", cwd=REPO)

@@ -89,6 +89,17 @@ class BudgetMeter:
 
     def spend(self, tool: str, cost: float) -> str | None:
         """Reserve one call, or return why it is refused (nothing is charged then)."""
+        if self.parent is None:  # one ledger (a plain plan run): what `refusal` and the loop below do
+            b = self.budget
+            if b.max_tool_calls is not None or b.max_cost is not None or b.max_tool_calls_per_tool:
+                reason = self._refusal_here(b, tool, cost)
+                if reason is not None:
+                    return reason
+            self.calls += 1
+            self.cost += cost
+            by_tool = self.calls_by_tool
+            by_tool[tool] = by_tool.get(tool, 0) + 1
+            return None
         reason = self.refusal(tool, cost)
         if reason is not None:
             return reason

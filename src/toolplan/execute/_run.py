@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from contextlib import nullcontext
 import time
 from typing import Any
 
@@ -208,7 +209,9 @@ class PlanRun:
                 self.sched.stop(f"Not started: {self.deadline_note} passed.")
             at = loop.time() + left
         try:
-            async with asyncio.timeout_at(at) as self._timeout, asyncio.TaskGroup() as tg:
+            # A deadline that may still arrive (a streamed plan's budget) needs a Timeout to move.
+            deadline = asyncio.timeout_at(at) if at is not None or self._sealed is not None else nullcontext()
+            async with deadline as self._timeout, asyncio.TaskGroup() as tg:
                 self._tg = tg
                 self._run_task = run_task = asyncio.current_task()
                 assert run_task is not None
