@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-from contextlib import nullcontext
 import time
+from contextlib import nullcontext
 from typing import Any
 
 from .._records import maker
