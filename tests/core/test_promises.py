@@ -543,3 +543,33 @@ def test_a_tool_name_with_a_trailing_newline_is_refused() -> None:
 
     with pytest.raises(UserError):
         tool(name="get\n")(f)
+
+
+def test_a_finished_run_leaves_nothing_for_the_cycle_collector() -> None:
+    # Reference cycles (a bound method kept by the object it belongs to) hold every record of a run
+    # until the garbage collector runs: many small plans then pay for full collections.
+    import gc
+
+    @tool
+    async def hop(x: int = 0) -> int:
+        """Return x."""
+        return x
+
+    plan = {
+        "steps": [{"id": f"s{i}", "tool": "hop", "arguments": {"x": f"$ref:s{i - 1}"} if i else {}} for i in range(5)]
+    }
+
+    async def runs() -> None:
+        for _ in range(3):
+            await execute_plan(plan, [hop])
+            await execute_plan_stream(_pieces(json.dumps(plan)), [hop])
+
+    asyncio.run(runs())  # warm up: first-use caches
+    gc.collect()
+    gc.disable()
+    try:
+        asyncio.run(runs())
+        found = gc.collect()
+    finally:
+        gc.enable()
+    assert found == 0

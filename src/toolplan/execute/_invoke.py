@@ -143,7 +143,6 @@ class ToolInvoker:
     __slots__ = (
         "_entries",
         "_lingering",
-        "_on_linger",
         "backend",
         "default_timeout",
         "exclusive",
@@ -168,7 +167,6 @@ class ToolInvoker:
         self.backend = backend  # None: the in-process backend, inlined
         self._entries: dict[str, _Entry] = {}
         self._lingering: dict[RawCall, Future[Any]] = {}
-        self._on_linger = self._linger  # one bound method, reused by every call
         # Made for one plan run only (`prepare`): that run may use it as its own ledger.
         self.exclusive = False
 
@@ -213,7 +211,6 @@ class ToolInvoker:
         child.exclusive = False
         child._entries = self._entries  # shared: the tools' concurrency slots are the run's
         child._lingering = self._lingering
-        child._on_linger = self._on_linger
         return child
 
     def _entry(self, tool: str) -> _Entry | None:
@@ -284,7 +281,9 @@ class ToolInvoker:
         if timeout is not None:
             ends = time.monotonic() + timeout
             expires = ends if expires is None or ends < expires else expires
-        raw = raw_call(self._on_linger, run_id, step_id, tool, attempt, expires)
+        # A bound method made per call: one kept on the invoker would be a reference cycle, which
+        # only the garbage collector can free (and every plan's records with it).
+        raw = raw_call(self._linger, run_id, step_id, tool, attempt, expires)
         deadline: asyncio.Timeout | None = None
         token = _CURRENT.set(raw)
         try:

@@ -246,6 +246,9 @@ class PlanRun:
             raise
         finally:
             self._tg = self._timeout = None
+            # The scheduler's `on_end` is a bound method of this run: a reference cycle. Steps added
+            # from now on (none are expected) end in the scheduler without a record.
+            self.sched.on_end = None
             if self._spawn_handle is not None:  # nothing is left to start; let go of this run
                 self._spawn_handle.cancel()
                 self._spawn_handle = None
