@@ -11,6 +11,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+from typing_extensions import Unpack
+
 from .._errors import UserError
 from .._tasks import task_group
 from ..plan import Budget, CompiledPlan, Dialect, FailureMode, compile_plan
@@ -18,7 +20,7 @@ from ..tools import ToolRegistry, ToolsLike
 from ._backend import Backend
 from ._events import EventHandler, PlanEvent, PlanFinished
 from ._invoke import ToolInvoker
-from ._limits import RunLimits
+from ._limits import LimitOptions, RunLimits, limits_from
 from ._result import PlanResult
 from ._run import PlanRun
 
@@ -74,52 +76,28 @@ async def execute_plan(
     plan: Any,
     tools: ToolsLike,
     *,
-    limits: RunLimits | None = None,
-    max_concurrency: int | None = None,
-    timeout: float | None = None,
-    step_timeout: float | None = None,
-    failure_mode: FailureMode | None = None,
-    budget: Budget | None = None,
-    max_steps: int | None = None,
     dialect: Dialect | None = None,
     on_event: EventHandler | None = None,
-    retry_delay: float | None = None,
     backend: Backend | None = None,
+    **options: Unpack[LimitOptions],
 ) -> PlanResult:
     """Validate and run a plan; return every step's record.
 
     Args:
         plan: A dict, JSON text or `Plan`, in any dialect (detected unless ``dialect`` is given).
         tools: Functions, tools, a list or dict of them, or a `ToolRegistry`.
-        limits: Every limit in one `RunLimits`; the options below, when given, override its fields.
-            The plan's own ``max_concurrency``, ``budget`` and ``failure_mode`` merge in: the tighter wins.
-        max_concurrency: Steps running at once (default 20).
-        timeout: Plan deadline in seconds (``RunLimits.deadline``): unstarted steps end ``not_run``,
-            running ones ``timed_out``.
-        step_timeout: Default per-call timeout (a step's or tool's own timeout wins).
-        failure_mode: ``"fail_forward"`` (default) or ``"fail_fast"``; a plan that says ``fail_fast``
-            (as chaining plans do by default) runs fail_fast.
-        budget: Limits on calls, cost and latency (combined with the plan's own, the tighter wins).
-        max_steps: Most steps a plan may have (default 50; batch plans are always limited to 50).
         dialect: Force ``"native"``, ``"chaining"`` or ``"batch"``.
         on_event: Called synchronously with each `PlanEvent`.
-        retry_delay: First retry backoff in seconds (doubles each attempt, with jitter).
         backend: Where tool calls run (default: in this process).
+        **options: The limits (`LimitOptions`): ``limits``, ``max_concurrency``, ``timeout``,
+            ``step_timeout``, ``failure_mode``, ``budget``, ``max_steps``, ``retry_delay``. The
+            plan's own ``max_concurrency``, ``budget`` and ``failure_mode`` merge in: the tighter wins.
 
     Raises:
         PlanValidationError: the plan is invalid; ``.issues`` lists every problem and no tool ran.
-        UserError: an option is out of range (the message names it).
+        UserError: an option is unknown or out of range (the message names it).
     """
-    limits = RunLimits.of(
-        limits,
-        max_concurrency=max_concurrency,
-        deadline=timeout,
-        step_timeout=step_timeout,
-        failure_mode=failure_mode,
-        budget=budget,
-        max_steps=max_steps,
-        retry_delay=retry_delay,
-    )
+    limits = limits_from(options)
     compiled, invoker = prepare(plan, tools, limits=limits, dialect=dialect, backend=backend)
     return await PlanRun(compiled, invoker, limits=limits, on_event=on_event).run()
 
@@ -165,17 +143,10 @@ async def stream_plan(
     plan: Any,
     tools: ToolsLike,
     *,
-    limits: RunLimits | None = None,
-    max_concurrency: int | None = None,
-    timeout: float | None = None,
-    step_timeout: float | None = None,
-    failure_mode: FailureMode | None = None,
-    budget: Budget | None = None,
-    max_steps: int | None = None,
     dialect: Dialect | None = None,
     on_event: EventHandler | None = None,
-    retry_delay: float | None = None,
     backend: Backend | None = None,
+    **options: Unpack[LimitOptions],
 ) -> AsyncIterator[PlanStream]:
     """Run a plan in the background of this block and iterate over its events.
 
@@ -189,16 +160,7 @@ async def stream_plan(
     ```
     Leaving the block early cancels the plan. Validation errors raise on entry, before any tool runs.
     """
-    limits = RunLimits.of(
-        limits,
-        max_concurrency=max_concurrency,
-        deadline=timeout,
-        step_timeout=step_timeout,
-        failure_mode=failure_mode,
-        budget=budget,
-        max_steps=max_steps,
-        retry_delay=retry_delay,
-    )
+    limits = limits_from(options)
     compiled, invoker = prepare(plan, tools, limits=limits, dialect=dialect, backend=backend)
     stream = PlanStream()
     callback: Callable[[PlanEvent], None] | None = on_event

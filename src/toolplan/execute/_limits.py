@@ -10,12 +10,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypedDict
 
 from .._errors import UserError
 from ..plan import DEFAULT_MAX_STEPS, Budget, FailureMode, Plan
 
-__all__ = ("DEFAULT_LIMITS", "DEFAULT_MAX_CONCURRENCY", "RunLimits")
+__all__ = ("DEFAULT_LIMITS", "DEFAULT_MAX_CONCURRENCY", "LimitOptions", "RunLimits", "limits_from")
 
 #: Steps (or calls of one agent turn) running at once, unless a limit says otherwise.
 DEFAULT_MAX_CONCURRENCY = 20
@@ -137,6 +137,54 @@ def _seconds(name: str, value: Any, *, zero: bool = False, unit: str = " seconds
     if not ok or value < 0 or (value == 0 and not zero):
         bound = ">= 0" if zero else "> 0"
         raise UserError(f"{name} must be a finite number {bound}{unit}, or None for no limit; got {value!r}.")
+
+
+class LimitOptions(TypedDict, total=False):
+    """The limit options that `execute_plan`, `stream_plan` and `execute_plan_stream` take.
+
+    Each one given (not None) overrides that field of ``limits`` (or of the defaults).
+
+    Attributes:
+        limits: Every limit in one `RunLimits`.
+        max_concurrency: Steps running at once (default 20).
+        timeout: The plan's deadline in seconds (``RunLimits.deadline``): unstarted steps end
+            ``not_run``, running ones ``timed_out``.
+        step_timeout: Default timeout of one call (a step's or tool's own timeout wins).
+        failure_mode: ``"fail_forward"`` (default) or ``"fail_fast"``; a plan that says
+            ``fail_fast`` (as chaining plans do by default) runs fail_fast.
+        budget: Calls, cost and latency; combined with the plan's own, the tighter wins.
+        max_steps: Most steps a plan may have (default 50; batch plans: always at most 50).
+        retry_delay: First backoff between retries of a step, in seconds.
+    """
+
+    limits: RunLimits | None
+    max_concurrency: int | None
+    timeout: float | None
+    step_timeout: float | None
+    failure_mode: FailureMode | None
+    budget: Budget | None
+    max_steps: int | None
+    retry_delay: float | None
+
+
+_OPTION_NAMES = frozenset(LimitOptions.__annotations__)
+
+
+def limits_from(options: LimitOptions) -> RunLimits:
+    """The one `RunLimits` of a run from an entry point's options (unknown names are refused)."""
+    unknown = set(options) - _OPTION_NAMES
+    if unknown:
+        raise UserError(f"Unknown option {sorted(unknown)[0]!r}. Known options: {', '.join(sorted(_OPTION_NAMES))}.")
+    return RunLimits.of(
+        options.get("limits"),
+        max_concurrency=options.get("max_concurrency"),
+        deadline=options.get("timeout"),
+        step_timeout=options.get("step_timeout"),
+        failure_mode=options.get("failure_mode"),
+        budget=options.get("budget"),
+        max_steps=options.get("max_steps"),
+        retry_delay=options.get("retry_delay"),
+    )
 
 
 DEFAULT_LIMITS = RunLimits()

@@ -16,10 +16,11 @@ from collections.abc import AsyncIterable, Sequence
 from typing import Any
 
 import jiter
+from typing_extensions import Unpack
 
 from .._errors import PlanIssue, PlanValidationError, ToolplanError
 from .._tasks import task_group
-from ..plan import META_TOOL_NAMES, Budget, CompiledStep, FailureMode, compile_plan
+from ..plan import META_TOOL_NAMES, CompiledStep, compile_plan
 from ..plan._parse import parse_source
 from ..plan._refs import compile_arguments
 from ..plan._validate import step_dependencies
@@ -27,7 +28,7 @@ from ..tools import ToolRegistry, ToolsLike
 from ._backend import Backend
 from ._events import EventHandler
 from ._invoke import ToolInvoker
-from ._limits import DEFAULT_LIMITS, RunLimits
+from ._limits import DEFAULT_LIMITS, LimitOptions, RunLimits, limits_from
 from ._result import PlanResult
 from ._run import PlanRun
 
@@ -180,15 +181,9 @@ async def execute_plan_stream(
     pieces: AsyncIterable[str],
     tools: ToolsLike,
     *,
-    limits: RunLimits | None = None,
-    max_concurrency: int | None = None,
-    timeout: float | None = None,
-    step_timeout: float | None = None,
-    failure_mode: FailureMode | None = None,
-    budget: Budget | None = None,
-    max_steps: int | None = None,
     on_event: EventHandler | None = None,
     backend: Backend | None = None,
+    **options: Unpack[LimitOptions],
 ) -> PlanResult:
     """Run a native plan whose JSON text arrives in ``pieces``, starting steps as they complete.
 
@@ -198,15 +193,7 @@ async def execute_plan_stream(
         PlanValidationError: the complete plan is invalid (`StreamedPlanInvalid`, with the records
             of the steps that had started, when some had).
     """
-    limits = RunLimits.of(
-        limits,
-        max_concurrency=max_concurrency,
-        deadline=timeout,
-        step_timeout=step_timeout,
-        failure_mode=failure_mode,
-        budget=budget,
-        max_steps=max_steps,
-    )
+    limits = limits_from(options)
     registry = ToolRegistry.of(tools)
     invoker = ToolInvoker.for_limits(registry, limits, backend=backend)
     plan = StreamingPlan(registry, invoker, limits=limits, on_event=on_event)
