@@ -218,3 +218,18 @@ def test_warnings_do_not_block(cli: Cli, tools_file: Path) -> None:
     assert r.code == 0, r.stderr
     assert "Warnings:" in r.stderr
     assert "[unknown_field]" in r.stderr
+
+
+def test_a_timed_out_sync_tool_does_not_keep_the_cli_open(cli: Cli, tmp_path: Path, write_plan: WritePlan) -> None:
+    # The abandoned function goes on in its thread (Python cannot stop it), but the process exits as
+    # soon as the run is over: the cli fixture's 60 s limit would fail this before the sleep ends.
+    (tmp_path / "slow_tools.py").write_text(
+        "import time\n\n\ndef nap(seconds: float) -> str:\n    time.sleep(seconds)\n    return 'woke'\n",
+        encoding="utf-8",
+    )
+    plan = write_plan([{"id": "nap", "tool": "nap", "arguments": {"seconds": 300}}])
+    r = cli("run", str(plan), "--tools", str(tmp_path / "slow_tools.py"), "--step-timeout", "0.2", "--json")
+    assert r.code == 1, r.stderr
+    step = r.json()["steps"][0]
+    assert step["status"] == "timed_out"
+    assert "still running in its worker thread" in step["error"]["message"]

@@ -350,12 +350,18 @@ class PlanRun:
             self._holds -= 1
             if self._tg is not None:
                 self._launch()
-            if self._holds == 0 and self._unheld is not None:
-                if not self._unheld.done():
-                    self._unheld.set_result(None)
-                self._unheld = None
+            if self._holds == 0:
+                self._release_keeper()
 
         when_done(thread, ended)
+
+    def _release_keeper(self) -> None:
+        """Let the run end: no abandoned thread holds a slot, or no step is left to wait for one."""
+        unheld = self._unheld
+        if unheld is not None:
+            self._unheld = None
+            if not unheld.done():
+                unheld.set_result(None)
 
     def _finished(self, sid: str, result: StepResult) -> None:
         """Record how a step ended and tell the scheduler (which may make others ready)."""
@@ -368,6 +374,8 @@ class PlanRun:
         sched.finish(sid, succeeded=result.status == "succeeded")
         if sched.stopped is not None and result.status != "succeeded":
             self._cancel([other for other in self.tasks if sched.state(other) == "running"])
+        if self._unheld is not None and sched.done:  # nothing waits for the slots a thread holds
+            self._release_keeper()
 
     def _ended(self, sid: str, state: StepState, reason: str) -> None:
         """The scheduler ended a step without an outcome of its own (skipped, not run, cancelled)."""
