@@ -23,7 +23,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from ._context import _CURRENT, linger_hook
 
-__all__ = ("lingering_threads", "run_in_thread")
+__all__ = ("run_in_thread",)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -46,13 +46,12 @@ class _DaemonPool:
         self._work: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]]] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._threads = 0
+        # Idle workers minus queued calls: below 0 only when every one of the _max threads is busy.
         self._idle = 0
-        self.busy = 0  # calls running or queued, abandoned ones included
 
     def submit(self, fn: Callable[[], Any]) -> Future[Any]:
         future: Future[Any] = Future()
         with self._lock:
-            self.busy += 1
             start = self._idle == 0 and self._threads < self._max
             if start:
                 self._threads += 1
@@ -75,7 +74,6 @@ class _DaemonPool:
                     future.set_result(result)
                 del future, fn
             with self._lock:
-                self.busy -= 1
                 self._idle += 1
 
 
@@ -90,11 +88,6 @@ def _get_pool() -> _DaemonPool:
             if _pool is None:
                 _pool = _DaemonPool(_MAX_THREADS)
     return _pool
-
-
-def lingering_threads() -> int:
-    """Calls still running (or queued) in the tool thread pool, abandoned ones included."""
-    return 0 if _pool is None else _pool.busy
 
 
 async def run_in_thread(func: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
