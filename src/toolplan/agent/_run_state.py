@@ -51,14 +51,15 @@ def usage_limit(ctx: TurnContext, run_deadline: float | None) -> tuple[str, str]
         )
     meter = ctx.invoker.meter
     budget = meter.budget
-    if budget.max_tool_calls is not None and meter.calls >= budget.max_tool_calls:
+    spent = meter.exhausted()
+    if spent == "max_tool_calls":
         return (
             "max_tool_calls",
             f"The model asked for more tool calls after the run's budget of max_tool_calls="
             f"{budget.max_tool_calls} was spent. Raise budget.max_tool_calls, or ask the model in the "
             "instructions to answer with fewer calls (a plan needs fewer round-trips).",
         )
-    if budget.max_cost is not None and meter.cost >= budget.max_cost:
+    if spent == "max_cost":
         return (
             "max_cost",
             f"The model asked for more tool calls after the run's budget of max_cost={budget.max_cost:g} "

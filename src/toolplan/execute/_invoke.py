@@ -74,6 +74,18 @@ class BudgetMeter:
             meter = meter.parent
         return None
 
+    def exhausted(self) -> str | None:
+        """The limit this ledger has used up, whatever the next call: ``max_tool_calls``, ``max_cost`` or None.
+
+        Per-tool limits and a call's own cost are `refusal`'s business.
+        """
+        b = self.budget
+        if b.max_tool_calls is not None and self.calls >= b.max_tool_calls:
+            return "max_tool_calls"
+        if b.max_cost is not None and self.cost >= b.max_cost:
+            return "max_cost"
+        return None
+
     def _refusal_here(self, b: Budget, tool: str, cost: float) -> str | None:
         if b.max_tool_calls is not None and self.calls >= b.max_tool_calls:
             return f"Budget exhausted: max_tool_calls={b.max_tool_calls} calls already made."
