@@ -460,6 +460,8 @@ def test_current_call_outside_a_tool_call_says_what_to_do() -> None:
         ({"step_timeout": -1.0}, "step_timeout"),
         ({"budget": Budget(max_cost=float("nan"))}, "budget.max_cost"),
         ({"budget": Budget(max_latency=float("inf"))}, "budget.max_latency"),
+        ({"max_steps": -(10**5000)}, "max_steps"),  # its message must not print 5,000 digits
+        ({"deadline": 10**5000}, "deadline"),  # too big for a float
     ],
 )
 def test_run_limits_refuse_bad_values_naming_the_field(options: dict[str, Any], field: str) -> None:

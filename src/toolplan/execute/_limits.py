@@ -14,6 +14,7 @@ from typing import Any, TypedDict
 
 from .._errors import UserError
 from ..plan import DEFAULT_MAX_STEPS, Budget, FailureMode, Plan
+from ..plan._parse import _show  # shared, private: the bounded rendering of a bad value in a message
 
 __all__ = ("DEFAULT_LIMITS", "DEFAULT_MAX_CONCURRENCY", "LimitOptions", "RunLimits", "limits_from")
 
@@ -53,19 +54,19 @@ class RunLimits:
         _count("max_concurrency", self.max_concurrency)
         _count("max_steps", self.max_steps)
         for name, n in self.tool_concurrency.items():
-            _count(f"tool_concurrency[{name!r}]", n)
+            _count(f"tool_concurrency[{_show(name)}]", n)
         _seconds("step_timeout", self.step_timeout)
         _seconds("deadline", self.deadline)
         _seconds("retry_delay", self.retry_delay, zero=True)
         if self.failure_mode not in ("fail_forward", "fail_fast"):
-            raise UserError(f"failure_mode must be 'fail_forward' or 'fail_fast', got {self.failure_mode!r}.")
+            raise UserError(f"failure_mode must be 'fail_forward' or 'fail_fast', got {_show(self.failure_mode)}.")
         b = self.budget
         if not isinstance(b, Budget):
             raise UserError(f"budget must be a toolplan.Budget, got {type(b).__name__}.")
         if b.max_tool_calls is not None:
             _count("budget.max_tool_calls", b.max_tool_calls, zero=True)
         for name, n in b.max_tool_calls_per_tool.items():
-            _count(f"budget.max_tool_calls_per_tool[{name!r}]", n, zero=True)
+            _count(f"budget.max_tool_calls_per_tool[{_show(name)}]", n, zero=True)
         _seconds("budget.max_cost", b.max_cost, zero=True, unit="")
         _seconds("budget.max_latency", b.max_latency)
 
@@ -127,16 +128,25 @@ def _low(a: float | None, b: float | None) -> float | None:
 def _count(name: str, value: Any, *, zero: bool = False) -> None:
     low = 0 if zero else 1
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise UserError(f"{name} must be a whole number >= {low}, got {value!r}.")
+        raise UserError(f"{name} must be a whole number >= {low}, got {_show(value)}.")
+
+
+def _finite(value: Any) -> bool:
+    """A number a float can hold: not NaN, not infinite, not a bool, not an int too big for a float."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _seconds(name: str, value: Any, *, zero: bool = False, unit: str = " seconds") -> None:
     if value is None:
         return
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or value < 0 or (value == 0 and not zero):
+    if not _finite(value) or value < 0 or (value == 0 and not zero):
         bound = ">= 0" if zero else "> 0"
-        raise UserError(f"{name} must be a finite number {bound}{unit}, or None for no limit; got {value!r}.")
+        raise UserError(f"{name} must be a finite number {bound}{unit}, or None for no limit; got {_show(value)}.")
 
 
 class LimitOptions(TypedDict, total=False):
