@@ -9,7 +9,7 @@ from pathlib import Path
 
 from . import common
 
-BENCHMARKS = ("overhead", "instructions", "makespan", "roundtrips", "local_model", "streaming")
+BENCHMARKS = ("overhead", "instructions", "makespan", "roundtrips", "local_model", "streaming", "durable")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -27,7 +27,13 @@ def parser() -> argparse.ArgumentParser:
         "--sizes",
         type=int,
         nargs="*",
-        help="overhead, instructions: plan sizes (default 10 100 1000 10000; 10 100 1000)",
+        help="overhead, instructions, durable: plan sizes (default 10 100 1000 10000; 10 100 1000; 10 100 1000)",
+    )
+    p.add_argument(
+        "--backends",
+        nargs="*",
+        choices=["sqlite", "postgresql"],
+        help="durable: the databases to run on (default both; PostgreSQL is skipped when unreachable)",
     )
     p.add_argument(
         "--langgraph-max", type=int, default=10_000, help="overhead: largest plan given to LangGraph (default 10000)"

@@ -17,7 +17,18 @@ from pathlib import Path
 from typing import Any
 
 RESULTS_DIR = Path(__file__).parent / "results"
-PACKAGES = ("toolplan", "pydantic", "langgraph", "langchain-core", "dask", "tiktoken", "llama_cpp_python")
+PACKAGES = (
+    "toolplan",
+    "pydantic",
+    "langgraph",
+    "langchain-core",
+    "dask",
+    "tiktoken",
+    "llama_cpp_python",
+    "dbos",
+    "sqlalchemy",
+    "psycopg",
+)
 
 
 def versions() -> dict[str, str | None]:
@@ -83,7 +94,7 @@ def installed(module: str) -> bool:
         return False
 
 
-OPTIONAL_CONTENDERS = {"langgraph": "langgraph", "dask": "dask"}  # contender -> the module it needs
+OPTIONAL_CONTENDERS = {"langgraph": "langgraph", "dask": "dask", "dbos": "dbos", "dbos_sync": "dbos"}  # contender -> the module it needs
 INSTALL_HINT = 'pip install -e ".[bench]"'
 
 
