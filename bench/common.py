@@ -94,7 +94,12 @@ def installed(module: str) -> bool:
         return False
 
 
-OPTIONAL_CONTENDERS = {"langgraph": "langgraph", "dask": "dask", "dbos": "dbos", "dbos_sync": "dbos"}  # contender -> the module it needs
+OPTIONAL_CONTENDERS = {
+    "langgraph": "langgraph",
+    "dask": "dask",
+    "dbos": "dbos",
+    "dbos_sync": "dbos",
+}  # contender -> the module it needs
 INSTALL_HINT = 'pip install -e ".[bench]"'
 
 

@@ -75,7 +75,7 @@ def store_module() -> tuple[Any, str | None]:
     try:
         module = importlib.import_module("toolplan.store")
     except ImportError as e:
-        return None, f"toolplan.store does not import ({e})"
+        return None, f"toolplan.store does not import: {e}"
     if not callable(getattr(module, "open_store", None)):
         return None, "toolplan.store has no open_store()"
     return module, None
@@ -201,7 +201,7 @@ class Dbos:
         self.backend, self.url = backend, url
         self.flows = dbos_flows()
         t0 = common.now()
-        DBOS(config={"name": DBOS_APP, "system_database_url": url, "run_admin_server": False, "log_level": "WARNING"})
+        DBOS(config={"name": DBOS_APP, "system_database_url": url, "log_level": "WARNING"})
         DBOS.launch()
         self.launch_s = common.now() - t0
         self.settings: dict[str, Any] = {"system_database": backend, "launch_s": self.launch_s}
@@ -291,8 +291,7 @@ async def backend_side(backend: Backend, *, store_mod: Any, store_skip: str | No
             facts, why = postgres_server(url)
             side.settings.update(facts)
             if why:
-                for c in CONTENDERS:
-                    side.skipped.setdefault(c, why)
+                side.skipped.update(dict.fromkeys(CONTENDERS, why))
                 yield side
                 return
             urls = stack.enter_context(postgres_databases(url, ["toolplan", "dbos"]))
@@ -353,9 +352,7 @@ async def run_case(side: Side, shape: Shape, n: int, reps: int) -> dict[str, Any
     if "toolplan_durable" in ms:
         durable = ms["toolplan_durable"]["median"]
         row["store_added_ms_per_step"] = durable - ms["toolplan"]["median"]
-        row["ratio_dbos_to_toolplan_durable"] = {
-            c: ms[c]["median"] / durable for c in ("dbos", "dbos_sync") if c in ms
-        }
+        row["ratio_dbos_to_toolplan_durable"] = {c: ms[c]["median"] / durable for c in ("dbos", "dbos_sync") if c in ms}
     common.log(
         f"durable {side.backend:10} {shape:6} n={n:<5} "
         + " ".join(f"{c}={ms[c]['median']:.3f}" for c in contenders)
@@ -364,7 +361,9 @@ async def run_case(side: Side, shape: Shape, n: int, reps: int) -> dict[str, Any
     return row
 
 
-async def run(*, quick: bool, reps: int | None, sizes: tuple[int, ...] | None, backends: tuple[Backend, ...]) -> dict[str, Any]:
+async def run(
+    *, quick: bool, reps: int | None, sizes: tuple[int, ...] | None, backends: tuple[Backend, ...]
+) -> dict[str, Any]:
     sizes = sizes or (QUICK_SIZES if quick else SIZES)
 
     def reps_for(n: int) -> int:

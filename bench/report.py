@@ -11,6 +11,8 @@ PAIRED_VERDICT_MAX_STEPS = 1_000  # the paired verdict is also given for plans u
 OVERHEAD_TARGET_LANGGRAPH = 10.0  # ... and >= 10x below LangGraph's
 MAKESPAN_TARGET = 1.05  # within 5% of the critical path
 TOKEN_TARGET = 3.0  # >= 3x fewer input tokens than one call per turn on the 8-way fan-out
+DURABLE_TARGET_MS = 0.5  # a durable toolplan step on SQLite costs <= 0.5 ms ...
+DURABLE_TARGET_DBOS = 5.0  # ... and >= 5x less than a DBOS step on SQLite
 
 NAMES = {
     "toolplan": "toolplan (mc=n)",
@@ -19,6 +21,12 @@ NAMES = {
     "wave": "wave barriers",
     "langgraph": "LangGraph",
     "dask": "Dask threaded",
+}
+DURABLE_NAMES = {
+    "toolplan": "toolplan (no store)",
+    "toolplan_durable": "toolplan durable",
+    "dbos": "DBOS",
+    "dbos_sync": "DBOS (sync steps)",
 }
 
 
@@ -380,6 +388,98 @@ def instructions_section(d: dict[str, Any]) -> list[str]:
     return out
 
 
+def _ms(row: dict[str, Any], name: str) -> str:
+    if name in row["ms_per_step"]:
+        return f"{row['ms_per_step'][name]['median']:.3f}"
+    return "-" if name == "dbos_sync" and row["shape"] != "chain" else "skipped"
+
+
+def _best_dbos(row: dict[str, Any]) -> float | None:
+    """DBOS's faster variant on this row (async steps, or sync steps on the chain), ms per step."""
+    got = [row["ms_per_step"][c]["median"] for c in ("dbos", "dbos_sync") if c in row["ms_per_step"]]
+    return min(got) if got else None
+
+
+def durable_section(d: dict[str, Any]) -> list[str]:
+    out = ["## 5. Durable runs (no-op steps, SQLite and PostgreSQL)", "", _machine(d), ""]
+    s = d["settings"]
+    pg = d["backends"].get("postgresql", {})
+    sq = d["backends"].get("sqlite", {}).get("dbos", {})
+    out.append(
+        f"Median ms per step (wall time of one whole run / steps). Shapes: {s['shapes']}. toolplan: "
+        f"`execute_plan(..., max_concurrency={s['toolplan_max_concurrency']})`, durable with "
+        f"`store=open_store(url)`. DBOS: {s['dbos_steps']}. SQLite: {s['sqlite']}"
+        + (
+            f" (DBOS's connection: journal_mode={sq['journal_mode']}, synchronous={sq['synchronous']})"
+            if "journal_mode" in sq
+            else ""
+        )
+        + f". PostgreSQL: {s['postgresql']}"
+        + (
+            f" (server {pg['server_version']}, synchronous_commit={pg['synchronous_commit']}, fsync={pg['fsync']})"
+            if "server_version" in pg
+            else ""
+        )
+        + "."
+    )
+    out += [
+        "",
+        "| database | shape | steps | toolplan (no store) | toolplan durable | added by the store | DBOS (async steps) "
+        "| DBOS (sync steps) | best DBOS / toolplan durable |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in d["cases"]:
+        added = row.get("store_added_ms_per_step")
+        best = _best_dbos(row)
+        ratio = f"{best / row['ms_per_step']['toolplan_durable']['median']:.1f}x" if best and added is not None else "-"
+        out.append(
+            f"| {row['backend']} | {row['shape']} | {row['n']:,} | {_ms(row, 'toolplan')} | "
+            f"{_ms(row, 'toolplan_durable')} | {'-' if added is None else f'{added:.3f}'} | {_ms(row, 'dbos')} | "
+            f"{_ms(row, 'dbos_sync')} | {ratio} |"
+        )
+    sqlite = [row for row in d["cases"] if row["backend"] == "sqlite" and "toolplan_durable" in row["ms_per_step"]]
+    compared = [(row, _best_dbos(row)) for row in sqlite]
+    ratios = [b / row["ms_per_step"]["toolplan_durable"]["median"] for row, b in compared if b is not None]
+    ms_target = f"- Target: a durable toolplan step on SQLite costs ≤ {DURABLE_TARGET_MS:g} ms at every size: "
+    dbos_target = (
+        f"- Target: a durable toolplan step on SQLite costs ≥ {DURABLE_TARGET_DBOS:g}x less than a DBOS step on "
+        "SQLite (DBOS's faster variant) at every size: "
+    )
+    if not sqlite:
+        why = _durable_skip_reason(d, "sqlite", "toolplan_durable")
+        out += ["", f"{ms_target}not measured ({why}).", f"{dbos_target}not measured ({why})."]
+    else:
+        worst = max(row["ms_per_step"]["toolplan_durable"]["median"] for row in sqlite)
+        out += ["", f"{ms_target}{_ok(worst <= DURABLE_TARGET_MS)} (worst {worst:.3f} ms)."]
+        if ratios:
+            out.append(f"{dbos_target}{_ok(min(ratios) >= DURABLE_TARGET_DBOS)} (worst {min(ratios):.1f}x).")
+        else:
+            out.append(f"{dbos_target}not measured ({_durable_skip_reason(d, 'sqlite', 'dbos')}).")
+    out += [
+        "",
+        "On a crash:",
+        "",
+        f"- toolplan durable: {d['toolplan_crash_guarantee']}.",
+        f"- DBOS: {d['dbos_crash_guarantee']}.",
+    ]
+    reasons = sorted(
+        {(backend, why) for backend, b in d["backends"].items() for c, why in b["skipped"].items() if c != "dbos_sync"}
+    )
+    if reasons:
+        out.append("")
+        for backend, why in reasons:
+            skipped = d["backends"][backend]["skipped"]
+            names = [label for c, label in DURABLE_NAMES.items() if skipped.get(c) == why and c != "dbos_sync"]
+            out.append(f"- Skipped on {backend}: {', '.join(names)}: {why}.")
+    return out
+
+
+def _durable_skip_reason(d: dict[str, Any], backend: str, name: str) -> str:
+    if backend not in d["backends"]:
+        return f"{backend} was not among this run's --backends"
+    return str(d["backends"][backend]["skipped"].get(name, "not run"))
+
+
 def write_report(out_dir: Path) -> Path:
     lines = [
         "# toolplan benchmark results",
@@ -395,6 +495,7 @@ def write_report(out_dir: Path) -> Path:
         ("roundtrips", roundtrips_section),
         ("local_model", local_model_section),
         ("streaming", streaming_section),
+        ("durable", durable_section),
     ):
         data = _load(out_dir, name)
         if data is not None:

@@ -138,7 +138,7 @@ def test_local_model_is_skipped_when_quick(results: Path) -> None:
 
 def test_report_written(results: Path) -> None:
     text = (results / "RESULTS.md").read_text()
-    for heading in ("Engine overhead", "Makespan", "Round-trips", "real local model", "Streamed plans"):
+    for heading in ("Engine overhead", "Makespan", "Round-trips", "real local model", "Streamed plans", "Durable runs"):
         assert heading in text
     assert "| toolplan collections | floor collections |" in text
 
