@@ -125,6 +125,22 @@ def postgres_databases(url: str, names: list[str]) -> Iterator[dict[str, str]]:
                 conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
 
 
+def fsync_probe(path: Path, times: int = 100) -> list[float]:
+    """Milliseconds for one 100-byte write + fsync of a file next to the databases, ``times`` times."""
+    out: list[float] = []
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        for _ in range(times):
+            t0 = common.now()
+            os.write(fd, b"x" * 100)
+            os.fsync(fd)
+            out.append((common.now() - t0) * 1e3)
+    finally:
+        os.close(fd)
+        path.unlink()
+    return out
+
+
 # --- DBOS ---------------------------------------------------------------------------------------
 
 
@@ -285,6 +301,7 @@ async def backend_side(backend: Backend, *, store_mod: Any, store_skip: str | No
             urls = {"toolplan": f"sqlite:///{tmp / 'toolplan.db'}", "dbos": f"sqlite:///{tmp / 'dbos.sqlite'}"}
             with contextlib.closing(sqlite3.connect(tmp / "dbos.sqlite")) as conn:  # WAL persists in the file
                 conn.execute("PRAGMA journal_mode=WAL")
+            side.settings["fsync_ms"] = common.summarize(fsync_probe(tmp / "probe.bin"))
         else:
             url = postgres_url()
             side.settings["server"] = urlsplit(url)._replace(path="").geturl()

@@ -405,6 +405,7 @@ def durable_section(d: dict[str, Any]) -> list[str]:
     s = d["settings"]
     pg = d["backends"].get("postgresql", {})
     sq = d["backends"].get("sqlite", {}).get("dbos", {})
+    fsync = d["backends"].get("sqlite", {}).get("fsync_ms")
     out.append(
         f"Median ms per step (wall time of one whole run / steps). Shapes: {s['shapes']}. toolplan: "
         f"`execute_plan(..., max_concurrency={s['toolplan_max_concurrency']})`, durable with "
@@ -414,6 +415,7 @@ def durable_section(d: dict[str, Any]) -> list[str]:
             if "journal_mode" in sq
             else ""
         )
+        + (f"; one write + fsync of a file there took {fsync['median']:.2f} ms (median)" if fsync else "")
         + f". PostgreSQL: {s['postgresql']}"
         + (
             f" (server {pg['server_version']}, synchronous_commit={pg['synchronous_commit']}, fsync={pg['fsync']})"
