@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -144,8 +145,9 @@ async def run_compiled(
             run.run_id = run_id
         return await run.run()
     journal, stored = await store.begin(run_id, compiled.plan, limits, parent=parent)
-    if stored is not None and stored.finished and stored.result is not None:
-        return stored.result  # nothing is called again
+    if stored is not None and stored.finished and stored.result is not None:  # nothing is called again
+        steps = {sid: dataclasses.replace(r, reused=True) for sid, r in stored.result.steps.items()}
+        return dataclasses.replace(stored.result, steps=steps)
     run = PlanRun(
         compiled,
         invoker,

@@ -138,7 +138,7 @@ class Store:
             raise UserError(f"lease must be a number of seconds from 0.1 to 86400, not {lease!r}.")
         self.url = url
         self.lease = float(lease)
-        self.owner = f"{socket.gethostname()[:60]}:{os.getpid()}:{os.urandom(4).hex()}"
+        self.owner = f"{_HOST}:{os.getpid()}:{os.urandom(4).hex()}"
         self.db = Database(_engine(url), lease=self.lease, opener=_open)
         sql = self.db.sql
         self.sql_started = sql(
@@ -180,7 +180,12 @@ class Store:
         )
 
     def __repr__(self) -> str:
-        return f"Store({_masked(self.url)!r})"
+        return f"Store({self.url_shown!r})"
+
+    @property
+    def url_shown(self) -> str:
+        """The URL with any password hidden."""
+        return _masked(self.url)
 
     async def __aenter__(self) -> Store:
         return self
@@ -314,6 +319,26 @@ def new_run_id() -> str:
     return f"run_{int(time.time())}_{os.urandom(8).hex()}"
 
 
+_HOST = socket.gethostname()[:60]
+
+
+def _dead_here(owner: str) -> bool:
+    """True when ``owner`` names a process of this machine that no longer exists (its lease need not be waited out)."""
+    parts = owner.rsplit(":", 2)
+    if len(parts) != 3 or parts[0] != _HOST or not parts[1].isdigit():
+        return False
+    pid = int(parts[1])
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # it exists (owned by another user) or cannot be asked
+        return False
+    return False
+
+
 def _not_found(run_id: str) -> RunNotFoundError:
     return RunNotFoundError(
         f"No run {run_id!r} is stored here. `toolplan runs list --db URL` shows the stored runs.", run_id=run_id
@@ -403,12 +428,12 @@ class _Claim:
                     run_id=self.run_id,
                 )
             if row["status"] not in ("succeeded", "failed"):
+                free = sa.or_(e.c.owner.is_(None), e.c.owner == store.owner, e.c.lease_until < now)
+                if row["owner"] is not None and _dead_here(row["owner"]):  # its process died on this machine
+                    free = sa.or_(free, e.c.owner == row["owner"])
                 taken = conn.execute(
                     sa.update(e)
-                    .where(
-                        e.c.id == self.run_id,
-                        sa.or_(e.c.owner.is_(None), e.c.owner == store.owner, e.c.lease_until < now),
-                    )
+                    .where(e.c.id == self.run_id, free)
                     .values(owner=store.owner, lease_until=now + store.lease, status="running", updated_at=now)
                 ).rowcount
                 if taken != 1:
