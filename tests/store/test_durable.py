@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
 from typing import Any
 
@@ -336,3 +337,26 @@ async def test_a_fallback_has_its_own_key(store_url: str) -> None:
         result = await execute_plan(plan, TOOLS, store=store, run_id="fb")
     assert result.ok and result.steps["f"].used_fallback
     assert KEYS == ["fb:f:fallback"]
+
+
+async def test_each_plan_an_agent_runs_is_stored_under_the_agent_run(store_url: str) -> None:
+    from toolplan import Agent
+    from toolplan.models import AssistantMessage, ToolCall
+    from toolplan.testing import ScriptedModel
+
+    plan = {
+        "steps": [
+            {"id": "a", "tool": "fetch", "arguments": {"n": 5}},
+            {"id": "p", "tool": "pay", "arguments": {"amount": "$ref:a.n"}},
+        ]
+    }
+    turn = AssistantMessage(tool_calls=(ToolCall(id="c1", name="execute_tool_plan", arguments=json.dumps(plan)),))
+    model = ScriptedModel([turn, turn, "done"])
+    async with open_store(store_url) as store:
+        result = await Agent(model, tools=TOOLS, tool_planning=True, store=store).run("pay twice")
+        runs = [await store.get_run(r.run_id) for r in result.plan_results]
+    assert len(runs) == 2 and runs[0].summary.run_id != runs[1].summary.run_id
+    parents = {r.summary.parent_id for r in runs}
+    assert len(parents) == 1 and next(iter(parents)).startswith("agent_")  # type: ignore[union-attr]
+    assert all(r.summary.status == "succeeded" and r.result.steps["p"].output == "paid 5" for r in runs)
+    assert [f"{runs[0].summary.run_id}:p", f"{runs[1].summary.run_id}:p"] == KEYS

@@ -133,14 +133,20 @@ async def run_compiled(
     run_id: str | None,
     rerun_unknown: bool = False,
     parent: str | None = None,
+    expires: float | None = None,
+    expires_note: str = "the run's deadline",
 ) -> PlanResult:
-    """Run a compiled plan, durably when a store is given (see `execute_plan`)."""
+    """Run a compiled plan, durably when a store is given (see `execute_plan`).
+
+    ``parent`` links a stored run to what ran it (an agent run); ``expires`` is an enclosing run's
+    deadline (`PlanRun`).
+    """
     if run_id is not None:
         check_run_id(run_id)
     if store is None:
         if rerun_unknown:
             raise UserError("rerun_unknown=True applies when resuming a durable run: pass store= as well.")
-        run = PlanRun(compiled, invoker, limits=limits, on_event=on_event)
+        run = PlanRun(compiled, invoker, limits=limits, on_event=on_event, expires=expires, expires_note=expires_note)
         if run_id is not None:
             run.run_id = run_id
         return await run.run()
@@ -153,6 +159,8 @@ async def run_compiled(
         invoker,
         limits=limits,
         on_event=on_event,
+        expires=expires,
+        expires_note=expires_note,
         journal=journal,
         stored=stored,
         rerun_unknown=rerun_unknown,
