@@ -42,8 +42,10 @@ def test_the_resume_rule(raw: dict[str, tuple[str, str, int, bool]], rerun_unkno
     assert set(decisions) == set(steps)
     for sid, step in steps.items():
         d = decisions[sid]
-        if step.status in ("succeeded", "failed", "timed_out", "unknown_outcome"):
+        if step.status in ("succeeded", "failed", "timed_out"):
             assert d == "reuse"  # an outcome that committed is never run again
+        elif step.status == "unknown_outcome":  # run again only when the caller says it checked
+            assert d == ("rerun" if rerun_unknown else "reuse")
         elif step.status in ("running", "cancelled"):  # the call may have happened
             if step.call_tool in SAFE or rerun_unknown:
                 assert d == "rerun"
@@ -62,3 +64,5 @@ def test_a_non_repeatable_call_in_flight_is_never_rerun_unasked(raw: dict[str, t
     for sid, (status, tool, _a, _f) in raw.items():
         if tool not in SAFE:
             assert decisions[sid] != "rerun"
+        if status == "unknown_outcome":
+            assert decisions[sid] == "reuse"

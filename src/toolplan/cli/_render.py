@@ -64,7 +64,7 @@ def print_issues(console: Console, issues: Iterable[PlanIssue], *, style: str) -
 
 def _row(r: StepResult) -> StepRow:
     detail = r.output if r.ok else (r.error.message if r.error else r.status)
-    label = "reused" if r.reused else "unknown" if r.status == "unknown_outcome" else ""
+    label = "reused" if r.reused and r.ok else "unknown" if r.status == "unknown_outcome" else ""
     return StepRow(
         r.id, r.tool, r.status, r.attempts, r.duration, short(detail, DETAIL_LIMIT), "" if r.ok else "red", label
     )

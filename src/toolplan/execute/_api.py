@@ -151,8 +151,10 @@ async def run_compiled(
             run.run_id = run_id
         return await run.run()
     journal, stored = await store.begin(run_id, compiled.plan, limits, parent=parent)
-    if stored is not None and stored.finished and stored.result is not None:  # nothing is called again
-        steps = {sid: dataclasses.replace(r, reused=True) for sid, r in stored.result.steps.items()}
+    if stored is not None and stored.finished and stored.result is not None and rerun_unknown and stored.unknown:
+        journal, stored = await store.begin(journal.run_id, compiled.plan, limits, parent=parent, reopen=True)
+    if stored is not None and stored.finished and stored.result is not None and not (rerun_unknown and stored.unknown):
+        steps = {sid: dataclasses.replace(r, reused=True) for sid, r in stored.result.steps.items()}  # nothing runs
         return dataclasses.replace(stored.result, steps=steps)
     run = PlanRun(
         compiled,

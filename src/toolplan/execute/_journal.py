@@ -43,6 +43,7 @@ __all__ = (
 #: ``run``: it never started (or was refused before its call): run it as usual;
 #: ``rerun``: its call was in flight when its process stopped, and calling again is safe (or asked for);
 #: ``unknown``: its call was in flight and may have had its effect: it ends ``unknown_outcome``.
+#: With ``rerun_unknown``, steps in flight and steps that ended ``unknown_outcome`` are rerun.
 Decision = Literal["reuse", "run", "rerun", "unknown"]
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
@@ -99,6 +100,8 @@ def decide(step: StoredStep | None, safe: bool, rerun_unknown: bool) -> Decision
         return "run"
     if step.status in _IN_FLIGHT:
         return "rerun" if safe or rerun_unknown else "unknown"
+    if step.status == "unknown_outcome" and rerun_unknown:  # the caller checked: call it again
+        return "rerun"
     return "reuse"
 
 
@@ -148,6 +151,11 @@ class StoredRun:
         """True when the run ended succeeded or failed (a cancelled run may be resumed)."""
         return self.result is not None and self.status in ("succeeded", "failed")
 
+    @property
+    def unknown(self) -> bool:
+        """True when a step ended ``unknown_outcome`` (``rerun_unknown`` reopens even a finished run)."""
+        return any(s.status == "unknown_outcome" for s in self.steps.values())
+
 
 class Journal(Protocol):
     """The store's side of one durable run (one process holds it under a lease)."""
@@ -196,10 +204,12 @@ class RunStore(Protocol):
         limits: RunLimits,
         *,
         parent: str | None = None,
+        reopen: bool = False,
     ) -> tuple[Journal, StoredRun | None]:
         """Claim run ``run_id`` (a new id when None) for this process.
 
         Returns the journal to write through and, for a run that was stored before, what it holds.
+        A finished run is not claimed (its journal writes nothing) unless ``reopen`` is True.
 
         Raises:
             RunConflictError: the id holds another plan, or another live process runs it.

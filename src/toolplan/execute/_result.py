@@ -171,8 +171,8 @@ class PlanResult:
 
     @property
     def parallelism(self) -> float:
-        """Achieved parallelism: total step time divided by the plan's wall time."""
-        busy = sum(r.duration or 0.0 for r in self.steps.values())
+        """Achieved parallelism: total step time divided by the plan's wall time (steps reused from a store aside)."""
+        busy = sum(r.duration or 0.0 for r in self.steps.values() if not r.reused)
         return busy / self.duration if self.duration > 0 else 0.0
 
     def to_dict(self) -> dict[str, Any]:

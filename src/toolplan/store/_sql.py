@@ -18,7 +18,7 @@ from .._errors import PlanIssue, RunConflictError, RunNotFoundError, StoreError,
 from .._json import dumps, loads
 from ..execute import PlanResult, PlanStatus, RunLimits, StepResult
 from ..execute._journal import StoredRun, StoredStep, check_run_id
-from ..plan import Plan
+from ..plan import Plan, parse_plan
 from . import _schema as t
 from ._codec import decode, encode, output_json, plan_hash, step_from_row
 from ._db import Database, Statement
@@ -202,13 +202,13 @@ class Store:
     # -- durable runs (the RunStore protocol) ----------------------------------------------------
 
     async def begin(
-        self, run_id: str | None, plan: Plan, limits: RunLimits, *, parent: str | None = None
+        self, run_id: str | None, plan: Plan, limits: RunLimits, *, parent: str | None = None, reopen: bool = False
     ) -> tuple[_Journal, StoredRun | None]:
         """Claim run ``run_id`` (new when None) for this process; see `toolplan.execute.RunStore`."""
         run_id = new_run_id() if run_id is None else check_run_id(run_id)
         body = encode(plan)
         digest = plan_hash(body)
-        claim = _Claim(self, run_id, body, digest, plan.dialect, encode(limits), parent)
+        claim = _Claim(self, run_id, body, digest, plan.dialect, encode(limits), parent, reopen)
         stored: StoredRun | None = await self.db.call(claim)
         journal = _Journal(self, run_id, claimed=claim.claimed, next_seq=claim.next_seq)
         if claim.claimed:
@@ -219,8 +219,18 @@ class Store:
                 journal.event("run_resumed", None, {"owner": self.owner})
         return journal, stored
 
-    async def submit(self, plan: Plan, *, limits: RunLimits | None = None, run_id: str | None = None) -> str:
-        """Store a run to be run later by a worker (`claim_next`, ``toolplan runs work``); returns its id."""
+    async def submit(self, plan: Any, *, limits: RunLimits | None = None, run_id: str | None = None) -> str:
+        """Store a run to be run later by a worker (`claim_next`, ``toolplan runs work``); returns its id.
+
+        ``plan`` is a `Plan`, a dict or JSON text in any dialect; its structure is checked now (its
+        tools when a worker runs it).
+
+        Raises:
+            PlanValidationError: the plan's structure is invalid.
+            RunConflictError: ``run_id`` is stored already.
+        """
+        if not isinstance(plan, Plan):
+            plan = parse_plan(plan)
         journal, stored = await self.begin(run_id, plan, limits or RunLimits())
         if stored is not None:
             raise RunConflictError(f"Run {journal.run_id!r} exists already.", run_id=journal.run_id)
@@ -375,9 +385,17 @@ class _Claim:
     """`Store.begin` on the database thread: store the plan, create or claim the execution, load its steps."""
 
     def __init__(
-        self, store: Store, run_id: str, body: str, digest: str, dialect: str, limits: str, parent: str | None
+        self,
+        store: Store,
+        run_id: str,
+        body: str,
+        digest: str,
+        dialect: str,
+        limits: str,
+        parent: str | None,
+        reopen: bool = False,
     ) -> None:
-        self.store, self.run_id, self.body, self.digest = store, run_id, body, digest
+        self.store, self.run_id, self.body, self.digest, self.reopen = store, run_id, body, digest, reopen
         self.dialect, self.limits, self.parent = dialect, limits, parent
         self.plan_id = f"plan_{digest[:24]}"
         self.claimed = False
@@ -427,7 +445,7 @@ class _Claim:
                     "Resume it with its own plan (toolplan runs resume ID), or give this plan a new run id.",
                     run_id=self.run_id,
                 )
-            if row["status"] not in ("succeeded", "failed"):
+            if row["status"] not in ("succeeded", "failed") or self.reopen:
                 free = sa.or_(e.c.owner.is_(None), e.c.owner == store.owner, e.c.lease_until < now)
                 if row["owner"] is not None and _dead_here(row["owner"]):  # its process died on this machine
                     free = sa.or_(free, e.c.owner == row["owner"])
