@@ -19,7 +19,9 @@ import toolplan
 
 SRC = Path(toolplan.__file__).parent
 
-# DESIGN.md §1, bottom to top: a package may import only from packages at or below its level.
+# DESIGN.md §1, bottom to top: a package may import only from packages at or below its level. One change
+# from the drawing there: store/ sits above execute/ and agent/ (it keeps their records, so it imports
+# them), not at the bottom; they reach a store only through the protocol execute/ owns (`RunStore`).
 LAYERS = [
     "tools",
     "plan",
@@ -28,8 +30,8 @@ LAYERS = [
     "sandbox",
     "models",
     "agent",
-    "planner",
     "store",
+    "planner",
     "testing",
     "service",
     "cli",
@@ -86,7 +88,8 @@ def test_layers_only_import_downwards() -> None:
 def test_import_toolplan_loads_no_optional_dependency() -> None:
     code = (
         "import sys, toolplan\n"
-        "bad = [m for m in ('openai', 'anthropic', 'pydantic_monty', 'llama_cpp', 'typer', 'rich', 'jsonschema')"
+        "bad = [m for m in ('openai', 'anthropic', 'pydantic_monty', 'llama_cpp', 'typer', 'rich', 'jsonschema',"
+        " 'sqlalchemy', 'psycopg')"
         " if m in sys.modules]\n"
         "print(','.join(bad))"
     )

@@ -15,8 +15,11 @@ from ._errors import OutputValidationError as OutputValidationError
 from ._errors import PlanIssue as PlanIssue
 from ._errors import PlanValidationError as PlanValidationError
 from ._errors import ReferenceResolutionError as ReferenceResolutionError
+from ._errors import RunConflictError as RunConflictError
 from ._errors import RunError as RunError
+from ._errors import RunNotFoundError as RunNotFoundError
 from ._errors import SandboxError as SandboxError
+from ._errors import StoreError as StoreError
 from ._errors import ToolError as ToolError
 from ._errors import ToolOutputError as ToolOutputError
 from ._errors import ToolplanError as ToolplanError
@@ -80,14 +83,17 @@ __all__ = (
     "PlanTool",
     "PlanValidationError",
     "ReferenceResolutionError",
+    "RunConflictError",
     "RunContext",
     "RunError",
+    "RunNotFoundError",
     "RunLimits",
     "SandboxError",
     "SequentialExecutor",
     "Step",
     "StepError",
     "StepResult",
+    "StoreError",
     "Tool",
     "ToolAnnotations",
     "ToolDefinition",

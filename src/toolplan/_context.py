@@ -43,6 +43,7 @@ class CallContext:
         attempt: 1 for the first attempt, 2 for the first retry, and so on (a fallback is an attempt too).
         deadline: When the call must end, in `time.monotonic` seconds (the tighter of the call's
             timeout and the run's deadline), or None.
+        fallback: True when this is the call of the step's fallback tool.
     """
 
     run_id: str
@@ -50,14 +51,18 @@ class CallContext:
     tool: str
     attempt: int = 1
     deadline: float | None = None
+    fallback: bool = False
 
     @property
     def idempotency_key(self) -> str:
-        """``"{run_id}:{step_id}"``: the same for every attempt (and resume) of one step.
+        """``"{run_id}:{step_id}"``: the same for every attempt of one step, and after a resume.
 
-        Pass it to APIs that de-duplicate requests (payments, bookings) so a retried step cannot
-        repeat a side effect that completed.
+        A step's fallback has its own, ``"{run_id}:{step_id}:fallback"`` (it is another call). Pass
+        it to APIs that de-duplicate requests (payments, bookings) so a retried or resumed step
+        cannot repeat a side effect that completed.
         """
+        if self.fallback:
+            return f"{self.run_id}:{self.step_id}:fallback"
         return f"{self.run_id}:{self.step_id}"
 
     def remaining(self) -> float | None:
@@ -77,6 +82,7 @@ RawCall = tuple[
     str,  # tool
     int,  # attempt
     float | None,  # deadline (time.monotonic)
+    bool,  # the step's fallback
 ]
 _CURRENT: ContextVar[RawCall | None] = ContextVar("toolplan_current_call", default=None)
 
@@ -88,9 +94,10 @@ def raw_call(
     tool: str,
     attempt: int,
     deadline: float | None,
+    fallback: bool = False,
 ) -> RawCall:
     """The value the invoker sets in the context variable for one call."""
-    return (on_linger, run_id, step_id, tool, attempt, deadline)
+    return (on_linger, run_id, step_id, tool, attempt, deadline, fallback)
 
 
 def linger_hook(raw: RawCall) -> Callable[[Any, Future[Any]], None] | None:
@@ -111,7 +118,7 @@ def current_call() -> CallContext:
             "current_call() was called outside a tool call run by toolplan. Call it from inside a tool "
             "while a plan or agent runs it, or use current_call_or_none() where the function may be called directly."
         )
-    return CallContext(run_id=raw[1], step_id=raw[2], tool=raw[3], attempt=raw[4], deadline=raw[5])
+    return CallContext(run_id=raw[1], step_id=raw[2], tool=raw[3], attempt=raw[4], deadline=raw[5], fallback=raw[6])
 
 
 def current_call_or_none() -> CallContext | None:

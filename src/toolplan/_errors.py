@@ -20,7 +20,10 @@ ToolplanError                      root; every error toolplan raises on purpose
     ├── ModelConnectionError       the provider could not be reached or timed out
     ├── UnexpectedModelBehavior    a model (or test model) did something the run cannot continue with
     │   └── OutputValidationError  the final answer did not match output_type, output_retries times
-    └── SandboxError               a code runner failed or killed the code (the limit is named)
+    ├── SandboxError               a code runner failed or killed the code (the limit is named)
+    └── StoreError                 the store (database) failed or refused; durable runs stop, resumable
+        ├── RunNotFoundError       no stored run has that id
+        └── RunConflictError       the run id is taken: another plan, or another live process runs it
 ```
 
 Messages say what happened and then what to do about it. Constructors have no side effects.
@@ -51,7 +54,10 @@ __all__ = (
     "PlanValidationError",
     "ReferenceResolutionError",
     "RunError",
+    "RunConflictError",
+    "RunNotFoundError",
     "SandboxError",
+    "StoreError",
     "ToolError",
     "ToolOutputError",
     "ToolTimeoutError",
@@ -303,6 +309,35 @@ class SandboxError(RunError):
     def __init__(self, message: str, *, limit: str | None = None) -> None:
         super().__init__(message)
         self.limit = limit
+
+
+class StoreError(RunError):
+    """The store failed (the database cannot be reached, a write did not commit, the schema is newer).
+
+    A durable run that meets it starts no more steps; what committed stays, and the run can be resumed.
+    """
+
+    code = "store_error"
+
+
+class RunNotFoundError(StoreError):
+    """No run with this id is stored; ``toolplan runs list`` shows the stored ones."""
+
+    code = "run_not_found"
+
+    def __init__(self, message: str, *, run_id: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+
+
+class RunConflictError(StoreError):
+    """The run id is taken: it holds another plan, or another live process is running it."""
+
+    code = "run_conflict"
+
+    def __init__(self, message: str, *, run_id: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
 
 
 def _rebuild(cls: type[ToolplanError], args: tuple[Any, ...], state: dict[str, Any]) -> ToolplanError:

@@ -136,7 +136,7 @@ def _text_error(detail: str) -> JSONTextError:
     return JSONTextError(f"{what}{where}", reason="syntax", line=line, column=column)
 
 
-def dumps(value: Any, *, indent: int | None = None, ensure_ascii: bool = False) -> str:
+def dumps(value: Any, *, indent: int | None = None, ensure_ascii: bool = False, sort_keys: bool = False) -> str:
     """``value`` as JSON text that is always valid and always encodable (see the module docstring).
 
     Compact (``,`` and ``:`` without spaces) unless ``indent`` is given. The common case costs one
@@ -145,10 +145,18 @@ def dumps(value: Any, *, indent: int | None = None, ensure_ascii: bool = False) 
     separators = (",", ":") if indent is None else (",", ": ")
     try:
         text = json.dumps(
-            value, ensure_ascii=ensure_ascii, allow_nan=False, indent=indent, separators=separators, default=_default
+            value,
+            ensure_ascii=ensure_ascii,
+            allow_nan=False,
+            indent=indent,
+            separators=separators,
+            default=_default,
+            sort_keys=sort_keys,
         )
     except (ValueError, TypeError, RecursionError):  # NaN, a cycle, a huge int, a bad key, too deep
-        text = json.dumps(json_safe(value), ensure_ascii=ensure_ascii, indent=indent, separators=separators)
+        text = json.dumps(
+            json_safe(value), ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
+        )
     return text if ensure_ascii else encodable(text)
 
 

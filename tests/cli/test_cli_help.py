@@ -37,7 +37,7 @@ def test_command_summaries_are_whole_sentences() -> None:
     commands = _help("-h").split("Commands:\n", 1)[1].split("\n\n", 1)[0]
     assert "..." not in commands and "…" not in commands
     summaries = dict(line.split(None, 1) for line in commands.splitlines())
-    assert set(summaries) == {"run", "validate", "graph", "demo"}
+    assert set(summaries) == {"run", "validate", "graph", "demo", "runs"}
     assert all(s.endswith(".") for s in summaries.values()), summaries
 
 
@@ -48,10 +48,14 @@ def test_command_summaries_are_whole_sentences() -> None:
         ("validate", "toolplan validate PLAN.json [--tools FILE.py[:NAME]] [OPTIONS]"),
         ("graph", "toolplan graph PLAN.json [--tools FILE.py[:NAME]] [OPTIONS]"),
         ("demo", "toolplan demo [--model PROVIDER:NAME]"),
+        ("runs list", "toolplan runs list --db URL [OPTIONS]"),
+        ("runs show", "toolplan runs show RUN_ID --db URL [OPTIONS]"),
+        ("runs resume", "toolplan runs resume RUN_ID --tools FILE.py[:NAME] --db URL [OPTIONS]"),
+        ("runs work", "toolplan runs work --tools FILE.py[:NAME] --db URL [OPTIONS]"),
     ],
 )
 def test_usage_lines_read_as_typed(command: str, usage: str) -> None:
-    text = _help(command, "-h")
+    text = _help(*command.split(), "-h")
     assert text.splitlines()[0] == f"Usage: {usage}"
     assert not re.search(r"<(str|int|float)>|\{PLAN", text), text
 

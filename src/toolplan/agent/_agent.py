@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -16,7 +17,7 @@ from typing_extensions import TypeVar
 from .._context import reset_run_deps, set_run_deps
 from .._errors import OutputValidationError, UsageLimitExceeded, UserError
 from .._tasks import task_group
-from ..execute import RunLimits, ToolInvoker
+from ..execute import RunLimits, RunStore, ToolInvoker
 from ..models import (
     AssistantMessage,
     Model,
@@ -97,6 +98,9 @@ class Agent(Generic[DepsT, OutputT]):
             carrying the partial result. ``"return"`` (``output_type=str`` only) keeps the earlier
             behaviour: calls past the deadline or budget are refused and the model is told, and a
             run reaching ``max_iterations`` returns its result with ``status="max_iterations"``.
+        store: A store (`toolplan.store.open_store`): each plan the model runs (``execute_tool_plan``,
+            ``execute_plan``) is a durable run in it, linked to the agent run by its ``parent_id``
+            (``agent_...``); ``result.plan_results[i].run_id`` names each stored run.
     """
 
     def __init__(
@@ -121,6 +125,7 @@ class Agent(Generic[DepsT, OutputT]):
         output_type: type[OutputT] = str,  # type: ignore[assignment]  # the TypeVar's default
         output_retries: int = 1,
         on_limit: OnLimit = "raise",
+        store: RunStore | None = None,
     ) -> None:
         if max_iterations < 1:
             raise UserError(f"max_iterations must be >= 1, got {max_iterations}.")
@@ -154,6 +159,7 @@ class Agent(Generic[DepsT, OutputT]):
         self.output_type = output_type
         self.output_retries = output_retries
         self.on_limit: OnLimit = on_limit
+        self.store = store
         self._output: OutputSpec[OutputT] | None = None if output_type is str else OutputSpec(output_type)
         if self._output is not None:
             if OUTPUT_TOOL_NAME in registry:
@@ -378,6 +384,8 @@ class Agent(Generic[DepsT, OutputT]):
             limits=self._inner_limits(),
             expires=None if deadline is None else time.monotonic() + deadline,
             emit=emit,
+            store=self.store,
+            run_id=f"agent_{int(time.time())}_{os.urandom(8).hex()}",
         )
         executor = create_executor(self, self.strategy)
         output = self._output

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ToolError, UnknownToolError
 from .._tasks import task_group
-from ..execute import EventHandler, PlanResult, PlanRun, RunLimits, ToolInvoker
+from ..execute import EventHandler, PlanResult, PlanRun, RunLimits, RunStore, ToolInvoker
 from ..plan import META_TOOL_NAMES, CompiledStep, Step, compile_calls
 from ..plan._refs import literal
 from ..tools import ToolAnnotations, ToolDefinition, ToolRegistry, ToolResult
@@ -99,8 +99,14 @@ class CodeTool:
         invoker: ToolInvoker,
         on_event: EventHandler | None = None,
         expires: float | None = None,
+        store: RunStore | None = None,
+        parent: str | None = None,
     ) -> tuple[str, bool, PlanResult | None]:
-        """Run the code; return (text for the model, is_error, the record of the code's tool calls)."""
+        """Run the code; return (text for the model, is_error, the record of the code's tool calls).
+
+        Code runs are not stored (``store`` is not used): code is not made of steps a resume could
+        reuse one by one.
+        """
         result, plan = await self.run_code(arguments, invoker=invoker, on_event=on_event, expires=expires)
         return result.for_model(), not result.ok, plan
 

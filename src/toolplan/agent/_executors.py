@@ -17,6 +17,7 @@ from ..execute import (
     PlanResult,
     PlanRun,
     RunLimits,
+    RunStore,
     StepFinished,
     StepResult,
     StepStarted,
@@ -66,6 +67,8 @@ class TurnContext:
     emit: Callable[[AgentEvent], None] | None = None
     max_value_chars: int = 4000
     plan_results: list[PlanResult] = field(default_factory=list[PlanResult])
+    store: RunStore | None = None  # the agent's store: each plan it runs is stored, under ``run_id``
+    run_id: str = ""
 
 
 def tool_content(value: Any) -> str:
@@ -187,7 +190,12 @@ class ToolCallExecutor:
             ctx.emit(ToolExecutionStarted(call=call))
         try:
             content, is_error, result = await meta.call(
-                args, invoker=ctx.invoker, on_event=ctx.emit, expires=ctx.expires
+                args,
+                invoker=ctx.invoker,
+                on_event=ctx.emit,
+                expires=ctx.expires,
+                store=ctx.store,
+                parent=ctx.run_id or None,
             )
         except ToolError as exc:
             content, is_error, result = exc.message, True, None

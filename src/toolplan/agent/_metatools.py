@@ -9,7 +9,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from .._errors import PlanValidationError
-from ..execute import EventHandler, PlanResult, PlanRun, RunLimits, ToolInvoker
+from ..execute import EventHandler, PlanResult, RunLimits, RunStore, ToolInvoker
+from ..execute._api import run_compiled
 from ..plan import META_TOOL_NAMES, Budget, Dialect, compile_plan
 from ..plan._parse import BATCH_MAX_STEPS
 from ..tools import Tool, ToolAnnotations, ToolDefinition, ToolRegistry, ToolResult, ToolsLike
@@ -140,11 +141,14 @@ class MetaTool(Tool, Protocol):
         invoker: ToolInvoker,
         on_event: EventHandler | None = None,
         expires: float | None = None,
+        store: RunStore | None = None,
+        parent: str | None = None,
     ) -> tuple[str, bool, PlanResult | None]:
         """Run; return (text for the model, is_error, the record of the tool calls made).
 
         ``invoker`` is the agent run's (its budget and the tools' slots are shared by everything
-        the run does); ``expires`` is the run's deadline (`time.monotonic`).
+        the run does); ``expires`` is the run's deadline (`time.monotonic`); ``store`` and
+        ``parent`` are the agent's store and run id, for meta-tools whose runs are stored.
         """
         ...
 
@@ -178,6 +182,7 @@ class _MetaTool:
         max_value_chars: int = 4000,
         on_event: EventHandler | None = None,
         on_result: Callable[[PlanResult], None] | None = None,
+        store: RunStore | None = None,
     ) -> None:
         registry = ToolRegistry.of(tools)
         self.registry = registry.without(*META_TOOL_NAMES)
@@ -192,6 +197,7 @@ class _MetaTool:
         self.max_value_chars = max_value_chars
         self.on_event = on_event
         self.on_result = on_result
+        self.store = store  # each plan's run is stored (durable) when set
 
     @property
     def name(self) -> str:
@@ -218,11 +224,14 @@ class _MetaTool:
         invoker: ToolInvoker | None = None,
         on_event: EventHandler | None = None,
         expires: float | None = None,
+        store: RunStore | None = None,
+        parent: str | None = None,
     ) -> PlanResult:
         """Validate and run ``plan``; raises `PlanValidationError` when it is invalid.
 
         Pass ``invoker`` to share its budget and per-tool limits with other calls (an agent run),
-        and ``expires`` for the enclosing run's deadline (`time.monotonic`).
+        ``expires`` for the enclosing run's deadline (`time.monotonic`), and ``store`` to store the
+        plan's run (durably) under ``parent`` (the agent run's id).
         """
         limits = self.limits
         compiled = compile_plan(plan, self.registry, dialect=self._dialect, max_steps=limits.max_steps)
@@ -230,15 +239,17 @@ class _MetaTool:
         invoker = (
             ToolInvoker.for_limits(self.registry, limits) if invoker is None else invoker.with_budget(limits.budget)
         )
-        run = PlanRun(
+        result = await run_compiled(
             compiled,
             invoker,
-            limits=limits,
+            limits,
+            on_event or self.on_event,
+            store if store is not None else self.store,
+            None,
+            parent=parent,
             expires=expires,
             expires_note="the agent run's deadline",
-            on_event=on_event or self.on_event,
         )
-        result = await run.run()
         if self.on_result is not None:
             self.on_result(result)
         return result
@@ -258,10 +269,14 @@ class _MetaTool:
         invoker: ToolInvoker,
         on_event: EventHandler | None = None,
         expires: float | None = None,
+        store: RunStore | None = None,
+        parent: str | None = None,
     ) -> tuple[str, bool, PlanResult | None]:
         """Run the plan with the agent run's invoker; an invalid plan is an error listing every problem."""
         try:
-            result = await self.run(dict(arguments), invoker=invoker, on_event=on_event, expires=expires)
+            result = await self.run(
+                dict(arguments), invoker=invoker, on_event=on_event, expires=expires, store=store, parent=parent
+            )
         except PlanValidationError as exc:
             return exc.message, True, None
         return result.to_model_text(max_value_chars=self.max_value_chars), False, result

@@ -31,6 +31,10 @@ _USAGE = {
     "validate": "PLAN.json [--tools FILE.py[:NAME]] [OPTIONS]",
     "graph": "PLAN.json [--tools FILE.py[:NAME]] [OPTIONS]",
     "demo": "[--model PROVIDER:NAME]",
+    "list": "--db URL [OPTIONS]",
+    "show": "RUN_ID --db URL [OPTIONS]",
+    "resume": "RUN_ID --tools FILE.py[:NAME] --db URL [OPTIONS]",
+    "work": "--tools FILE.py[:NAME] --db URL [OPTIONS]",
 }
 
 
@@ -93,6 +97,24 @@ DialectOpt = Annotated[
     DialectChoice | None,
     typer.Option(
         "--dialect", metavar="native|chaining|batch", help="Force a dialect (default: detected from the plan)."
+    ),
+]
+DbOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        metavar="URL",
+        envvar="TOOLPLAN_DB",
+        help="Store the run in this database (sqlite:///runs.db or postgresql://...): a durable run, which "
+        "can be resumed if it stops. Default: $TOOLPLAN_DB.",
+    ),
+]
+RerunUnknownOpt = Annotated[
+    bool,
+    typer.Option(
+        "--rerun-unknown",
+        help="When resuming: call again steps that were in flight when the run stopped even if their tool is "
+        "not read_only or idempotent (otherwise they end unknown_outcome).",
     ),
 ]
 MaxStepsOpt = Annotated[
@@ -209,13 +231,26 @@ def run(
     ] = False,
     dialect: DialectOpt = None,
     max_steps: MaxStepsOpt = None,
-) -> None:
+    db: DbOpt = None,
+    run_id: Annotated[
+        str | None,
+        typer.Option(
+            "--run-id",
+            metavar="ID",
+            help="The run's id (tools see it in their idempotency keys). With --db, an unfinished stored run "
+            "of this id is resumed: its finished steps are reused, not run again.",
+        ),
+    ] = None,
+    rerun_unknown: RerunUnknownOpt = False,
+) -> NoReturn:
     """Run a plan with the tools of a Python file.
 
     Exit code 0 when every step succeeded, 1 when some failed, 2 when the plan or an input is invalid.
     """
     if tools is None:
         _fail("run needs the tools to call: pass --tools FILE.py[:NAME].")
+    if rerun_unknown and db is None:
+        _fail("--rerun-unknown applies when resuming a stored run: pass --db URL and --run-id ID as well.")
     limits = _limits(
         max_concurrency=max_concurrency,
         deadline=timeout,
@@ -238,10 +273,18 @@ def run(
             registry,
             live=live,
             tools=_step_tools(report),
+            db=db,
+            run_id=run_id,
+            rerun_unknown=rerun_unknown,
             limits=limits,
             max_steps=max_steps,
             dialect=dialect.value if dialect is not None else None,
         )
+    show_result(result, as_json=as_json, live=live)
+
+
+def show_result(result: PlanResult, *, as_json: bool, live: bool = False, unfinished: bool = False) -> NoReturn:
+    """Print a run's result (JSON, or the step table, errors, outputs and summary) and exit with its code."""
     if as_json:
         print_json(_out, result.to_dict())
     else:
@@ -249,7 +292,7 @@ def run(
             print_step_table(_out, result)
         print_errors(_out, result)
         print_outputs(_out, result)
-        print_summary(_out, result)
+        print_summary(_out, result, unfinished=unfinished)
     raise typer.Exit(EXIT_OK if result.ok else EXIT_FAILED)
 
 
@@ -259,15 +302,37 @@ def _step_tools(report: ValidationReport) -> dict[str, str]:
     return {sid: c.step.tool for sid, c in compiled.steps.items()} if compiled is not None else {}
 
 
-def _execute(data: Any, registry: ToolRegistry, *, live: bool, tools: dict[str, str], **options: Any) -> PlanResult:
+async def _go(data: Any, registry: ToolRegistry, db: str | None, **options: Any) -> PlanResult:
+    """`execute_plan`, in a store when ``db`` is given (the run id is announced before anything runs)."""
+    if db is None:
+        return await execute_plan(data, registry, **options)
+    from ..store import new_run_id, open_store
+
+    run_id = options.pop("run_id", None) or new_run_id()
+    store = open_store(db)
+    try:
+        say(
+            _err,
+            f"Run {run_id} is stored in {store.url_shown}. If it stops, run the same command with --run-id {run_id} "
+            "to resume it: finished steps are not run again.",
+            "dim",
+        )
+        return await execute_plan(data, registry, store=store, run_id=run_id, **options)
+    finally:
+        await store.close()
+
+
+def _execute(
+    data: Any, registry: ToolRegistry, *, live: bool, tools: dict[str, str], db: str | None = None, **options: Any
+) -> PlanResult:
     from ._progress import ProgressView, live_progress
 
     try:
         if not live:
-            return asyncio.run(execute_plan(data, registry, **options))
+            return asyncio.run(_go(data, registry, db, **options))
         view = ProgressView(tools)
         with live_progress(_out, view):
-            return asyncio.run(execute_plan(data, registry, on_event=view, **options))
+            return asyncio.run(_go(data, registry, db, on_event=view, **options))
     except PlanValidationError as exc:  # already validated; kept so a mismatch never shows a traceback
         _fail(" ".join(exc.message.split()))
     except ToolplanError as exc:  # any other error toolplan raises on purpose: one line, never a traceback
@@ -375,6 +440,15 @@ def _tolerant_output() -> None:
         if reconfigure is not None:
             with contextlib.suppress(Exception):  # a replaced or detached stream: leave it as it is
                 reconfigure(errors="backslashreplace")
+
+
+def _add_runs() -> None:
+    from ._runs import runs_app
+
+    app.add_typer(runs_app, name="runs", help="List, show, resume and work through stored (durable) runs.")
+
+
+_add_runs()
 
 
 def main() -> None:

@@ -64,7 +64,10 @@ def print_issues(console: Console, issues: Iterable[PlanIssue], *, style: str) -
 
 def _row(r: StepResult) -> StepRow:
     detail = r.output if r.ok else (r.error.message if r.error else r.status)
-    return StepRow(r.id, r.tool, r.status, r.attempts, r.duration, short(detail, DETAIL_LIMIT), "" if r.ok else "red")
+    label = "reused" if r.reused and r.ok else "unknown" if r.status == "unknown_outcome" else ""
+    return StepRow(
+        r.id, r.tool, r.status, r.attempts, r.duration, short(detail, DETAIL_LIMIT), "" if r.ok else "red", label
+    )
 
 
 def step_table(result: PlanResult, *, width: int | None) -> Table:
@@ -111,12 +114,18 @@ def print_outputs(console: Console, result: PlanResult) -> None:
     print_json(console, result.outputs)
 
 
-def print_summary(console: Console, result: PlanResult) -> None:
-    """One line: plan status, step counts, wall time and achieved parallelism."""
+def print_summary(console: Console, result: PlanResult, *, unfinished: bool = False) -> None:
+    """One line: plan status, step counts, wall time and parallelism (for an unfinished stored run: the counts)."""
     counts: dict[str, int] = {}
     for r in result.steps.values():
         counts[r.status] = counts.get(r.status, 0) + 1
     parts = ", ".join(f"{n} {status}" for status, n in counts.items())
+    reused = sum(1 for r in result.steps.values() if r.reused)
+    if reused:
+        parts += f" ({reused} reused from the store, not run again)"
+    if unfinished:
+        say(console, f"Run unfinished: {parts}.", "bold yellow")
+        return
     style = "bold green" if result.ok else "bold red"
     say(
         console,

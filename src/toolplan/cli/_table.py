@@ -30,6 +30,7 @@ STATUS_STYLES: dict[StepStatus, str] = {
     "cancelled": "yellow",
     "skipped": "yellow",
     "not_run": "yellow",
+    "unknown_outcome": "bold red",
 }
 
 DETAIL_LIMIT = 200  # characters of an output or error shown in a table, at most

@@ -21,6 +21,12 @@ from ._events import StepStarted as StepStarted
 from ._invoke import BudgetMeter as BudgetMeter
 from ._invoke import CallOutcome as CallOutcome
 from ._invoke import ToolInvoker as ToolInvoker
+from ._journal import Decision as Decision
+from ._journal import Journal as Journal
+from ._journal import RunStore as RunStore
+from ._journal import StoredRun as StoredRun
+from ._journal import StoredStep as StoredStep
+from ._journal import decide_resume as decide_resume
 from ._limits import DEFAULT_LIMITS as DEFAULT_LIMITS
 from ._limits import DEFAULT_MAX_CONCURRENCY as DEFAULT_MAX_CONCURRENCY
 from ._limits import RunLimits as RunLimits
@@ -45,9 +51,11 @@ __all__ = (
     "BudgetMeter",
     "CallContext",
     "CallOutcome",
+    "Decision",
     "ErrorKind",
     "EventHandler",
     "InProcessBackend",
+    "Journal",
     "PlanEvent",
     "PlanFinished",
     "PlanResult",
@@ -56,6 +64,7 @@ __all__ = (
     "PlanStatus",
     "PlanStream",
     "RunLimits",
+    "RunStore",
     "Scheduler",
     "StepError",
     "StepFinished",
@@ -63,11 +72,14 @@ __all__ = (
     "StepRetrying",
     "StepStarted",
     "StepStatus",
+    "StoredRun",
+    "StoredStep",
     "StreamedPlanInvalid",
     "StreamingPlan",
     "ToolInvoker",
     "current_call",
     "current_call_or_none",
+    "decide_resume",
     "execute_compiled",
     "execute_plan",
     "execute_plan_stream",

@@ -7,24 +7,35 @@ merges the plan's own limits in.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 from typing_extensions import Unpack
 
-from .._errors import UserError
+from .._errors import StoreError, UserError
 from .._tasks import task_group
 from ..plan import Budget, CompiledPlan, Dialect, FailureMode, compile_plan
 from ..tools import ToolRegistry, ToolsLike
 from ._backend import Backend
 from ._events import EventHandler, PlanEvent, PlanFinished
 from ._invoke import ToolInvoker
+from ._journal import RunStore, check_run_id
 from ._limits import LimitOptions, RunLimits, limits_from
 from ._result import PlanResult
 from ._run import PlanRun
 
-__all__ = ("PlanStream", "execute_compiled", "execute_plan", "execute_plan_sync", "prepare", "stream_plan")
+__all__ = (
+    "PlanStream",
+    "execute_compiled",
+    "execute_plan",
+    "execute_plan_sync",
+    "prepare",
+    "run_compiled",
+    "stream_plan",
+)
 
 
 def prepare(
@@ -79,6 +90,9 @@ async def execute_plan(
     dialect: Dialect | None = None,
     on_event: EventHandler | None = None,
     backend: Backend | None = None,
+    store: RunStore | None = None,
+    run_id: str | None = None,
+    rerun_unknown: bool = False,
     **options: Unpack[LimitOptions],
 ) -> PlanResult:
     """Validate and run a plan; return every step's record.
@@ -89,6 +103,12 @@ async def execute_plan(
         dialect: Force ``"native"``, ``"chaining"`` or ``"batch"``.
         on_event: Called synchronously with each `PlanEvent`.
         backend: Where tool calls run (default: in this process).
+        store: Make the run durable (`toolplan.store.open_store`): each step's start and result
+            commit before the run goes on, and a run that stopped can be resumed.
+        run_id: The run's id (tools see it in `current_call()` and their idempotency keys). With a
+            store, an id that is stored already resumes that run: its ended steps are reused.
+        rerun_unknown: When resuming, call again the steps whose call was in flight even if their
+            tool is neither ``read_only`` nor ``idempotent`` (otherwise they end ``unknown_outcome``).
         **options: The limits (`LimitOptions`): ``limits``, ``max_concurrency``, ``timeout``,
             ``step_timeout``, ``failure_mode``, ``budget``, ``max_steps``, ``retry_delay``. The
             plan's own ``max_concurrency``, ``budget`` and ``failure_mode`` merge in: the tighter wins.
@@ -96,10 +116,67 @@ async def execute_plan(
     Raises:
         PlanValidationError: the plan is invalid; ``.issues`` lists every problem and no tool ran.
         UserError: an option is unknown or out of range (the message names it).
+        RunConflictError: ``run_id`` is stored with another plan, or another process is running it.
+        StoreError: the store cannot be used (nothing ran).
     """
     limits = limits_from(options)
     compiled, invoker = prepare(plan, tools, limits=limits, dialect=dialect, backend=backend)
-    return await PlanRun(compiled, invoker, limits=limits, on_event=on_event).run()
+    return await run_compiled(compiled, invoker, limits, on_event, store, run_id, rerun_unknown)
+
+
+async def run_compiled(
+    compiled: CompiledPlan,
+    invoker: ToolInvoker,
+    limits: RunLimits,
+    on_event: EventHandler | None,
+    store: RunStore | None,
+    run_id: str | None,
+    rerun_unknown: bool = False,
+    parent: str | None = None,
+    expires: float | None = None,
+    expires_note: str = "the run's deadline",
+) -> PlanResult:
+    """Run a compiled plan, durably when a store is given (see `execute_plan`).
+
+    ``parent`` links a stored run to what ran it (an agent run); ``expires`` is an enclosing run's
+    deadline (`PlanRun`).
+    """
+    if run_id is not None:
+        check_run_id(run_id)
+    if store is None:
+        if rerun_unknown:
+            raise UserError("rerun_unknown=True applies when resuming a durable run: pass store= as well.")
+        run = PlanRun(compiled, invoker, limits=limits, on_event=on_event, expires=expires, expires_note=expires_note)
+        if run_id is not None:
+            run.run_id = run_id
+        return await run.run()
+    journal, stored = await store.begin(run_id, compiled.plan, limits, parent=parent)
+    if stored is not None and stored.finished and stored.result is not None and rerun_unknown and stored.unknown:
+        journal, stored = await store.begin(journal.run_id, compiled.plan, limits, parent=parent, reopen=True)
+    if stored is not None and stored.finished and stored.result is not None and not (rerun_unknown and stored.unknown):
+        steps = {sid: dataclasses.replace(r, reused=True) for sid, r in stored.result.steps.items()}  # nothing runs
+        return dataclasses.replace(stored.result, steps=steps)
+    run = PlanRun(
+        compiled,
+        invoker,
+        limits=limits,
+        on_event=on_event,
+        expires=expires,
+        expires_note=expires_note,
+        journal=journal,
+        stored=stored,
+        rerun_unknown=rerun_unknown,
+    )
+    meter = run.invoker.meter
+    try:
+        result = await run.run()
+    except BaseException:  # cancelled: record that, and let go of the run for whoever resumes it
+        with contextlib.suppress(Exception):
+            await asyncio.shield(journal.close(None, meter.calls, meter.cost))
+        raise
+    with contextlib.suppress(StoreError):  # a store that failed: the run stays resumable as it is
+        await journal.close(None if run.store_failed else result, meter.calls, meter.cost)
+    return result
 
 
 def execute_plan_sync(plan: Any, tools: ToolsLike, **options: Any) -> PlanResult:
@@ -127,6 +204,11 @@ class PlanStream:
             self.result = event.result
         self._queue.put_nowait(event)
 
+    def _done(self, task: asyncio.Task[PlanResult]) -> None:
+        if not task.cancelled() and task.exception() is None:
+            self.result = task.result()  # also a finished durable run, returned from the store
+        self._queue.put_nowait(None)
+
     def __aiter__(self) -> AsyncIterator[PlanEvent]:
         return self._iterate()
 
@@ -146,11 +228,14 @@ async def stream_plan(
     dialect: Dialect | None = None,
     on_event: EventHandler | None = None,
     backend: Backend | None = None,
+    store: RunStore | None = None,
+    run_id: str | None = None,
+    rerun_unknown: bool = False,
     **options: Unpack[LimitOptions],
 ) -> AsyncIterator[PlanStream]:
     """Run a plan in the background of this block and iterate over its events.
 
-    Takes the options of `execute_plan`.
+    Takes the options of `execute_plan` (``store=`` and ``run_id=`` included).
 
     ```python
     async with stream_plan(plan, tools) as events:
@@ -171,8 +256,8 @@ async def stream_plan(
         stream._put(event)
 
     async with task_group() as tg:
-        task = tg.create_task(PlanRun(compiled, invoker, limits=limits, on_event=put).run())
-        task.add_done_callback(lambda _t: stream._queue.put_nowait(None))
+        task = tg.create_task(run_compiled(compiled, invoker, limits, put, store, run_id, rerun_unknown))
+        task.add_done_callback(stream._done)
         try:
             yield stream
         finally:

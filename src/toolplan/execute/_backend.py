@@ -37,7 +37,9 @@ class InProcessBackend:
 
     async def invoke(self, tool: Tool, name: str, arguments: Mapping[str, Any], call: CallContext) -> ToolResult:
         """Run the call with ``call`` set as the current call context."""
-        token = _CURRENT.set(raw_call(None, call.run_id, call.step_id, call.tool, call.attempt, call.deadline))
+        token = _CURRENT.set(
+            raw_call(None, call.run_id, call.step_id, call.tool, call.attempt, call.deadline, call.fallback)
+        )
         try:
             return await tool.execute(name, arguments)
         finally:

@@ -266,6 +266,7 @@ class ToolInvoker:
         step_id: str = "",
         attempt: int = 1,
         expires: float | None = None,
+        fallback: bool = False,
     ) -> CallOutcome:
         """Make one call of ``tool``; never raises for tool failures (only for cancellation).
 
@@ -295,7 +296,7 @@ class ToolInvoker:
             expires = ends if expires is None or ends < expires else expires
         # A bound method made per call: one kept on the invoker would be a reference cycle, which
         # only the garbage collector can free (and every plan's records with it).
-        raw = raw_call(self._linger, run_id, step_id, tool, attempt, expires)
+        raw = raw_call(self._linger, run_id, step_id, tool, attempt, expires, fallback)
         deadline: asyncio.Timeout | None = None
         token = _CURRENT.set(raw)
         try:
@@ -307,7 +308,9 @@ class ToolInvoker:
                     async with deadline:
                         result = await entry.execute(tool, arguments)
             else:
-                call = CallContext(run_id=run_id, step_id=step_id, tool=tool, attempt=attempt, deadline=expires)
+                call = CallContext(
+                    run_id=run_id, step_id=step_id, tool=tool, attempt=attempt, deadline=expires, fallback=fallback
+                )
                 deadline = asyncio.timeout(timeout)
                 async with deadline:
                     result = await self.backend.invoke(entry.owner, tool, arguments, call)

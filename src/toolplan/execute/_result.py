@@ -11,7 +11,9 @@ from ..plan import Dialect, critical_path, waves
 
 __all__ = ("ErrorKind", "PlanResult", "PlanStatus", "StepError", "StepResult", "StepStatus", "cap_text")
 
-StepStatus = Literal["pending", "running", "succeeded", "failed", "timed_out", "cancelled", "skipped", "not_run"]
+StepStatus = Literal[
+    "pending", "running", "succeeded", "failed", "timed_out", "cancelled", "skipped", "not_run", "unknown_outcome"
+]
 PlanStatus = Literal["succeeded", "failed", "cancelled"]
 ErrorKind = Literal[
     "business",  # the tool returned a ToolResult with an error, or raised ToolError
@@ -24,6 +26,8 @@ ErrorKind = Literal[
     "not_run",
     "limit",  # a budget or limit refused the call
     "reference",  # a referenced output could not be inserted into the arguments (ReferenceResolutionError)
+    "unknown_outcome",  # a resumed run found the call in flight and may not repeat it (durable runs)
+    "store",  # the store failed, so the step could not run durably
 ]
 
 DEFAULT_MAX_VALUE_CHARS = 4000
@@ -58,6 +62,7 @@ class StepResult:
     arguments: Mapping[str, Any] | None = None
     used_fallback: bool = False
     warnings: tuple[str, ...] = ()
+    reused: bool = False  # taken from the store by a resumed run, not run again
 
     @property
     def ok(self) -> bool:
@@ -87,6 +92,8 @@ class StepResult:
             out["used_fallback"] = True
         if self.warnings:
             out["warnings"] = list(self.warnings)
+        if self.reused:
+            out["reused"] = True
         return out
 
 
@@ -164,8 +171,8 @@ class PlanResult:
 
     @property
     def parallelism(self) -> float:
-        """Achieved parallelism: total step time divided by the plan's wall time."""
-        busy = sum(r.duration or 0.0 for r in self.steps.values())
+        """Achieved parallelism: total step time divided by the plan's wall time (steps reused from a store aside)."""
+        busy = sum(r.duration or 0.0 for r in self.steps.values() if not r.reused)
         return busy / self.duration if self.duration > 0 else 0.0
 
     def to_dict(self) -> dict[str, Any]:

@@ -14,11 +14,14 @@ import time
 from contextlib import nullcontext
 from typing import Any
 
+from .. import _faults
+from .._errors import StoreError
 from .._records import maker
 from ..plan import CompiledPlan, CompiledStep, Plan
 from ..plan._ir import MissingField
 from ._events import EventHandler, PlanEvent, PlanFinished, PlanStarted, StepFinished
 from ._invoke import CallOutcome, ToolInvoker, when_done
+from ._journal import Decision, Journal, StoredRun, StoredStep, decide
 from ._limits import DEFAULT_LIMITS, RunLimits
 from ._result import ErrorKind, PlanResult, PlanStatus, StepError, StepResult, StepStatus
 from ._scheduler import Scheduler, StepState
@@ -45,6 +48,9 @@ class PlanRun:
         expires: An enclosing run's deadline (`time.monotonic`), e.g. the agent run's.
         expires_note: How messages name that deadline.
         on_event: Called synchronously with each `PlanEvent`.
+        journal: A durable run's journal: each step's start and result commit before the run goes on.
+        stored: What the store held of this run (a resumed run): ended steps are reused, not run again.
+        rerun_unknown: Call again steps whose call was in flight even if their tool may not be repeated.
     """
 
     def __init__(
@@ -56,6 +62,9 @@ class PlanRun:
         expires: float | None = None,
         expires_note: str = "the run's deadline",
         on_event: EventHandler | None = None,
+        journal: Journal | None = None,
+        stored: StoredRun | None = None,
+        rerun_unknown: bool = False,
     ) -> None:
         self.compiled = compiled
         self.invoker = invoker.for_plan()  # this plan's ledger: its own budget arrives with the plan
@@ -65,7 +74,12 @@ class PlanRun:
         self.sched = Scheduler(
             max_concurrency=limits.max_concurrency, fail_fast=limits.failure_mode == "fail_fast", on_end=self._ended
         )
-        self.run_id = os.urandom(8).hex()
+        self.run_id = os.urandom(8).hex() if journal is None else journal.run_id
+        self.journal = journal
+        self.stored: dict[str, tuple[Decision, StoredStep]] | None = None  # a resumed run's steps
+        self.store_failed: str | None = None
+        if stored is not None:
+            self._resume(stored, rerun_unknown)
         self._mono0 = time.perf_counter()
         self._epoch0 = time.time()
         self._loop0 = time.monotonic()  # set again when the run starts
@@ -96,6 +110,19 @@ class PlanRun:
         self._unheld: asyncio.Future[None] | None = None  # done when no thread holds a slot any more
         if compiled is not None:
             self.apply(compiled.plan)
+
+    def _resume(self, stored: StoredRun, rerun_unknown: bool) -> None:
+        """Take up a stored run: its budget counters, and what each stored step's row means now."""
+        meter = self.invoker.meter
+        meter.calls += stored.calls
+        meter.cost += stored.cost
+        invoker = self.invoker
+
+        def safe(tool: str) -> bool:
+            a = invoker.annotations(tool)
+            return a.read_only or a.idempotent
+
+        self.stored = {sid: (decide(s, safe(s.call_tool), rerun_unknown), s) for sid, s in stored.steps.items()}
 
     # -- limits -----------------------------------------------------------------------------------
 
@@ -308,6 +335,8 @@ class PlanRun:
                     finally:
                         self._yielding -= 1
                 result = await run_step(self, self.steps[sid])
+                if self.journal is not None and not result.reused:
+                    self._commit(result)
             except asyncio.CancelledError:
                 if sid not in self.cancelled_by_us:
                     raise
@@ -328,6 +357,33 @@ class PlanRun:
             inline += 1
 
     # -- records ----------------------------------------------------------------------------------
+
+    def _commit(self, result: StepResult) -> None:
+        """A durable run: the step's result, its event and the budget counters commit in one transaction.
+
+        No dependent's tool is called before that commit: a dependent's ``running`` row is written
+        behind it (often in the same transaction) and its call waits for that row's commit.
+        """
+        journal = self.journal
+        assert journal is not None
+        meter = self.invoker.meter
+        journal.finished(result, meter.calls, meter.cost).add_done_callback(self._committed)
+
+    def _committed(self, future: asyncio.Future[None]) -> None:
+        if future.cancelled():
+            return
+        exc = future.exception()
+        if exc is None:
+            if _faults.ACTIVE:
+                _faults.hit("after_commit")
+        elif isinstance(exc, StoreError):
+            self.fail_store(exc)
+
+    def fail_store(self, exc: StoreError) -> None:
+        """The store failed: start nothing more (what committed stays; the run can be resumed later)."""
+        if self.store_failed is None:
+            self.store_failed = exc.message
+            self.sched.stop(f"Not started: {exc.message}")
 
     def hold_until_done(self, tool: str, outcome: CallOutcome) -> None:
         """A timed-out sync tool's thread runs on: it keeps its slots until it ends.
@@ -386,17 +442,18 @@ class PlanRun:
         status: StepStatus = state  # the three states are step statuses too
         if self._ending is not None and state == "cancelled":
             status, error = self._ending
-        self._record(
-            new_step_result(
-                id=sid,
-                tool=self.steps[sid].step.tool,
-                status=status,
-                error=error,
-                attempts=self.attempts.get(sid, 0),
-                started_at=started,
-                ended_at=None if started is None else self.now(),
-            )
+        result = new_step_result(
+            id=sid,
+            tool=self.steps[sid].step.tool,
+            status=status,
+            error=error,
+            attempts=self.attempts.get(sid, 0),
+            started_at=started,
+            ended_at=None if started is None else self.now(),
         )
+        self._record(result)
+        if self.journal is not None:  # written in order behind the outcomes that caused it
+            self.journal.ended(result)
 
     def _record(self, result: StepResult) -> None:
         sid = result.id

@@ -12,12 +12,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ToolplanError
+from .. import _faults
+from .._errors import StoreError, ToolplanError
 from .._records import maker
 from ..plan import CompiledStep
 from ..plan._refs import Ref, resolve_compiled
 from ._events import StepRetrying, StepStarted
 from ._invoke import CallOutcome
+from ._journal import StoredStep, unknown_outcome
 from ._result import StepError, StepResult, StepStatus
 
 if TYPE_CHECKING:
@@ -76,6 +78,18 @@ async def run_step(run: PlanRun, cs: CompiledStep) -> StepResult:
     """Run one step to its end and return its record (never raises, except for cancellation)."""
     step = cs.step
     sid, tool = step.id, step.tool
+    attempt = 1
+    in_fallback = False
+    if run.stored is not None:  # a resumed run: what the store holds decides
+        stored = run.stored.get(sid)
+        if stored is not None:
+            decision, row = stored
+            if decision == "reuse" and row.result is not None:
+                return _reused(row.result)
+            if decision == "unknown":
+                return _unknown(run, cs, row)
+            attempt = row.attempt + 1
+            in_fallback = decision == "rerun" and row.fallback and step.fallback is not None
     missed: list[Ref] = []  # REF nodes of fields the output did not have
     try:
         args = resolve_compiled(cs.arguments, run.outputs, run.missing_field == "null", missed.append)
@@ -83,31 +97,101 @@ async def run_step(run: PlanRun, cs: CompiledStep) -> StepResult:
         return _record(run, cs, "failed", CallOutcome(error=_unresolvable(cs, exc)), 0, None, False, missed)
     defaults = run.tool_defaults[tool]  # filled in by PlanRun.add
     timeout = step.timeout if step.timeout is not None else defaults[1]
-    run.attempts[sid] = 1
+    retries = step.retry if step.retry is not None else defaults[0]
+    if in_fallback:  # its fallback was in flight: the step's own calls had failed before
+        failed = CallOutcome(error=StepError(kind="infrastructure", message=f"Step {sid!r} failed before a resume."))
+        outcome, attempt, used_fallback = await _fall_back(run, cs, failed, attempt - 1, missed)
+        return _end(run, cs, outcome, attempt, args, used_fallback, missed)
+    run.attempts[sid] = attempt
     if run.on_event is not None:
-        run.emit(StepStarted(run_id=run.run_id, step_id=sid, tool=tool, attempt=1, at=run.now()))
-    outcome = await run.invoker.call(tool, args, timeout, run.run_id, sid, 1, run.expires)
+        run.emit(StepStarted(run_id=run.run_id, step_id=sid, tool=tool, attempt=attempt, at=run.now()))
+    if run.journal is None:
+        outcome = await run.invoker.call(tool, args, timeout, run.run_id, sid, attempt, run.expires)
+    else:
+        outcome = await _durable_call(run, sid, tool, args, timeout, attempt, False)
     if outcome.error is None:  # the common case, built here rather than through `_record`
         return new_step_result(
             id=sid,
             tool=tool,
             status="succeeded",
             output=outcome.output,
-            attempts=1,
+            attempts=attempt,
             started_at=run.started_at[sid],
             ended_at=run.now(),
             arguments=args,
             warnings=_missed(missed) if missed else (),
         )
     run.hold_until_done(tool, outcome)
-    retries = step.retry if step.retry is not None else defaults[0]
-    outcome, attempt, used_fallback = await _recover(run, cs, args, outcome, retries, timeout, missed)
+    outcome, attempt, used_fallback = await _recover(run, cs, args, outcome, attempt, retries, timeout, missed)
+    return _end(run, cs, outcome, attempt, args, used_fallback, missed)
+
+
+async def _durable_call(
+    run: PlanRun, sid: str, tool: str, args: Any, timeout: float | None, attempt: int, fallback: bool
+) -> CallOutcome:
+    """A call of a durable run: its ``running`` row commits first; a store that fails stops the run."""
+    journal = run.journal
+    assert journal is not None
+    try:
+        await journal.started(sid, tool, attempt, fallback, run.now())
+    except StoreError as exc:
+        run.fail_store(exc)
+        return CallOutcome(error=StepError(kind="store", message=f"Not started: {exc.message}"))
+    if _faults.ACTIVE:
+        _faults.hit("after_claim")
+    outcome = await run.invoker.call(tool, args, timeout, run.run_id, sid, attempt, run.expires, fallback)
+    if _faults.ACTIVE:
+        _faults.hit("after_call")
+    return outcome
+
+
+def _reused(result: StepResult) -> StepResult:
+    """A stored record that stands in a resumed run."""
+    return new_step_result(
+        id=result.id,
+        tool=result.tool,
+        status=result.status,
+        output=result.output,
+        error=result.error,
+        attempts=result.attempts,
+        started_at=result.started_at,
+        ended_at=result.ended_at,
+        arguments=result.arguments,
+        used_fallback=result.used_fallback,
+        warnings=result.warnings,
+        reused=True,
+    )
+
+
+def _unknown(run: PlanRun, cs: CompiledStep, row: StoredStep) -> StepResult:
+    return new_step_result(
+        id=cs.step.id,
+        tool=cs.step.tool,
+        status="unknown_outcome",
+        error=unknown_outcome(run.run_id, row),
+        attempts=row.attempt,
+        started_at=run.started_at[cs.step.id],
+        ended_at=run.now(),
+    )
+
+
+def _end(
+    run: PlanRun,
+    cs: CompiledStep,
+    outcome: CallOutcome,
+    attempt: int,
+    args: Any,
+    used_fallback: bool,
+    missed: list[Ref],
+) -> StepResult:
     error = outcome.error
     status: StepStatus
     if error is None:
         status = "succeeded"
     elif _refused_at_start(outcome, attempt):
         status, attempt = "not_run", 0
+    elif error.kind == "store":
+        status = "not_run"
     elif error.kind == "timeout":
         status = "timed_out"
     else:
@@ -140,23 +224,31 @@ def _record(
     )
 
 
+async def _call(
+    run: PlanRun, sid: str, tool: str, args: Any, timeout: float | None, attempt: int, fallback: bool = False
+) -> CallOutcome:
+    if run.journal is not None:
+        return await _durable_call(run, sid, tool, args, timeout, attempt, fallback)
+    return await run.invoker.call(tool, args, timeout, run.run_id, sid, attempt, run.expires, fallback)
+
+
 async def _recover(
     run: PlanRun,
     cs: CompiledStep,
     args: Any,
     outcome: CallOutcome,
+    attempt: int,
     retries: int,
     timeout: float | None,
     missed: list[Ref],
 ) -> tuple[CallOutcome, int, bool]:
-    """After a failed first call: retries (for retryable errors), then the fallback, if any.
+    """After a failed call (number ``attempt``): retries (for retryable errors), then the fallback, if any.
 
     Returns the final outcome, the attempts made and whether the fallback's result stands. A retry
     never overlaps the attempt it replaces: if that attempt's thread still runs, it waits for it.
     """
     step = cs.step
-    sid, invoker = step.id, run.invoker
-    attempt = 1
+    sid = step.id
     while True:
         error = outcome.error
         if error is None or attempt > retries or error.kind not in RETRYABLE:
@@ -164,6 +256,8 @@ async def _recover(
         delay = _backoff(attempt, run.limits.retry_delay)
         if run.on_event is not None:
             run.emit(StepRetrying(run_id=run.run_id, step_id=sid, attempt=attempt, error=error, delay=delay))
+        if run.journal is not None:
+            run.journal.event("step_retrying", sid, {"attempt": attempt, "error": error.to_dict(), "delay": delay})
         if outcome.lingering is not None:
             await asyncio.shield(asyncio.wrap_future(outcome.lingering))
         await asyncio.sleep(delay)
@@ -171,13 +265,22 @@ async def _recover(
         run.attempts[sid] = attempt
         if run.on_event is not None:
             run.emit(StepStarted(run_id=run.run_id, step_id=sid, tool=step.tool, attempt=attempt, at=run.now()))
-        outcome = await invoker.call(
-            step.tool, args, timeout=timeout, run_id=run.run_id, step_id=sid, attempt=attempt, expires=run.expires
-        )
+        outcome = await _call(run, sid, step.tool, args, timeout, attempt)
         run.hold_until_done(step.tool, outcome)
-    fb = step.fallback
-    if outcome.error is None or fb is None or _refused_at_start(outcome, attempt):
+    if outcome.error is None or _refused_at_start(outcome, attempt):
         return outcome, attempt, False
+    return await _fall_back(run, cs, outcome, attempt, missed)
+
+
+async def _fall_back(
+    run: PlanRun, cs: CompiledStep, outcome: CallOutcome, attempt: int, missed: list[Ref]
+) -> tuple[CallOutcome, int, bool]:
+    """The step's fallback after its own calls failed (``attempt`` of them), if it has one."""
+    step = cs.step
+    fb = step.fallback
+    if fb is None or outcome.error is None or outcome.error.kind == "store":
+        return outcome, attempt, False
+    sid, invoker = step.id, run.invoker
     assert cs.fallback_arguments is not None
     try:
         fb_args = resolve_compiled(cs.fallback_arguments, run.outputs, run.missing_field == "null", missed.append)
@@ -187,15 +290,7 @@ async def _recover(
     run.attempts[sid] = attempt
     if run.on_event is not None:
         run.emit(StepStarted(run_id=run.run_id, step_id=sid, tool=fb.tool, attempt=attempt, at=run.now()))
-    fb_outcome = await invoker.call(
-        fb.tool,
-        fb_args,
-        timeout=invoker.timeout_for(fb.tool, step.timeout),
-        run_id=run.run_id,
-        step_id=sid,
-        attempt=attempt,
-        expires=run.expires,
-    )
+    fb_outcome = await _call(run, sid, fb.tool, fb_args, invoker.timeout_for(fb.tool, step.timeout), attempt, True)
     run.hold_until_done(fb.tool, fb_outcome)
     if fb_outcome.error is None:
         return fb_outcome, attempt, True

@@ -1,0 +1,324 @@
+"""The store's database thread: every database call of one store runs on it, and writes are group-committed.
+
+Durable runs put their writes on a queue; the thread takes everything queued, writes it in one
+transaction (renewing, and checking, each run's lease in it), commits, and only then completes the
+writers' futures. So a tick of the scheduler that starts or ends many steps costs one commit, and
+nothing is reported as written before it is. A failed transaction is retried whole; a write that
+still fails completes its future with `StoreError` and ends its run's journal (later writes of that
+run are refused, so its event numbers never have a gap).
+
+Blocking database calls never run on the event loop: async callers wait on futures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import sqlalchemy as sa
+
+from .. import _faults
+from .._errors import RunConflictError, StoreError
+
+__all__ = ("Database", "Statement", "Writer")
+
+Statement = tuple[str, Sequence[Any]]
+_RETRIES = (0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0)  # waits between tries of a failed transaction
+
+
+class Writer(Protocol):
+    """A run's journal as the database thread sees it."""
+
+    run_id: str
+    owner: str
+    broken: str | None
+
+    def lease_statement(self, until: float, now: float) -> Statement:
+        """The fenced lease renewal (with the run's latest counters)."""
+        ...
+
+
+@dataclass(slots=True)
+class _Write:
+    writer: Writer
+    statements: list[Statement]
+    future: asyncio.Future[None] | None
+    loop: asyncio.AbstractEventLoop | None
+
+
+@dataclass(slots=True)
+class _Call:
+    fn: Callable[[sa.Engine, Any], Any]
+    future: asyncio.Future[Any] | None
+    loop: asyncio.AbstractEventLoop | None
+    done: threading.Event | None = None
+    result: list[Any] = field(default_factory=list[Any])
+
+
+_STOP = object()
+
+
+class Database:
+    """One database (an SQLAlchemy engine) and the thread that uses it."""
+
+    def __init__(self, engine: sa.Engine, *, lease: float, opener: Callable[[sa.Engine], None]) -> None:
+        self.engine = engine
+        self.lease = lease
+        self.qmark = engine.dialect.paramstyle == "qmark"
+        self._opener = opener
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._writers: dict[int, Writer] = {}  # open journals, by id(): their leases are renewed
+        self._raw: Any = None  # the driver's connection for the write path
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.closed = False
+
+    # -- from the event loop (or any thread) -----------------------------------------------------
+
+    def sql(self, text: str) -> str:
+        """``text`` written with ``?`` placeholders, in the driver's style."""
+        return text if self.qmark else text.replace("?", "%s")
+
+    def _start(self) -> None:
+        with self._lock:
+            if self.closed:
+                raise StoreError("The store is closed; open it again with open_store(url).")
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._main, name="toolplan-store", daemon=True)
+                self._thread.start()
+
+    def write(self, writer: Writer, statements: list[Statement], future: asyncio.Future[None] | None = None) -> None:
+        """Queue ``statements`` for the next transaction; ``future`` (of the running loop) is done once committed."""
+        self._start()
+        loop = future.get_loop() if future is not None else None
+        self._queue.put(_Write(writer, statements, future, loop))
+
+    async def call(self, fn: Callable[[sa.Engine, Any], Any]) -> Any:
+        """Run ``fn(engine, raw_connection)`` on the database thread and return its result."""
+        self._start()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        self._queue.put(_Call(fn, future, loop))
+        return await future
+
+    def call_sync(self, fn: Callable[[sa.Engine, Any], Any]) -> Any:
+        """`call` for synchronous code (the CLI's listings)."""
+        self._start()
+        item = _Call(fn, None, None, threading.Event())
+        self._queue.put(item)
+        assert item.done is not None
+        item.done.wait()
+        value, error = item.result
+        if error is not None:
+            raise error
+        return value
+
+    def register(self, writer: Writer) -> None:
+        self._writers[id(writer)] = writer
+
+    def unregister(self, writer: Writer) -> None:
+        self._writers.pop(id(writer), None)
+
+    def stop(self) -> threading.Thread | None:
+        with self._lock:
+            self.closed = True
+            thread = self._thread
+        if thread is not None:
+            self._queue.put(_STOP)
+        return thread
+
+    # -- on the database thread ------------------------------------------------------------------
+
+    def _open(self) -> StoreError | None:
+        """Open the database if it is not open yet (tried again on each use after a failure)."""
+        if self._raw is not None:
+            return None
+        try:
+            self._opener(self.engine)
+            self._raw = self.engine.raw_connection()
+        except StoreError as exc:
+            return exc
+        except Exception as exc:
+            return StoreError(f"The store could not be opened: {_describe(exc)}")
+        return None
+
+    def _main(self) -> None:
+        beat = self.lease / 3
+        next_beat = time.monotonic() + beat
+        pending: list[Any] = []
+        while True:
+            now = time.monotonic()
+            if now >= next_beat:  # leases of runs that wrote nothing lately (a long tool call)
+                self._heartbeat()
+                next_beat = now + beat
+                continue
+            try:
+                item = pending.pop(0) if pending else self._queue.get(timeout=next_beat - now)
+            except queue.Empty:
+                continue
+            if item is _STOP:
+                self._shutdown()
+                return
+            if isinstance(item, _Call):
+                self._run_call(item)
+                continue
+            batch = [item]
+            while True:  # everything queued behind it joins this transaction (group commit)
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if isinstance(more, _Write):
+                    batch.append(more)
+                else:
+                    pending.append(more)
+                    break
+            self._commit(batch)
+
+    def _run_call(self, item: _Call) -> None:
+        value: Any = None
+        error: BaseException | None = self._open()
+        if error is None:
+            try:
+                value = item.fn(self.engine, self._raw)
+            except (sa.exc.SQLAlchemyError, OSError) as exc:
+                error = StoreError(f"The store failed: {_describe(exc)}")
+                self._rollback()
+            except BaseException as exc:  # our own errors (RunConflictError, ...) go back as they are
+                error = exc
+                self._rollback()
+        if item.done is not None:
+            item.result[:] = [value, error]
+            item.done.set()
+        elif item.loop is not None and item.future is not None:
+            _complete(item.loop, [(item.future, error, value)])
+
+    def _rollback(self) -> None:
+        with contextlib.suppress(Exception):
+            if self._raw is not None:
+                self._raw.rollback()
+
+    def _commit(self, batch: list[_Write]) -> None:
+        outcome: dict[int, BaseException | None] = {}
+        error: BaseException | None = self._open()
+        if error is None:
+            live = [w for w in batch if w.writer.broken is None]
+            for w in batch:
+                if w.writer.broken is not None:
+                    outcome[id(w)] = StoreError(w.writer.broken)
+            last: BaseException | None = None
+            for wait in (*_RETRIES, None):
+                try:
+                    lost = self._transaction(live)
+                    for w in live:
+                        outcome[id(w)] = lost.get(id(w.writer))
+                    last = None
+                    break
+                except Exception as exc:
+                    self._rollback()
+                    last = exc
+                    if wait is None:
+                        break
+                    time.sleep(wait)
+            if last is not None:
+                message = (
+                    f"The store could not commit a write after {len(_RETRIES) + 1} tries: {_describe(last)}. "
+                    "The run stops starting steps; resume it once the database works again."
+                )
+                for w in live:
+                    w.writer.broken = message
+                    outcome[id(w)] = StoreError(message)
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], BaseException | None, Any]]] = {}
+        for w in batch:
+            if w.future is not None and w.loop is not None:
+                failure = outcome.get(id(w), error)
+                by_loop.setdefault(w.loop, []).append((w.future, failure, None))
+        for loop, done in by_loop.items():
+            _complete(loop, done)
+
+    def _transaction(self, batch: list[_Write]) -> dict[int, BaseException]:
+        """Write ``batch`` in one transaction; returns the writers whose lease was lost (their writes dropped)."""
+        raw = self._raw
+        cur = raw.cursor()
+        now = time.time()
+        until = now + self.lease
+        lost: dict[int, BaseException] = {}
+        try:
+            seen: set[int] = set()
+            for w in batch:
+                key = id(w.writer)
+                if key in seen:
+                    continue
+                seen.add(key)
+                sql, params = w.writer.lease_statement(until, now)
+                cur.execute(sql, params)
+                if cur.rowcount != 1:
+                    message = (
+                        f"Run {w.writer.run_id!r} was taken over by another process (its lease expired): this "
+                        "process stops running it. Give it a longer lease (open_store(url, lease=...))."
+                    )
+                    w.writer.broken = message
+                    lost[key] = RunConflictError(message, run_id=w.writer.run_id)
+            for w in batch:
+                if id(w.writer) in lost:
+                    continue
+                for sql, params in w.statements:
+                    cur.execute(sql, params)
+            if _faults.ACTIVE and _faults.fails("commit_error"):
+                raise sa.exc.OperationalError("COMMIT", (), Exception("fault point commit_error"))
+            raw.commit()
+        finally:
+            cur.close()
+        return lost
+
+    def _heartbeat(self) -> None:
+        if self._raw is None or not self._writers:
+            return
+        writers = [w for w in self._writers.values() if w.broken is None]
+        with contextlib.suppress(Exception):
+            lost = self._transaction([_Write(w, [], None, None) for w in writers])
+            for key in lost:
+                self._writers.pop(key, None)
+            return
+        self._rollback()
+
+    def _shutdown(self) -> None:
+        while True:  # fail whatever was queued after the stop
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(item, _Write | _Call) and item.future is not None and item.loop is not None:
+                _complete(item.loop, [(item.future, StoreError("The store was closed."), None)])
+        with contextlib.suppress(Exception):
+            if self._raw is not None:
+                self._raw.close()
+        self.engine.dispose()
+
+
+def _complete(
+    loop: asyncio.AbstractEventLoop, done: list[tuple[asyncio.Future[Any], BaseException | None, Any]]
+) -> None:
+    def run() -> None:
+        for future, error, value in done:
+            if future.done():
+                continue
+            if error is None:
+                future.set_result(value)
+            else:
+                future.set_exception(error)
+
+    with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits any more
+        loop.call_soon_threadsafe(run)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else ""
+    return f"{type(exc).__name__}: {first[:300]}" if first else type(exc).__name__

@@ -1,0 +1,45 @@
+"""`resume`: take up a stored run where it stopped."""
+
+from __future__ import annotations
+
+from ..execute import EventHandler, PlanResult, execute_plan
+from ..execute._backend import Backend
+from ..tools import ToolsLike
+from ._sql import Store
+
+__all__ = ("resume",)
+
+
+async def resume(
+    run_id: str,
+    tools: ToolsLike,
+    *,
+    store: Store,
+    rerun_unknown: bool = False,
+    on_event: EventHandler | None = None,
+    backend: Backend | None = None,
+) -> PlanResult:
+    """Go on with stored run ``run_id``, with its own plan and limits.
+
+    Steps that ended (succeeded, failed, timed out) are reused and never called again; steps that
+    never started run; a step whose call was in flight when its process stopped is called again
+    (same idempotency key) only if its tool is ``read_only`` or ``idempotent``, or when
+    ``rerun_unknown`` is True; otherwise it ends ``unknown_outcome``. Budget counters and attempts
+    go on from their stored values. A finished run is returned as stored, without calling anything.
+
+    Raises:
+        RunNotFoundError: no run has this id.
+        RunConflictError: another live process is running it.
+        StoreError: the store cannot be used.
+    """
+    plan, limits = await store.plan_of(run_id)
+    return await execute_plan(
+        plan,
+        tools,
+        store=store,
+        run_id=run_id,
+        rerun_unknown=rerun_unknown,
+        on_event=on_event,
+        backend=backend,
+        limits=limits,
+    )

@@ -1,0 +1,734 @@
+"""`Store`: plans, executions, step runs and events in SQLite or PostgreSQL, and the journal of a durable run."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+
+from .._errors import PlanIssue, RunConflictError, RunNotFoundError, StoreError, UserError
+from .._json import dumps, loads
+from ..execute import PlanResult, PlanStatus, RunLimits, StepResult
+from ..execute._journal import StoredRun, StoredStep, check_run_id
+from ..plan import Plan, parse_plan
+from . import _schema as t
+from ._codec import decode, encode, output_json, plan_hash, step_from_row
+from ._db import Database, Statement
+
+__all__ = ("RunInfo", "RunSummary", "Store", "StoredEvent", "new_run_id", "open_store")
+
+BLOB_THRESHOLD = 64 * 1024  # outputs longer than this (JSON characters) are stored out of line
+_ENDED = ("succeeded", "failed", "timed_out", "unknown_outcome")  # a step's own outcome
+
+
+def open_store(url: str = "sqlite:///toolplan.db", *, lease: float = 30.0) -> Store:
+    """A store at ``url``: ``sqlite:///path.db`` (a file, created if absent) or ``postgresql://user@host/db``.
+
+    Nothing is opened yet: the database is reached, and its schema created or migrated, on first use
+    (on the store's own thread, never on the event loop). Close it with ``await store.close()``, or
+    use it as ``async with open_store(url) as store:``.
+
+    Args:
+        url: The database URL. ``sqlite://`` alone is an in-memory database (tests).
+        lease: Seconds a process holds a run it is running without renewing its claim; another
+            process may take the run over once it expires. Renewed every ``lease / 3`` seconds.
+
+    Raises:
+        UserError: the URL is not a SQLite or PostgreSQL URL.
+        OptionalDependencyError: PostgreSQL without its driver (``pip install "toolplan[postgres]"``).
+    """
+    return Store(url, lease=lease)
+
+
+def _engine(url: str) -> sa.Engine:
+    try:
+        parsed = sa.make_url(url)
+    except sa.exc.ArgumentError:
+        raise UserError(
+            f"{url!r} is not a database URL. Use sqlite:///path/to/runs.db or postgresql://user@host:5432/dbname."
+        ) from None
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        parsed = parsed.set(drivername="sqlite+pysqlite")
+        memory = parsed.database in (None, "", ":memory:")
+        kwargs: dict[str, Any] = {"poolclass": sa.pool.StaticPool} if memory else {}
+        engine = sa.create_engine(parsed, connect_args={"check_same_thread": False, "timeout": 30}, **kwargs)
+
+        @sa.event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            if not memory:
+                cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.close()
+
+        return engine
+    if backend in ("postgresql", "postgres"):
+        try:
+            import psycopg  # noqa: F401
+        except ImportError:
+            from .._errors import OptionalDependencyError
+
+            raise OptionalDependencyError("A PostgreSQL store", "postgres", package="psycopg") from None
+        parsed = parsed.set(drivername="postgresql+psycopg")
+        return sa.create_engine(parsed, pool_pre_ping=True)
+    raise UserError(
+        f"toolplan stores runs in SQLite or PostgreSQL, not {backend!r}: use sqlite:///runs.db or postgresql://..."
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunSummary:
+    """One stored run, as `Store.list_runs` gives it."""
+
+    run_id: str
+    status: str
+    plan_id: str
+    parent_id: str | None
+    steps: int
+    succeeded: int
+    calls: int
+    created_at: float
+    updated_at: float
+    owner: str | None
+    lease_until: float | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunInfo:
+    """Everything stored about one run: its plan, limits, status and the records of its steps."""
+
+    summary: RunSummary
+    plan: Plan
+    limits: RunLimits
+    result: PlanResult
+
+    @property
+    def finished(self) -> bool:
+        """True when the run ended succeeded or failed (resume returns it as it is)."""
+        return self.summary.status in ("succeeded", "failed")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredEvent:
+    """One stored event of a run: its number in the run's gap-free sequence, type and payload."""
+
+    run_id: str
+    seq: int
+    type: str
+    step_id: str | None
+    payload: Any
+    at: float
+
+
+class Store:
+    """Durable runs in one database. Made by `open_store`; implements `toolplan.execute.RunStore`."""
+
+    def __init__(self, url: str, *, lease: float = 30.0) -> None:
+        if not (isinstance(lease, int | float) and 0.1 <= lease <= 86_400) or isinstance(lease, bool):
+            raise UserError(f"lease must be a number of seconds from 0.1 to 86400, not {lease!r}.")
+        self.url = url
+        self.lease = float(lease)
+        self.owner = f"{_HOST}:{os.getpid()}:{os.urandom(4).hex()}"
+        self.db = Database(_engine(url), lease=self.lease, opener=_open)
+        sql = self.db.sql
+        self.sql_started = sql(
+            "INSERT INTO toolplan_steps (execution_id, step_id, tool, call_tool, status, attempt, fallback, "
+            "idempotency_key, started_at, used_fallback) VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, 0) "
+            "ON CONFLICT (execution_id, step_id) DO UPDATE SET call_tool = excluded.call_tool, status = 'running', "
+            "attempt = excluded.attempt, fallback = excluded.fallback, idempotency_key = excluded.idempotency_key, "
+            "started_at = COALESCE(toolplan_steps.started_at, excluded.started_at)"
+        )
+        columns = (
+            "execution_id, step_id, tool, call_tool, status, attempt, fallback, idempotency_key, output, output_blob, "
+            "output_note, error_kind, error_message, started_at, ended_at, used_fallback, warnings, arguments"
+        )
+        values = "VALUES (" + ", ".join("?" * 18) + ")"
+        update = (
+            "status = excluded.status, attempt = excluded.attempt, output = excluded.output, "
+            "output_blob = excluded.output_blob, output_note = excluded.output_note, error_kind = excluded.error_kind, "
+            "error_message = excluded.error_message, started_at = excluded.started_at, ended_at = excluded.ended_at, "
+            "used_fallback = excluded.used_fallback, warnings = excluded.warnings, arguments = excluded.arguments"
+        )
+        upsert = f"INSERT INTO toolplan_steps ({columns}) {values} ON CONFLICT (execution_id, step_id) DO UPDATE SET"
+        self.sql_finished = sql(f"{upsert} {update}")
+        # A step that ended without a call never overwrites an outcome that committed first.
+        self.sql_ended = sql(f"{upsert} {update} WHERE toolplan_steps.status NOT IN {_ENDED!r}")
+        self.sql_event = sql(
+            "INSERT INTO toolplan_events (execution_id, seq, type, step_id, payload, at) VALUES (?, ?, ?, ?, ?, ?)"
+        )
+        self.sql_blob = sql(
+            "INSERT INTO toolplan_blobs (id, execution_id, data) VALUES (?, ?, ?) "
+            "ON CONFLICT (id) DO UPDATE SET data = excluded.data"
+        )
+        self.sql_lease = sql(
+            "UPDATE toolplan_executions SET lease_until = ?, updated_at = ?, calls = ?, cost = ? "
+            "WHERE id = ? AND owner = ?"
+        )
+        self.sql_close = sql(
+            "UPDATE toolplan_executions SET status = ?, result = ?, owner = NULL, lease_until = NULL, updated_at = ?, "
+            "calls = ?, cost = ? WHERE id = ? AND owner = ?"
+        )
+
+    def __repr__(self) -> str:
+        return f"Store({self.url_shown!r})"
+
+    @property
+    def url_shown(self) -> str:
+        """The URL with any password hidden."""
+        return _masked(self.url)
+
+    async def __aenter__(self) -> Store:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Finish pending writes and close the database (runs still open keep their rows, resumable)."""
+        thread = self.db.stop()
+        if thread is not None:
+            await asyncio.to_thread(thread.join)
+
+    # -- durable runs (the RunStore protocol) ----------------------------------------------------
+
+    async def begin(
+        self, run_id: str | None, plan: Plan, limits: RunLimits, *, parent: str | None = None, reopen: bool = False
+    ) -> tuple[_Journal, StoredRun | None]:
+        """Claim run ``run_id`` (new when None) for this process; see `toolplan.execute.RunStore`."""
+        run_id = new_run_id() if run_id is None else check_run_id(run_id)
+        body = encode(plan)
+        digest = plan_hash(body)
+        claim = _Claim(self, run_id, body, digest, plan.dialect, encode(limits), parent, reopen)
+        stored: StoredRun | None = await self.db.call(claim)
+        journal = _Journal(self, run_id, claimed=claim.claimed, next_seq=claim.next_seq)
+        if claim.claimed:
+            self.db.register(journal)
+            if stored is None:
+                journal.event("plan_started", None, {"plan_id": claim.plan_id, "steps": list(plan.step_ids)})
+            else:
+                journal.event("run_resumed", None, {"owner": self.owner})
+        return journal, stored
+
+    async def submit(self, plan: Any, *, limits: RunLimits | None = None, run_id: str | None = None) -> str:
+        """Store a run to be run later by a worker (`claim_next`, ``toolplan runs work``); returns its id.
+
+        ``plan`` is a `Plan`, a dict or JSON text in any dialect; its structure is checked now (its
+        tools when a worker runs it).
+
+        Raises:
+            PlanValidationError: the plan's structure is invalid.
+            RunConflictError: ``run_id`` is stored already.
+        """
+        if not isinstance(plan, Plan):
+            plan = parse_plan(plan)
+        journal, stored = await self.begin(run_id, plan, limits or RunLimits())
+        if stored is not None:
+            raise RunConflictError(f"Run {journal.run_id!r} exists already.", run_id=journal.run_id)
+        await journal.release("queued")
+        return journal.run_id
+
+    async def claim_next(self) -> str | None:
+        """The id of a run that needs a process (queued, or its lease expired), claimed for this one; or None."""
+        return await self.db.call(self._claim_next)  # type: ignore[no-any-return]
+
+    def _claim_next(self, engine: sa.Engine, _raw: Any) -> str | None:
+        now = time.time()
+        e = t.executions
+        with engine.begin() as conn:
+            candidates = conn.execute(
+                sa.select(e.c.id)
+                .where(
+                    e.c.status.in_(("queued", "running", "cancelled")),
+                    sa.or_(e.c.owner.is_(None), e.c.lease_until < now),
+                )
+                .order_by(e.c.created_at)
+                .limit(20)
+            ).all()
+        for (run_id,) in candidates:
+            with engine.begin() as conn:
+                taken = conn.execute(
+                    sa.update(e)
+                    .where(e.c.id == run_id, sa.or_(e.c.owner.is_(None), e.c.lease_until < now))
+                    .values(owner=None, lease_until=None, status="running", updated_at=now)
+                ).rowcount
+            if taken == 1:  # freed for this process: `begin` claims it (a racing process may win there)
+                return str(run_id)
+        return None
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    async def plan_of(self, run_id: str) -> tuple[Plan, RunLimits]:
+        """The plan and limits run ``run_id`` was stored with.
+
+        Raises:
+            RunNotFoundError: no run has that id.
+        """
+
+        def read(engine: sa.Engine, _raw: Any) -> tuple[Plan, RunLimits]:
+            e = t.executions
+            with engine.connect() as conn:
+                row = conn.execute(
+                    sa.select(t.plans.c.body, e.c.limits)
+                    .join(t.plans, t.plans.c.id == e.c.plan_id)
+                    .where(e.c.id == run_id)
+                ).first()
+            if row is None:
+                raise _not_found(run_id)
+            return decode(row[0]), decode(row[1])
+
+        return await self.db.call(read)  # type: ignore[no-any-return]
+
+    async def get_run(self, run_id: str) -> RunInfo:
+        """Everything stored about ``run_id``.
+
+        Raises:
+            RunNotFoundError: no run has that id.
+        """
+        return await self.db.call(lambda engine, _raw: _load_info(engine, run_id))  # type: ignore[no-any-return]
+
+    async def list_runs(self, *, limit: int = 50, status: str | None = None) -> list[RunSummary]:
+        """The most recent runs first (at most ``limit``), optionally only those with ``status``."""
+        return await self.db.call(lambda engine, _raw: _list(engine, limit, status))  # type: ignore[no-any-return]
+
+    async def events(self, run_id: str, *, after: int = 0, limit: int = 10_000) -> list[StoredEvent]:
+        """The run's events numbered above ``after``, in order."""
+
+        def read(engine: sa.Engine, _raw: Any) -> list[StoredEvent]:
+            ev = t.events
+            with engine.connect() as conn:
+                rows = conn.execute(
+                    sa.select(ev).where(ev.c.execution_id == run_id, ev.c.seq > after).order_by(ev.c.seq).limit(limit)
+                ).mappings()
+                return [
+                    StoredEvent(
+                        run_id=run_id,
+                        seq=r["seq"],
+                        type=r["type"],
+                        step_id=r["step_id"],
+                        payload=loads(r["payload"]),
+                        at=r["at"],
+                    )
+                    for r in rows
+                ]
+
+        return await self.db.call(read)  # type: ignore[no-any-return]
+
+
+def new_run_id() -> str:
+    """A fresh run id: ``run_{unix time}_{16 hex digits}`` (sortable by creation time)."""
+    return f"run_{int(time.time())}_{os.urandom(8).hex()}"
+
+
+_HOST = socket.gethostname()[:60]
+
+
+def _dead_here(owner: str) -> bool:
+    """True when ``owner`` names a process of this machine that no longer exists (its lease need not be waited out)."""
+    parts = owner.rsplit(":", 2)
+    if len(parts) != 3 or parts[0] != _HOST or not parts[1].isdigit():
+        return False
+    pid = int(parts[1])
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # it exists (owned by another user) or cannot be asked
+        return False
+    return False
+
+
+def _not_found(run_id: str) -> RunNotFoundError:
+    return RunNotFoundError(
+        f"No run {run_id!r} is stored here. `toolplan runs list --db URL` shows the stored runs.", run_id=run_id
+    )
+
+
+def _masked(url: str) -> str:
+    try:
+        return sa.make_url(url).render_as_string(hide_password=True)
+    except sa.exc.ArgumentError:
+        return "<invalid url>"
+
+
+def _open(engine: sa.Engine) -> None:
+    try:
+        t.migrate(engine)
+    except StoreError:
+        raise
+    except (sa.exc.SQLAlchemyError, OSError) as exc:
+        raise StoreError(
+            f"The store at {_masked(str(engine.url))} could not be opened: {type(exc).__name__}: "
+            f"{str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''} Check the URL and that the "
+            "database server is running."
+        ) from None
+
+
+def _insert(engine: sa.Engine, table: sa.Table) -> Any:
+    if engine.dialect.name == "postgresql":
+        return pg_dialect.insert(table)
+    return sqlite_dialect.insert(table)
+
+
+class _Claim:
+    """`Store.begin` on the database thread: store the plan, create or claim the execution, load its steps."""
+
+    def __init__(
+        self,
+        store: Store,
+        run_id: str,
+        body: str,
+        digest: str,
+        dialect: str,
+        limits: str,
+        parent: str | None,
+        reopen: bool = False,
+    ) -> None:
+        self.store, self.run_id, self.body, self.digest, self.reopen = store, run_id, body, digest, reopen
+        self.dialect, self.limits, self.parent = dialect, limits, parent
+        self.plan_id = f"plan_{digest[:24]}"
+        self.claimed = False
+        self.next_seq = 1
+
+    def __call__(self, engine: sa.Engine, _raw: Any) -> StoredRun | None:
+        for _ in range(2):  # a process that created the same id in between: claim it then
+            try:
+                return self._claim(engine)
+            except sa.exc.IntegrityError:
+                continue
+        raise RunConflictError(f"Run {self.run_id!r} is being created by another process.", run_id=self.run_id)
+
+    def _claim(self, engine: sa.Engine) -> StoredRun | None:
+        store, e = self.store, t.executions
+        now = time.time()
+        with engine.begin() as conn:
+            conn.execute(
+                _insert(engine, t.plans)
+                .values(
+                    id=self.plan_id, version=1, hash=self.digest, dialect=self.dialect, body=self.body, created_at=now
+                )
+                .on_conflict_do_nothing()
+            )
+            row = conn.execute(sa.select(e).where(e.c.id == self.run_id)).mappings().first()
+            if row is None:
+                conn.execute(
+                    sa.insert(e).values(
+                        id=self.run_id,
+                        plan_id=self.plan_id,
+                        parent_id=self.parent,
+                        status="running",
+                        limits=self.limits,
+                        calls=0,
+                        cost=0.0,
+                        owner=store.owner,
+                        lease_until=now + store.lease,
+                        created_at=now,
+                        updated_at=now,
+                    )
+                )
+                self.claimed = True
+                return None
+            if row["plan_id"] != self.plan_id:
+                raise RunConflictError(
+                    f"Run {self.run_id!r} was stored with another plan ({row['plan_id']}, not {self.plan_id}). "
+                    "Resume it with its own plan (toolplan runs resume ID), or give this plan a new run id.",
+                    run_id=self.run_id,
+                )
+            if row["status"] not in ("succeeded", "failed") or self.reopen:
+                free = sa.or_(e.c.owner.is_(None), e.c.owner == store.owner, e.c.lease_until < now)
+                if row["owner"] is not None and _dead_here(row["owner"]):  # its process died on this machine
+                    free = sa.or_(free, e.c.owner == row["owner"])
+                taken = conn.execute(
+                    sa.update(e)
+                    .where(e.c.id == self.run_id, free)
+                    .values(owner=store.owner, lease_until=now + store.lease, status="running", updated_at=now)
+                ).rowcount
+                if taken != 1:
+                    left = max(0.0, (row["lease_until"] or now) - now)
+                    raise RunConflictError(
+                        f"Run {self.run_id!r} is being run by another process ({row['owner']}); its lease ends in "
+                        f"{left:.0f}s if that process has died. Try again then.",
+                        run_id=self.run_id,
+                    )
+                self.claimed = True
+            seq = conn.execute(
+                sa.select(sa.func.max(t.events.c.seq)).where(t.events.c.execution_id == self.run_id)
+            ).scalar()
+            self.next_seq = int(seq or 0) + 1
+            return _stored(conn, self.run_id, row)
+
+
+def _load_output(conn: sa.Connection, row: Mapping[Any, Any]) -> Any:
+    text = row["output"]
+    if row["output_blob"]:
+        text = conn.execute(sa.select(t.blobs.c.data).where(t.blobs.c.id == row["output_blob"])).scalar()
+    return loads(text, max_chars=1 << 62) if text else None
+
+
+def _step_rows(conn: sa.Connection, run_id: str) -> list[Mapping[Any, Any]]:
+    s = t.steps
+    return list(conn.execute(sa.select(s).where(s.c.execution_id == run_id)).mappings())
+
+
+def _stored(conn: sa.Connection, run_id: str, row: Mapping[Any, Any]) -> StoredRun:
+    steps: dict[str, StoredStep] = {}
+    for r in _step_rows(conn, run_id):
+        status = r["status"]
+        ended = status not in ("pending", "running")
+        steps[r["step_id"]] = StoredStep(
+            id=r["step_id"],
+            status=status,
+            attempt=r["attempt"],
+            call_tool=r["call_tool"],
+            fallback=bool(r["fallback"]),
+            result=step_from_row(r, _load_output(conn, r) if status == "succeeded" else None) if ended else None,
+        )
+    result = None
+    if row["status"] in ("succeeded", "failed") and row["result"]:
+        plan = decode(conn.execute(sa.select(t.plans.c.body).where(t.plans.c.id == row["plan_id"])).scalar_one())
+        result = _plan_result(run_id, plan, row, {sid: s.result for sid, s in steps.items() if s.result})
+    return StoredRun(
+        run_id=run_id, status=row["status"], steps=steps, calls=row["calls"], cost=row["cost"], result=result
+    )
+
+
+def _plan_result(run_id: str, plan: Plan, row: Mapping[Any, Any], records: Mapping[str, StepResult]) -> PlanResult:
+    facts = loads(row["result"]) if row["result"] else {}
+    steps: dict[str, StepResult] = {}
+    for step in plan.steps:
+        record = records.get(step.id)
+        steps[step.id] = record or StepResult(id=step.id, tool=step.tool, status="pending")
+    status: PlanStatus = row["status"] if row["status"] in ("succeeded", "failed", "cancelled") else "failed"
+    return PlanResult(
+        status=status,
+        steps=steps,
+        output_steps=tuple(o for o in plan.outputs if o in steps),
+        run_id=run_id,
+        dialect=plan.dialect,
+        started_at=float(facts.get("started_at") or row["created_at"]),
+        ended_at=float(facts.get("ended_at") or row["updated_at"]),
+        deps={k: tuple(v) for k, v in (facts.get("deps") or {}).items()},
+        warnings=tuple(PlanIssue(**w) for w in facts.get("warnings") or ()),
+    )
+
+
+def _summary(row: Mapping[Any, Any], steps: int, succeeded: int) -> RunSummary:
+    return RunSummary(
+        run_id=row["id"],
+        status=row["status"],
+        plan_id=row["plan_id"],
+        parent_id=row["parent_id"],
+        steps=steps,
+        succeeded=succeeded,
+        calls=row["calls"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        owner=row["owner"],
+        lease_until=row["lease_until"],
+    )
+
+
+def _load_info(engine: sa.Engine, run_id: str) -> RunInfo:
+    e = t.executions
+    with engine.connect() as conn:
+        row = conn.execute(sa.select(e).where(e.c.id == run_id)).mappings().first()
+        if row is None:
+            raise _not_found(run_id)
+        plan: Plan = decode(conn.execute(sa.select(t.plans.c.body).where(t.plans.c.id == row["plan_id"])).scalar_one())
+        stored = _stored(conn, run_id, row)
+    records = {sid: s.result for sid, s in stored.steps.items() if s.result is not None}
+    for sid, s in stored.steps.items():
+        if s.result is None:
+            records[sid] = StepResult(id=sid, tool=s.call_tool, status=s.status, attempts=s.attempt)  # type: ignore[arg-type]
+    result = _plan_result(run_id, plan, row, records)
+    total = len(plan.steps)
+    return RunInfo(
+        summary=_summary(row, total, sum(1 for r in result.steps.values() if r.ok)),
+        plan=plan,
+        limits=decode(row["limits"]),
+        result=result,
+    )
+
+
+def _list(engine: sa.Engine, limit: int, status: str | None) -> list[RunSummary]:
+    e, s = t.executions, t.steps
+    counts = (
+        sa.select(
+            s.c.execution_id,
+            sa.func.count().label("n"),
+            sa.func.sum(sa.case((s.c.status == "succeeded", 1), else_=0)).label("ok"),
+        )
+        .group_by(s.c.execution_id)
+        .subquery()
+    )
+    query = (
+        sa.select(e, counts.c.n, counts.c.ok)
+        .select_from(e.outerjoin(counts, counts.c.execution_id == e.c.id))
+        .order_by(e.c.created_at.desc(), e.c.id.desc())
+        .limit(max(1, min(int(limit), 10_000)))
+    )
+    if status is not None:
+        query = query.where(e.c.status == status)
+    with engine.connect() as conn:
+        return [_summary(r, int(r["n"] or 0), int(r["ok"] or 0)) for r in conn.execute(query).mappings()]
+
+
+class _Journal:
+    """The journal of one durable run in a `Store` (see `toolplan.execute.Journal`).
+
+    Writes that nobody waits for (a finished step, a skipped one, an event) gather in a buffer that
+    goes to the database thread at the end of the event loop's turn, or with the next write that is
+    waited for (a step about to call its tool): a chain's result and its dependent's ``running`` row
+    then commit in one transaction, in that order, and a tick that ends many steps commits once.
+    """
+
+    __slots__ = ("_buffer", "_future", "_store", "broken", "calls", "claimed", "cost", "owner", "run_id", "seq")
+
+    def __init__(self, store: Store, run_id: str, *, claimed: bool, next_seq: int) -> None:
+        self._store = store
+        self.run_id = run_id
+        self.owner = store.owner
+        self.claimed = claimed
+        self.seq = next_seq - 1
+        self.calls = 0
+        self.cost = 0.0
+        self.broken: str | None = None if claimed else "This process does not hold the run."
+        self._buffer: list[Statement] = []
+        self._future: asyncio.Future[None] | None = None  # done when the buffer has committed
+
+    def lease_statement(self, until: float, now: float) -> Statement:
+        return self._store.sql_lease, (until, now, self.calls, self.cost, self.run_id, self.owner)
+
+    def _event(self, kind: str, step_id: str | None, payload: Mapping[str, Any], at: float) -> Statement:
+        self.seq += 1
+        return self._store.sql_event, (self.run_id, self.seq, kind, step_id, dumps(payload), at)
+
+    def _add(self, statements: list[Statement]) -> asyncio.Future[None]:
+        """Buffer ``statements``; the future is done once they have committed."""
+        self._buffer.extend(statements)
+        future = self._future
+        if future is None:
+            loop = asyncio.get_running_loop()
+            future = self._future = loop.create_future()
+            future.add_done_callback(_retrieve)
+            loop.call_soon(self._flush)
+        return future
+
+    def _flush(self) -> None:
+        future, self._future = self._future, None
+        if future is None:
+            return
+        statements, self._buffer = self._buffer, []
+        self._store.db.write(self, statements, future)
+
+    def event(self, kind: str, step_id: str | None, payload: Mapping[str, object]) -> None:
+        self._add([self._event(kind, step_id, payload, time.time())])
+
+    def started(self, step_id: str, tool: str, attempt: int, fallback: bool, at: float) -> asyncio.Future[None]:
+        key = f"{self.run_id}:{step_id}:fallback" if fallback else f"{self.run_id}:{step_id}"
+        payload: dict[str, Any] = {"tool": tool, "attempt": attempt}
+        if fallback:
+            payload["fallback"] = True
+        future = self._add(
+            [
+                (self._store.sql_started, (self.run_id, step_id, tool, tool, attempt, int(fallback), key, at)),
+                self._event("step_started", step_id, payload, at),
+            ]
+        )
+        self._flush()  # waited for: it goes now, with everything buffered before it
+        return future
+
+    def _row(self, r: StepResult, sql: str) -> list[Statement]:
+        statements: list[Statement] = []
+        output = blob = note = None
+        if r.status == "succeeded":
+            output, note = output_json(r.output)
+            if len(output) > BLOB_THRESHOLD:
+                blob = f"{self.run_id}:{r.id}"
+                statements.append((self._store.sql_blob, (blob, self.run_id, output)))
+                output = None
+        error = r.error
+        params = (
+            self.run_id,
+            r.id,
+            r.tool,
+            r.tool,
+            r.status,
+            r.attempts,
+            0,
+            f"{self.run_id}:{r.id}",
+            output,
+            blob,
+            note,
+            error.kind if error else None,
+            error.message if error else None,
+            r.started_at,
+            r.ended_at,
+            int(r.used_fallback),
+            dumps(list(r.warnings)) if r.warnings else None,
+            dumps(r.arguments) if r.arguments is not None else None,
+        )
+        statements.append((sql, params))
+        payload: dict[str, Any] = {"status": r.status, "attempts": r.attempts}
+        if r.error is not None:
+            payload["error"] = r.error.to_dict()
+        statements.append(self._event("step_finished", r.id, payload, time.time()))
+        return statements
+
+    def finished(self, result: StepResult, calls: int, cost: float) -> asyncio.Future[None]:
+        self.calls, self.cost = calls, cost  # written with the lease, in the same transaction
+        return self._add(self._row(result, self._store.sql_finished))
+
+    def ended(self, result: StepResult) -> None:
+        self._add(self._row(result, self._store.sql_ended))
+
+    async def close(self, result: PlanResult | None, calls: int, cost: float) -> None:
+        if not self.claimed:
+            return
+        self.calls, self.cost = calls, cost
+        status = "cancelled" if result is None else result.status
+        facts: str | None = None
+        if result is not None:
+            facts = dumps(
+                {
+                    "started_at": result.started_at,
+                    "ended_at": result.ended_at,
+                    "deps": {k: list(v) for k, v in result.deps.items()},
+                    "warnings": [{"code": w.code, "message": w.message, "step": w.step} for w in result.warnings],
+                }
+            )
+        await self._release(status, facts)
+
+    async def release(self, status: str) -> None:
+        """Let go of the run without finishing it (``queued``: for a worker to take)."""
+        await self._release(status, None)
+
+    async def _release(self, status: str, facts: str | None) -> None:
+        store = self._store
+        try:
+            if self.broken is None:
+                end = self._event("plan_finished", None, {"status": status}, time.time())
+                close = (store.sql_close, (status, facts, time.time(), self.calls, self.cost, self.run_id, self.owner))
+                future = self._add([end, close])
+                self._flush()
+                await future
+        finally:
+            store.db.unregister(self)
+            self.broken = "The run was closed."
+
+
+def _retrieve(future: asyncio.Future[None]) -> None:
+    """Mark a write's failure as seen: whoever needs it (a step about to call) awaits its own write."""
+    if not future.cancelled():
+        future.exception()
