@@ -15,8 +15,10 @@ Contenders, all in one process and one event loop, interleaved per (database, sh
 Shapes (``bench.dags``): ``chain`` (each step reads the previous) and ``fanout`` (one root, N-2
 parallel steps, one join). Per-step ms = wall time of one whole run (toolplan: validate, compile,
 run; DBOS: the workflow call, its status rows included) / N. Every contender gets a fresh database
-(a file in a temporary directory on SQLite, put in WAL mode for DBOS too; a database created on the
-server for PostgreSQL, dropped afterwards) that it keeps for all its runs on that backend. After
+(a file in a temporary directory on SQLite; a database created on the server for PostgreSQL, dropped
+afterwards) that it keeps for all its runs on that backend. On SQLite both sides run WAL with
+synchronous=NORMAL, toolplan's own setting (DBOS's engine is built here as DBOS builds it, with that
+level; see `dbos_sqlite_engine`). After
 every DBOS run its ``operation_outputs`` rows for the workflow are counted: one checkpoint per step.
 """
 
@@ -30,6 +32,7 @@ import sqlite3
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -51,17 +54,32 @@ MAX_CONCURRENCY = 64  # toolplan's limit on steps in flight: the fan-out's middl
 POSTGRES_ENV = "TOOLPLAN_TEST_POSTGRES_URL"
 POSTGRES_DEFAULT = "postgresql://postgres@127.0.0.1:5432/test"
 DBOS_APP = "toolplan-bench-durable"
+DBOS_SQLITE_SYNCHRONOUS = "NORMAL"  # toolplan's store's level on SQLite (see dbos_sqlite_engine)
 
 # What each side guarantees when the process dies in the middle of a run (shown in the report).
 DBOS_CRASH = (
-    "DBOS checkpoints a step's output in its system database after the step's function returns "
-    "(one transaction per step; the workflow's inputs and status get their own rows). On recovery the "
-    "workflow is re-run from the start and every step with a checkpoint returns its recorded output "
-    "without running; a step that was running at the crash has no checkpoint and runs again, so steps "
-    "are at-least-once and the workflow's outcome is recorded exactly once "
-    "(docs.dbos.dev: Python step tutorial; explanations/concurrent-executions)"
+    "a step's output is checkpointed in the system database after its function returns (one "
+    "transaction per step; the workflow's inputs and status have rows of their own). Recovery runs "
+    "the workflow again from the start: a step with a checkpoint returns its recorded output without "
+    "running, and a step that was running at the crash has no checkpoint and runs again. Steps are "
+    "at-least-once; the workflow's outcome is recorded exactly once "
+    "(docs.dbos.dev: Python step tutorial, explanations/concurrent-executions)"
 )
-TOOLPLAN_CRASH = "not stated yet (toolplan.store has not landed on this branch)"
+TOOLPLAN_CRASH = (
+    "a step's `running` row (tool, attempt, idempotency key) commits before its tool is called, and its "
+    "result commits with its event before any dependent's tool is called (group-committed: what one turn "
+    "of the event loop wrote, in one transaction). `resume(run_id, ...)` reuses every step whose result "
+    "committed, without calling it; a step whose call was in flight is called again, with the same "
+    "idempotency key, only if its tool is `read_only` or `idempotent`, and otherwise ends "
+    "`unknown_outcome` until resumed with `rerun_unknown=True` (this bench's no-op is neither). A finished "
+    "step is never repeated; an unmarked tool is called at most once unless you ask (docs/durable.md)"
+)
+TOOLPLAN_CRASH_MISSING = "not stated (toolplan.store does not import)"
+SQLITE_DURABILITY = (
+    "both sides run WAL with synchronous=NORMAL: a commit survives the process being killed; a power "
+    "cut may lose the last commits (toolplan's store sets this itself; DBOS's default is synchronous=FULL, "
+    "an fsync per commit, and this bench gives it NORMAL to match)"
+)
 
 
 @tool
@@ -193,17 +211,33 @@ def dbos_flows() -> DbosFlows:
     return _FLOWS[0]
 
 
-def _dbos_engine_settings() -> dict[str, Any]:
-    """journal_mode / synchronous of DBOS's own SQLite connection (private attributes: best effort)."""
-    try:
-        from dbos import _dbos
+def dbos_sqlite_engine(url: str) -> Any:
+    """DBOS's system database engine on SQLite, as DBOS builds it, at toolplan's synchronous level.
 
-        engine = _dbos._dbos_global_instance._sys_db.engine  # type: ignore[union-attr]
-        with engine.connect() as conn:
-            journal = conn.exec_driver_sql("PRAGMA journal_mode").scalar()
-            sync = conn.exec_driver_sql("PRAGMA synchronous").scalar()
-    except Exception as e:  # not essential to the measurement
-        return {"error": repr(e)}
+    DBOS's own engine (``dbos/_sys_db_sqlite.py``) opens IMMEDIATE transactions with a 30 s busy
+    timeout and foreign keys on, and leaves SQLite's synchronous=FULL (an fsync per commit); the file
+    is already in WAL mode. toolplan's store runs WAL with synchronous=NORMAL (docs/durable.md), so
+    both sides get that: a commit survives the process being killed, not necessarily a power cut.
+    """
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url)
+
+    @sa.event.listens_for(engine, "connect")
+    def _connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = "IMMEDIATE"
+        dbapi_conn.execute("PRAGMA busy_timeout=30000")
+        dbapi_conn.execute("PRAGMA foreign_keys=ON")
+        dbapi_conn.execute(f"PRAGMA synchronous={DBOS_SQLITE_SYNCHRONOUS}")
+
+    return engine
+
+
+def sqlite_settings(engine: Any) -> dict[str, Any]:
+    """journal_mode and synchronous of a connection of ``engine``."""
+    with engine.connect() as conn:
+        journal = conn.exec_driver_sql("PRAGMA journal_mode").scalar()
+        sync = conn.exec_driver_sql("PRAGMA synchronous").scalar()
     names = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
     return {"journal_mode": journal, "synchronous": names.get(int(sync or 0), sync)}
 
@@ -212,22 +246,35 @@ class Dbos:
     """DBOS launched on one system database; runs a workflow and counts its checkpoints."""
 
     def __init__(self, backend: Backend, url: str) -> None:
-        from dbos import DBOS
+        from dbos import DBOS, DBOSConfig
 
         self.backend, self.url = backend, url
         self.flows = dbos_flows()
+        config: DBOSConfig = {"name": DBOS_APP, "system_database_url": url, "log_level": "WARNING"}
+        self.engine = dbos_sqlite_engine(url) if backend == "sqlite" else None
+        if self.engine is not None:
+            config["system_database_engine"] = self.engine
         t0 = common.now()
-        DBOS(config={"name": DBOS_APP, "system_database_url": url, "log_level": "WARNING"})
+        DBOS(config=config)
         DBOS.launch()
         self.launch_s = common.now() - t0
         self.settings: dict[str, Any] = {"system_database": backend, "launch_s": self.launch_s}
-        if backend == "sqlite":
-            self.settings.update(_dbos_engine_settings())
+        if self.engine is not None:
+            self.settings.update(sqlite_settings(self.engine))
 
     def close(self) -> None:
+        """Destroy DBOS, and give the running loop a default executor again.
+
+        An async DBOS workflow makes DBOS's thread pool the running loop's default executor (what
+        ``asyncio.to_thread`` uses); ``DBOS.destroy()`` shuts that pool down and leaves it in place.
+        """
         from dbos import DBOS
 
         DBOS.destroy()
+        if self.engine is not None:
+            self.engine.dispose()
+        with contextlib.suppress(RuntimeError):  # no running loop: nothing to restore
+            asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(thread_name_prefix="bench-durable"))
 
     async def run(self, shape: Shape, n: int, *, sync: bool = False) -> float:
         from dbos import SetWorkflowID
@@ -320,10 +367,12 @@ async def backend_side(backend: Backend, *, store_mod: Any, store_skip: str | No
                 side.settings["dbos"] = side.dbos.settings
             yield side
         finally:
-            if side.dbos is not None:
-                side.dbos.close()
-            if side.store is not None:
-                await side.store.close()
+            try:
+                if side.store is not None:
+                    await side.store.close()
+            finally:
+                if side.dbos is not None:
+                    side.dbos.close()
 
 
 def contenders_for(side: Side, shape: Shape) -> list[str]:
@@ -403,7 +452,8 @@ async def run(
     return {
         "cases": cases,
         "backends": sides,
-        "toolplan_crash_guarantee": TOOLPLAN_CRASH,
+        "toolplan_crash_guarantee": TOOLPLAN_CRASH if store_mod is not None else TOOLPLAN_CRASH_MISSING,
+        "sqlite_durability": SQLITE_DURABILITY,
         "dbos_crash_guarantee": DBOS_CRASH,
         "not_installed": common.not_installed(CONTENDERS),
     }
@@ -421,7 +471,8 @@ def main(args: Any, argv: list[str]) -> Path:
             "async @DBOS.step no-ops in an async @DBOS.workflow; fan-out middle steps started at once with "
             "asyncio.gather; dbos_sync: the chain as def steps in a def workflow"
         ),
-        sqlite="a fresh file per contender in a temporary directory; DBOS's file is set to WAL before launch",
+        sqlite="a fresh file per contender in a temporary directory; DBOS's file is put in WAL mode before launch "
+        f"and its engine sets synchronous={DBOS_SQLITE_SYNCHRONOUS}, as toolplan's store does",
         postgresql=f"a fresh database per contender on the server of ${POSTGRES_ENV} (default {POSTGRES_DEFAULT}), "
         "dropped afterwards",
         unit="milliseconds per step (wall time of one whole run / steps), median of repetitions",

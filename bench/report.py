@@ -464,6 +464,8 @@ def durable_section(d: dict[str, Any]) -> list[str]:
         f"- toolplan durable: {d['toolplan_crash_guarantee']}.",
         f"- DBOS: {d['dbos_crash_guarantee']}.",
     ]
+    if d.get("sqlite_durability"):
+        out.append(f"- On SQLite {d['sqlite_durability']}.")
     reasons = sorted(
         {(backend, why) for backend, b in d["backends"].items() for c, why in b["skipped"].items() if c != "dbos_sync"}
     )

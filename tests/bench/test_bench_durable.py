@@ -43,9 +43,13 @@ def test_durable_sqlite(tmp_path: Path) -> None:
             assert case["ratio_dbos_to_toolplan_durable"]["dbos"] > 0
     if importlib.util.find_spec("dbos") is not None:
         assert {"dbos", "dbos_sync"}.isdisjoint(skipped)
-        assert data["backends"]["sqlite"]["dbos"]["journal_mode"] == "wal"
+        dbos = data["backends"]["sqlite"]["dbos"]
+        assert (dbos["journal_mode"], dbos["synchronous"]) == ("wal", "NORMAL")  # as toolplan's store
     else:
         assert skipped["dbos"] == "not installed"
+    if importlib.util.find_spec("toolplan.store") is not None:
+        assert "toolplan_durable" not in skipped
+        assert "resume(run_id" in data["toolplan_crash_guarantee"]
     assert skipped.keys() <= {"toolplan_durable", "dbos", "dbos_sync"}  # the baseline always runs
     report = (tmp_path / "RESULTS.md").read_text()
     assert "## 5. Durable runs" in report
