@@ -435,6 +435,7 @@ async def run(
     def reps_for(n: int) -> int:
         return reps or (3 if quick else 5 if n >= 1_000 else 9)
 
+    load_before = os.getloadavg()
     store_mod, store_skip = store_module()
     cases: list[dict[str, Any]] = []
     sides: dict[str, Any] = {}
@@ -456,6 +457,7 @@ async def run(
         "sqlite_durability": SQLITE_DURABILITY,
         "dbos_crash_guarantee": DBOS_CRASH,
         "not_installed": common.not_installed(CONTENDERS),
+        "load_average": {"before": list(load_before), "after": list(os.getloadavg())},  # 1, 5, 15 minutes
     }
 
 

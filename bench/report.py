@@ -424,6 +424,12 @@ def durable_section(d: dict[str, Any]) -> list[str]:
         )
         + "."
     )
+    load = d.get("load_average")
+    if load:
+        out[-1] += (
+            f" Load average (1 min) {load['before'][0]:.2f} before the run, {load['after'][0]:.2f} after "
+            f"(on {d['machine']['cpu_count']} CPUs)."
+        )
     out += [
         "",
         "| database | shape | steps | toolplan (no store) | toolplan durable | added by the store | DBOS (async steps) "
