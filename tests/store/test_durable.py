@@ -360,3 +360,44 @@ async def test_each_plan_an_agent_runs_is_stored_under_the_agent_run(store_url: 
     assert len(parents) == 1 and next(iter(parents)).startswith("agent_")  # type: ignore[union-attr]
     assert all(r.summary.status == "succeeded" and r.result.steps["p"].output == "paid 5" for r in runs)
     assert [f"{runs[0].summary.run_id}:p", f"{runs[1].summary.run_id}:p"] == KEYS
+
+
+async def _pieces(text: str, stop_after: int | None = None, gate: asyncio.Event | None = None) -> Any:
+    for i in range(0, len(text), 7):
+        if stop_after is not None and i >= stop_after:
+            assert gate is not None
+            await gate.wait()  # the model stops writing here
+        yield text[i : i + 7]
+
+
+async def test_a_streamed_plan_is_stored_as_it_runs_and_whole_once_complete(store_url: str) -> None:
+    from toolplan.execute import execute_plan_stream
+
+    text = json.dumps(PLAN)
+    async with open_store(store_url) as store:
+        result = await execute_plan_stream(_pieces(text), TOOLS, store=store, run_id="streamed-1")
+        info = await store.get_run("streamed-1")
+        again = await resume("streamed-1", TOOLS, store=store)
+    assert result.steps["p"].ok and info.summary.plan_id.startswith("plan_")
+    assert [s.id for s in info.plan.steps] == ["a", "b", "p", "x", "y"]
+    assert all(r.reused for r in again.steps.values()) and CALLS["pay"] == 1
+
+
+async def test_a_streamed_plan_cut_off_cannot_be_resumed_and_says_why(store_url: str) -> None:
+    from toolplan.execute import execute_plan_stream
+
+    text = json.dumps(PLAN)
+    never = asyncio.Event()
+    async with open_store(store_url) as store:
+        task = asyncio.create_task(
+            execute_plan_stream(_pieces(text, stop_after=len(text) // 2, gate=never), TOOLS, store=store, run_id="cut")
+        )
+        while CALLS["fetch"] < 1:  # the first step has run: the plan is half written
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        info = await store.get_run("cut")
+        with pytest.raises(StoreError, match="never arrived whole"):
+            await resume("cut", TOOLS, store=store)
+    assert info.summary.plan_id == "streaming" and info.result.steps["a"].ok

@@ -6,7 +6,7 @@ import asyncio
 import os
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +18,7 @@ from .._errors import PlanIssue, RunConflictError, RunNotFoundError, StoreError,
 from .._json import dumps, loads
 from ..execute import PlanResult, PlanStatus, RunLimits, StepResult
 from ..execute._journal import StoredRun, StoredStep, check_run_id
-from ..plan import Plan, parse_plan
+from ..plan import Plan, Step, parse_plan
 from . import _schema as t
 from ._codec import decode, encode, output_json, plan_hash, step_from_row
 from ._db import Database, Statement
@@ -170,6 +170,11 @@ class Store:
             "INSERT INTO toolplan_blobs (id, execution_id, data) VALUES (?, ?, ?) "
             "ON CONFLICT (id) DO UPDATE SET data = excluded.data"
         )
+        self.sql_plan = sql(
+            "INSERT INTO toolplan_plans (id, version, hash, dialect, body, created_at) VALUES (?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (id) DO NOTHING"
+        )
+        self.sql_plan_of = sql("UPDATE toolplan_executions SET plan_id = ? WHERE id = ?")
         self.sql_lease = sql(
             "UPDATE toolplan_executions SET lease_until = ?, updated_at = ?, calls = ?, cost = ? "
             "WHERE id = ? AND owner = ?"
@@ -202,19 +207,25 @@ class Store:
     # -- durable runs (the RunStore protocol) ----------------------------------------------------
 
     async def begin(
-        self, run_id: str | None, plan: Plan, limits: RunLimits, *, parent: str | None = None, reopen: bool = False
+        self,
+        run_id: str | None,
+        plan: Plan | None,
+        limits: RunLimits,
+        *,
+        parent: str | None = None,
+        reopen: bool = False,
     ) -> tuple[_Journal, StoredRun | None]:
         """Claim run ``run_id`` (new when None) for this process; see `toolplan.execute.RunStore`."""
         run_id = new_run_id() if run_id is None else check_run_id(run_id)
-        body = encode(plan)
-        digest = plan_hash(body)
-        claim = _Claim(self, run_id, body, digest, plan.dialect, encode(limits), parent, reopen)
+        body = encode(plan) if plan is not None else None
+        claim = _Claim(self, run_id, body, encode(limits), parent, reopen)
         stored: StoredRun | None = await self.db.call(claim)
         journal = _Journal(self, run_id, claimed=claim.claimed, next_seq=claim.next_seq)
         if claim.claimed:
             self.db.register(journal)
             if stored is None:
-                journal.event("plan_started", None, {"plan_id": claim.plan_id, "steps": list(plan.step_ids)})
+                steps = list(plan.step_ids) if plan is not None else []
+                journal.event("plan_started", None, {"plan_id": claim.plan_id, "steps": steps})
             else:
                 journal.event("run_resumed", None, {"owner": self.owner})
         return journal, stored
@@ -237,23 +248,29 @@ class Store:
         await journal.release("queued")
         return journal.run_id
 
-    async def claim_next(self) -> str | None:
-        """The id of a run that needs a process (queued, or its lease expired), claimed for this one; or None."""
-        return await self.db.call(self._claim_next)  # type: ignore[no-any-return]
+    async def claim_next(self, *, skip: Collection[str] = ()) -> str | None:
+        """The id of a run that needs a process, freed for this one to resume; or None.
 
-    def _claim_next(self, engine: sa.Engine, _raw: Any) -> str | None:
+        That is a queued run (`submit`), or a running one whose lease expired (its process died).
+        Cancelled runs are left alone (someone stopped them), as are runs in ``skip``.
+        """
+        return await self.db.call(lambda engine, _raw: self._claim_next(engine, set(skip)))  # type: ignore[no-any-return]
+
+    def _claim_next(self, engine: sa.Engine, skip: set[str]) -> str | None:
         now = time.time()
         e = t.executions
         with engine.begin() as conn:
             candidates = conn.execute(
                 sa.select(e.c.id)
                 .where(
-                    e.c.status.in_(("queued", "running", "cancelled")),
+                    e.c.status.in_(("queued", "running")),
+                    e.c.plan_id != STREAMING,
                     sa.or_(e.c.owner.is_(None), e.c.lease_until < now),
                 )
                 .order_by(e.c.created_at)
-                .limit(20)
+                .limit(20 + len(skip))
             ).all()
+        candidates = [c for c in candidates if c[0] not in skip]
         for (run_id,) in candidates:
             with engine.begin() as conn:
                 taken = conn.execute(
@@ -283,6 +300,14 @@ class Store:
                     .where(e.c.id == run_id)
                 ).first()
             if row is None:
+                with engine.connect() as conn:
+                    streamed = conn.execute(sa.select(e.c.plan_id).where(e.c.id == run_id)).scalar()
+                if streamed == STREAMING:
+                    raise StoreError(
+                        f"Run {run_id!r} was a streamed plan whose text never arrived whole (its process stopped "
+                        "while the model was writing it), so there is no plan to resume. `toolplan runs show` "
+                        "lists the steps that had started."
+                    )
                 raise _not_found(run_id)
             return decode(row[0]), decode(row[1])
 
@@ -385,19 +410,11 @@ class _Claim:
     """`Store.begin` on the database thread: store the plan, create or claim the execution, load its steps."""
 
     def __init__(
-        self,
-        store: Store,
-        run_id: str,
-        body: str,
-        digest: str,
-        dialect: str,
-        limits: str,
-        parent: str | None,
-        reopen: bool = False,
+        self, store: Store, run_id: str, body: str | None, limits: str, parent: str | None, reopen: bool = False
     ) -> None:
-        self.store, self.run_id, self.body, self.digest, self.reopen = store, run_id, body, digest, reopen
-        self.dialect, self.limits, self.parent = dialect, limits, parent
-        self.plan_id = f"plan_{digest[:24]}"
+        self.store, self.run_id, self.body, self.reopen = store, run_id, body, reopen
+        self.limits, self.parent = limits, parent
+        self.plan_id = STREAMING if body is None else plan_id(body)
         self.claimed = False
         self.next_seq = 1
 
@@ -413,13 +430,8 @@ class _Claim:
         store, e = self.store, t.executions
         now = time.time()
         with engine.begin() as conn:
-            conn.execute(
-                _insert(engine, t.plans)
-                .values(
-                    id=self.plan_id, version=1, hash=self.digest, dialect=self.dialect, body=self.body, created_at=now
-                )
-                .on_conflict_do_nothing()
-            )
+            if self.body is not None:
+                conn.execute(_insert(engine, t.plans).values(**plan_row(self.body, now)).on_conflict_do_nothing())
             row = conn.execute(sa.select(e).where(e.c.id == self.run_id)).mappings().first()
             if row is None:
                 conn.execute(
@@ -439,7 +451,7 @@ class _Claim:
                 )
                 self.claimed = True
                 return None
-            if row["plan_id"] != self.plan_id:
+            if row["plan_id"] != self.plan_id and row["plan_id"] != STREAMING:
                 raise RunConflictError(
                     f"Run {self.run_id!r} was stored with another plan ({row['plan_id']}, not {self.plan_id}). "
                     "Resume it with its own plan (toolplan runs resume ID), or give this plan a new run id.",
@@ -469,6 +481,27 @@ class _Claim:
             return _stored(conn, self.run_id, row)
 
 
+STREAMING = "streaming"  # the plan id of a streamed run whose plan has not arrived whole
+
+
+def plan_id(body: str) -> str:
+    """The id of an encoded plan: equal plans share one row."""
+    return f"plan_{plan_hash(body)[:24]}"
+
+
+def plan_row(body: str, now: float) -> dict[str, Any]:
+    """The row of an encoded plan in ``toolplan_plans``."""
+    plan: Plan = decode(body)
+    return {
+        "id": plan_id(body),
+        "version": 1,
+        "hash": plan_hash(body),
+        "dialect": plan.dialect,
+        "body": body,
+        "created_at": now,
+    }
+
+
 def _load_output(conn: sa.Connection, row: Mapping[Any, Any]) -> Any:
     text = row["output"]
     if row["output_blob"]:
@@ -496,11 +529,19 @@ def _stored(conn: sa.Connection, run_id: str, row: Mapping[Any, Any]) -> StoredR
         )
     result = None
     if row["status"] in ("succeeded", "failed") and row["result"]:
-        plan = decode(conn.execute(sa.select(t.plans.c.body).where(t.plans.c.id == row["plan_id"])).scalar_one())
+        plan = _plan_of(conn, row, steps)
         result = _plan_result(run_id, plan, row, {sid: s.result for sid, s in steps.items() if s.result})
     return StoredRun(
         run_id=run_id, status=row["status"], steps=steps, calls=row["calls"], cost=row["cost"], result=result
     )
+
+
+def _plan_of(conn: sa.Connection, row: Mapping[Any, Any], steps: Mapping[str, StoredStep]) -> Plan:
+    """The run's plan; for a streamed plan that never arrived whole, its steps that started."""
+    body = conn.execute(sa.select(t.plans.c.body).where(t.plans.c.id == row["plan_id"])).scalar()
+    if body is not None:
+        return decode(body)  # type: ignore[no-any-return]
+    return Plan(steps=tuple(Step(id=sid, tool=s.call_tool) for sid, s in steps.items()))
 
 
 def _plan_result(run_id: str, plan: Plan, row: Mapping[Any, Any], records: Mapping[str, StepResult]) -> PlanResult:
@@ -545,8 +586,8 @@ def _load_info(engine: sa.Engine, run_id: str) -> RunInfo:
         row = conn.execute(sa.select(e).where(e.c.id == run_id)).mappings().first()
         if row is None:
             raise _not_found(run_id)
-        plan: Plan = decode(conn.execute(sa.select(t.plans.c.body).where(t.plans.c.id == row["plan_id"])).scalar_one())
         stored = _stored(conn, run_id, row)
+        plan = _plan_of(conn, row, stored.steps)
     records = {sid: s.result for sid, s in stored.steps.items() if s.result is not None}
     for sid, s in stored.steps.items():
         if s.result is None:
@@ -634,6 +675,16 @@ class _Journal:
 
     def event(self, kind: str, step_id: str | None, payload: Mapping[str, object]) -> None:
         self._add([self._event(kind, step_id, payload, time.time())])
+
+    def plan_complete(self, plan: Plan) -> None:
+        store = self._store
+        row = plan_row(encode(plan), time.time())
+        self._add(
+            [
+                (store.sql_plan, tuple(row[k] for k in ("id", "version", "hash", "dialect", "body", "created_at"))),
+                (store.sql_plan_of, (row["id"], self.run_id)),
+            ]
+        )
 
     def started(self, step_id: str, tool: str, attempt: int, fallback: bool, at: float) -> asyncio.Future[None]:
         key = f"{self.run_id}:{step_id}:fallback" if fallback else f"{self.run_id}:{step_id}"
