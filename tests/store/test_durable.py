@@ -20,7 +20,7 @@ from toolplan import (
     stream_plan,
     tool,
 )
-from toolplan.execute import PlanStarted
+from toolplan.execute import PlanStarted, StepFinished
 from toolplan.store import open_store, resume
 from toolplan.store._sql import BLOB_THRESHOLD
 
@@ -387,13 +387,16 @@ async def test_a_streamed_plan_cut_off_cannot_be_resumed_and_says_why(store_url:
     from toolplan.execute import execute_plan_stream
 
     text = json.dumps(PLAN)
-    never = asyncio.Event()
+    never, first = asyncio.Event(), asyncio.Event()
+
+    def on_event(event: Any) -> None:
+        if isinstance(event, StepFinished):
+            first.set()
+
     async with open_store(store_url) as store:
-        task = asyncio.create_task(
-            execute_plan_stream(_pieces(text, stop_after=len(text) // 2, gate=never), TOOLS, store=store, run_id="cut")
-        )
-        while CALLS["fetch"] < 1:  # the first step has run: the plan is half written
-            await asyncio.sleep(0.01)
+        pieces = _pieces(text, stop_after=len(text) // 2, gate=never)
+        task = asyncio.create_task(execute_plan_stream(pieces, TOOLS, store=store, run_id="cut", on_event=on_event))
+        await first.wait()  # the first step has run; the plan is half written
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
