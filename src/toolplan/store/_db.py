@@ -30,6 +30,8 @@ __all__ = ("Database", "Statement", "Writer")
 
 Statement = tuple[str, Sequence[Any]]
 _RETRIES = (0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0)  # waits between tries of a failed transaction
+_CHECKPOINT_IDLE = 0.05  # seconds without writes after which SQLite's WAL is checkpointed
+_CHECKPOINT_EVERY = 2000  # commits after which it is checkpointed anyway
 
 
 class Writer(Protocol):
@@ -74,7 +76,11 @@ class Database:
         self._opener = opener
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._writers: dict[int, Writer] = {}  # open journals, by id(): their leases are renewed
-        self._raw: Any = None  # the driver's connection for the write path
+        self._uncheckpointed = 0  # SQLite commits since the last checkpoint
+        dbapi = engine.dialect.loaded_dbapi
+        self._driver_error: type[Exception] = getattr(dbapi, "Error", sa.exc.SQLAlchemyError)  # the driver's own
+        self._fairy: Any = None  # the pool's connection for the write path
+        self._raw: Any = None  # its driver connection (sqlite3, psycopg): the write path uses it directly
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.closed = False
@@ -141,7 +147,8 @@ class Database:
             return None
         try:
             self._opener(self.engine)
-            self._raw = self.engine.raw_connection()
+            self._fairy = self.engine.raw_connection()
+            self._raw = self._fairy.driver_connection
         except StoreError as exc:
             return exc
         except Exception as exc:
@@ -158,9 +165,14 @@ class Database:
                 self._heartbeat()
                 next_beat = now + beat
                 continue
+            wait = next_beat - now
+            if self._uncheckpointed:  # SQLite: move the WAL into the database file once writes pause
+                wait = min(wait, _CHECKPOINT_IDLE)
             try:
-                item = pending.pop(0) if pending else self._queue.get(timeout=next_beat - now)
+                item = pending.pop(0) if pending else self._queue.get(timeout=wait)
             except queue.Empty:
+                if self._uncheckpointed:
+                    self._checkpoint()
                 continue
             if item is _STOP:
                 self._shutdown()
@@ -180,6 +192,20 @@ class Database:
                     pending.append(more)
                     break
             self._commit(batch)
+            if self._uncheckpointed >= _CHECKPOINT_EVERY:  # writes never pause: do not let the WAL grow without end
+                self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        """SQLite's WAL checkpoint, done here between transactions rather than inside a commit.
+
+        SQLite's own automatic checkpoint (switched off for the write connection) would run inside
+        whichever commit crosses its threshold, adding its cost to that step.
+        """
+        self._uncheckpointed = 0
+        with contextlib.suppress(Exception):
+            cur = self._raw.cursor()
+            cur.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            cur.close()
 
     def _run_call(self, item: _Call) -> None:
         value: Any = None
@@ -187,7 +213,7 @@ class Database:
         if error is None:
             try:
                 value = item.fn(self.engine, self._raw)
-            except (sa.exc.SQLAlchemyError, OSError) as exc:
+            except (sa.exc.SQLAlchemyError, OSError, self._driver_error) as exc:
                 error = StoreError(f"The store failed: {_describe(exc)}")
                 self._rollback()
             except BaseException as exc:  # our own errors (RunConflictError, ...) go back as they are
@@ -275,6 +301,8 @@ class Database:
             raw.commit()
         finally:
             cur.close()
+        if self.qmark:
+            self._uncheckpointed += 1
         return lost
 
     def _heartbeat(self) -> None:
@@ -297,8 +325,8 @@ class Database:
             if isinstance(item, _Write | _Call) and item.future is not None and item.loop is not None:
                 _complete(item.loop, [(item.future, StoreError("The store was closed."), None)])
         with contextlib.suppress(Exception):
-            if self._raw is not None:
-                self._raw.close()
+            if self._fairy is not None:
+                self._fairy.close()
         self.engine.dispose()
 
 

@@ -69,6 +69,7 @@ def _engine(url: str) -> sa.Engine:
                 cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.execute("PRAGMA busy_timeout=30000")
+            cur.execute("PRAGMA wal_autocheckpoint=0")  # the store's thread checkpoints between writes
             cur.close()
 
         return engine
@@ -174,6 +175,10 @@ class Store:
             "INSERT INTO toolplan_plans (id, version, hash, dialect, body, created_at) VALUES (?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (id) DO NOTHING"
         )
+        self.sql_new_run = sql(
+            "INSERT INTO toolplan_executions (id, plan_id, parent_id, status, limits, calls, cost, owner, lease_until, "
+            "created_at, updated_at) VALUES (?, ?, ?, 'running', ?, 0, 0.0, ?, ?, ?, ?)"
+        )
         self.sql_plan_of = sql("UPDATE toolplan_executions SET plan_id = ? WHERE id = ?")
         self.sql_lease = sql(
             "UPDATE toolplan_executions SET lease_until = ?, updated_at = ?, calls = ?, cost = ? "
@@ -216,9 +221,11 @@ class Store:
         reopen: bool = False,
     ) -> tuple[_Journal, StoredRun | None]:
         """Claim run ``run_id`` (new when None) for this process; see `toolplan.execute.RunStore`."""
+        fresh = run_id is None
         run_id = new_run_id() if run_id is None else check_run_id(run_id)
         body = encode(plan) if plan is not None else None
-        claim = _Claim(self, run_id, body, encode(limits), parent, reopen)
+        dialect = plan.dialect if plan is not None else "native"
+        claim = _Claim(self, run_id, body, encode(limits), parent, reopen, dialect=dialect, fresh=fresh)
         stored: StoredRun | None = await self.db.call(claim)
         journal = _Journal(self, run_id, claimed=claim.claimed, next_seq=claim.next_seq)
         if claim.claimed:
@@ -410,15 +417,27 @@ class _Claim:
     """`Store.begin` on the database thread: store the plan, create or claim the execution, load its steps."""
 
     def __init__(
-        self, store: Store, run_id: str, body: str | None, limits: str, parent: str | None, reopen: bool = False
+        self,
+        store: Store,
+        run_id: str,
+        body: str | None,
+        limits: str,
+        parent: str | None,
+        reopen: bool = False,
+        *,
+        dialect: str = "native",
+        fresh: bool = False,
     ) -> None:
         self.store, self.run_id, self.body, self.reopen = store, run_id, body, reopen
-        self.limits, self.parent = limits, parent
+        self.limits, self.parent, self.dialect, self.fresh = limits, parent, dialect, fresh
         self.plan_id = STREAMING if body is None else plan_id(body)
         self.claimed = False
         self.next_seq = 1
 
-    def __call__(self, engine: sa.Engine, _raw: Any) -> StoredRun | None:
+    def __call__(self, engine: sa.Engine, raw: Any) -> StoredRun | None:
+        if self.fresh:  # an id made here is new: two inserts on the write connection, nothing to load
+            self._create(raw)
+            return None
         for _ in range(2):  # a process that created the same id in between: claim it then
             try:
                 return self._claim(engine)
@@ -426,12 +445,32 @@ class _Claim:
                 continue
         raise RunConflictError(f"Run {self.run_id!r} is being created by another process.", run_id=self.run_id)
 
+    def _create(self, raw: Any) -> None:
+        store, now = self.store, time.time()
+        cur = raw.cursor()
+        try:
+            if self.body is not None:
+                row = plan_row(self.body, now, self.dialect)
+                cur.execute(store.sql_plan, tuple(row[k] for k in _PLAN_COLUMNS))
+            cur.execute(
+                store.sql_new_run,
+                (self.run_id, self.plan_id, self.parent, self.limits, store.owner, now + store.lease, now, now),
+            )
+            raw.commit()
+        except BaseException:
+            raw.rollback()
+            raise
+        finally:
+            cur.close()
+        self.claimed = True
+
     def _claim(self, engine: sa.Engine) -> StoredRun | None:
         store, e = self.store, t.executions
         now = time.time()
         with engine.begin() as conn:
             if self.body is not None:
-                conn.execute(_insert(engine, t.plans).values(**plan_row(self.body, now)).on_conflict_do_nothing())
+                plan = plan_row(self.body, now, self.dialect)
+                conn.execute(_insert(engine, t.plans).values(**plan).on_conflict_do_nothing())
             row = conn.execute(sa.select(e).where(e.c.id == self.run_id)).mappings().first()
             if row is None:
                 conn.execute(
@@ -489,14 +528,17 @@ def plan_id(body: str) -> str:
     return f"plan_{plan_hash(body)[:24]}"
 
 
-def plan_row(body: str, now: float) -> dict[str, Any]:
+_PLAN_COLUMNS = ("id", "version", "hash", "dialect", "body", "created_at")
+
+
+def plan_row(body: str, now: float, dialect: str) -> dict[str, Any]:
     """The row of an encoded plan in ``toolplan_plans``."""
-    plan: Plan = decode(body)
+    digest = plan_hash(body)
     return {
-        "id": plan_id(body),
+        "id": f"plan_{digest[:24]}",
         "version": 1,
-        "hash": plan_hash(body),
-        "dialect": plan.dialect,
+        "hash": digest,
+        "dialect": dialect,
         "body": body,
         "created_at": now,
     }
@@ -678,10 +720,10 @@ class _Journal:
 
     def plan_complete(self, plan: Plan) -> None:
         store = self._store
-        row = plan_row(encode(plan), time.time())
+        row = plan_row(encode(plan), time.time(), plan.dialect)
         self._add(
             [
-                (store.sql_plan, tuple(row[k] for k in ("id", "version", "hash", "dialect", "body", "created_at"))),
+                (store.sql_plan, tuple(row[k] for k in _PLAN_COLUMNS)),
                 (store.sql_plan_of, (row["id"], self.run_id)),
             ]
         )
