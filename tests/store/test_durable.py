@@ -404,3 +404,36 @@ async def test_a_streamed_plan_cut_off_cannot_be_resumed_and_says_why(store_url:
         with pytest.raises(StoreError, match="never arrived whole"):
             await resume("cut", TOOLS, store=store)
     assert info.summary.plan_id == "streaming" and info.result.steps["a"].ok
+
+
+async def test_a_process_that_lost_its_lease_writes_nothing_more(store_url: str) -> None:
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    @tool(idempotent=True)
+    async def slow(n: int) -> int:
+        """Blocks on its first call until the test releases it."""
+        CALLS["slow"] += 1
+        if CALLS["slow"] == 1:
+            entered.set()
+            await release.wait()
+        return n + CALLS["slow"] * 100
+
+    plan = {
+        "steps": [
+            {"id": "s", "tool": "slow", "arguments": {"n": 1}},
+            {"id": "t", "tool": "fetch", "arguments": {"n": "$ref:s"}},
+        ]
+    }
+    async with open_store(store_url) as first, open_store(store_url) as second:
+        stale = asyncio.create_task(execute_plan(plan, [slow, fetch], store=first, run_id="taken"))
+        await entered.wait()
+        _expire(store_url, "taken")  # as if the first process had stalled past its lease
+        taken = await resume("taken", [slow, fetch], store=second)  # the second process takes the run over
+        release.set()
+        late = await stale  # the first process's writes are refused: it stops, and says why
+        info = await second.get_run("taken")
+        events = await second.events("taken")
+    assert taken.ok and taken.steps["s"].output == 201
+    assert info.summary.status == "succeeded" and info.result.steps["s"].output == 201
+    assert late.steps["t"].status == "not_run" and "taken over by another process" in str(late.steps["t"].error)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))

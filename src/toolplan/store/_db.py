@@ -79,6 +79,7 @@ class Database:
         self._uncheckpointed = 0  # SQLite commits since the last checkpoint
         dbapi = engine.dialect.loaded_dbapi
         self._driver_error: type[Exception] = getattr(dbapi, "Error", sa.exc.SQLAlchemyError)  # the driver's own
+        self._integrity_error: type[Exception] = getattr(dbapi, "IntegrityError", sa.exc.IntegrityError)
         self._fairy: Any = None  # the pool's connection for the write path
         self._raw: Any = None  # its driver connection (sqlite3, psycopg): the write path uses it directly
         self._thread: threading.Thread | None = None
@@ -249,7 +250,7 @@ class Database:
                 except Exception as exc:
                     self._rollback()
                     last = exc
-                    if wait is None:
+                    if wait is None or isinstance(exc, self._integrity_error):  # retrying cannot help
                         break
                     time.sleep(wait)
             if last is not None:
@@ -271,39 +272,72 @@ class Database:
     def _transaction(self, batch: list[_Write]) -> dict[int, BaseException]:
         """Write ``batch`` in one transaction; returns the writers whose lease was lost (their writes dropped)."""
         raw = self._raw
-        cur = raw.cursor()
         now = time.time()
         until = now + self.lease
+        writers = list({id(w.writer): w.writer for w in batch}.values())
         lost: dict[int, BaseException] = {}
-        try:
-            seen: set[int] = set()
-            for w in batch:
-                key = id(w.writer)
-                if key in seen:
-                    continue
-                seen.add(key)
-                sql, params = w.writer.lease_statement(until, now)
-                cur.execute(sql, params)
-                if cur.rowcount != 1:
-                    message = (
-                        f"Run {w.writer.run_id!r} was taken over by another process (its lease expired): this "
-                        "process stops running it. Give it a longer lease (open_store(url, lease=...))."
-                    )
-                    w.writer.broken = message
-                    lost[key] = RunConflictError(message, run_id=w.writer.run_id)
-            for w in batch:
-                if id(w.writer) in lost:
-                    continue
-                for sql, params in w.statements:
-                    cur.execute(sql, params)
-            if _faults.ACTIVE and _faults.fails("commit_error"):
-                raise sa.exc.OperationalError("COMMIT", (), Exception("fault point commit_error"))
-            raw.commit()
-        finally:
-            cur.close()
+        if self.qmark:
+            self._write(raw, batch, writers, until, now, lost)
+        else:
+            self._write_pipelined(raw, batch, writers, until, now, lost)
+        if _faults.ACTIVE and _faults.fails("commit_error"):
+            raise sa.exc.OperationalError("COMMIT", (), Exception("fault point commit_error"))
+        raw.commit()
         if self.qmark:
             self._uncheckpointed += 1
         return lost
+
+    @staticmethod
+    def _lost(writer: Writer, lost: dict[int, BaseException]) -> None:
+        message = (
+            f"Run {writer.run_id!r} was taken over by another process (its lease expired): this process stops "
+            "running it. Give it a longer lease (open_store(url, lease=...))."
+        )
+        writer.broken = message
+        lost[id(writer)] = RunConflictError(message, run_id=writer.run_id)
+
+    def _write(
+        self, raw: Any, batch: list[_Write], writers: list[Writer], until: float, now: float, lost: dict[int, Any]
+    ) -> None:
+        """The batch's statements, one after another; a run whose lease is lost writes nothing."""
+        cur = raw.cursor()
+        try:
+            for writer in writers:
+                cur.execute(*writer.lease_statement(until, now))
+                if cur.rowcount != 1:
+                    self._lost(writer, lost)
+            for w in batch:
+                if id(w.writer) not in lost:
+                    for sql, params in w.statements:
+                        cur.execute(sql, params)
+        finally:
+            cur.close()
+
+    def _write_pipelined(
+        self, raw: Any, batch: list[_Write], writers: list[Writer], until: float, now: float, lost: dict[int, Any]
+    ) -> None:
+        """PostgreSQL: every statement of the batch in one round trip (psycopg's pipeline mode).
+
+        The leases are checked once the results are in; if one was lost (rare), the transaction is
+        rolled back and written again without that run.
+        """
+        checks = []
+        try:
+            with raw.pipeline():
+                cur = raw.cursor()
+                for writer in writers:
+                    check = raw.cursor()
+                    check.execute(*writer.lease_statement(until, now))
+                    checks.append((writer, check))
+                for w in batch:
+                    for sql, params in w.statements:
+                        cur.execute(sql, params)
+            if all(check.rowcount == 1 for _, check in checks):
+                return
+        except self._driver_error:  # a run whose lease was lost may collide with its new owner's rows
+            pass
+        raw.rollback()
+        self._write(raw, batch, writers, until, now, lost)
 
     def _heartbeat(self) -> None:
         if self._raw is None or not self._writers:
