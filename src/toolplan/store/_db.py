@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import sqlalchemy as sa
 
 from .. import _faults
-from .._errors import RunConflictError, StoreError
+from .._errors import RunConflictError, StoreError, ToolplanError
 
 __all__ = ("Database", "Statement", "Writer")
 
@@ -214,11 +214,11 @@ class Database:
         if error is None:
             try:
                 value = item.fn(self.engine, self._raw)
-            except (sa.exc.SQLAlchemyError, OSError, self._driver_error) as exc:
-                error = StoreError(f"The store failed: {_describe(exc)}")
-                self._rollback()
-            except BaseException as exc:  # our own errors (RunConflictError, ...) go back as they are
+            except ToolplanError as exc:  # our own (RunConflictError, ...) go back as they are
                 error = exc
+                self._rollback()
+            except Exception as exc:  # the database failed, or holds something no toolplan wrote
+                error = StoreError(f"The store failed: {_describe(exc)}")
                 self._rollback()
         if item.done is not None:
             item.result[:] = [value, error]

@@ -387,6 +387,11 @@ def _not_found(run_id: str) -> RunNotFoundError:
     )
 
 
+def _shown(url: sa.URL) -> str:
+    """The URL as the user wrote it (no driver name), password hidden."""
+    return url.set(drivername=url.get_backend_name()).render_as_string(hide_password=True)
+
+
 def _masked(url: str) -> str:
     try:
         return sa.make_url(url).render_as_string(hide_password=True)
@@ -401,7 +406,7 @@ def _open(engine: sa.Engine) -> None:
         raise
     except (sa.exc.SQLAlchemyError, OSError) as exc:
         raise StoreError(
-            f"The store at {_masked(str(engine.url))} could not be opened: {type(exc).__name__}: "
+            f"The store at {_shown(engine.url)} could not be opened: {type(exc).__name__}: "
             f"{str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''} Check the URL and that the "
             "database server is running."
         ) from None
