@@ -405,10 +405,11 @@ def _open(engine: sa.Engine) -> None:
     except StoreError:
         raise
     except (sa.exc.SQLAlchemyError, OSError) as exc:
+        lines = str(exc).strip().splitlines()
+        detail = f"{type(exc).__name__}: {lines[0][:300].rstrip('.')}" if lines else type(exc).__name__
         raise StoreError(
-            f"The store at {_shown(engine.url)} could not be opened: {type(exc).__name__}: "
-            f"{str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''} Check the URL and that the "
-            "database server is running."
+            f"The store at {_shown(engine.url)} could not be opened ({detail}). Check the URL, that the "
+            "database server is running, and that the file's folder exists."
         ) from None
 
 
