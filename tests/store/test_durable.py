@@ -437,3 +437,33 @@ async def test_a_process_that_lost_its_lease_writes_nothing_more(store_url: str)
     assert info.summary.status == "succeeded" and info.result.steps["s"].output == 201
     assert late.steps["t"].status == "not_run" and "taken over by another process" in str(late.steps["t"].error)
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
+
+
+async def test_an_agents_streamed_plan_is_stored_too(store_url: str) -> None:
+    from toolplan import Agent
+    from toolplan.models import ToolReturnMessage
+    from toolplan.testing import FunctionModel, ToolCallChunk
+
+    text = json.dumps(PLAN)
+
+    async def stream_fn(messages: list[Any], info: Any) -> Any:
+        if any(isinstance(m, ToolReturnMessage) for m in messages):
+            yield "done"
+            return
+        yield ToolCallChunk(index=0, id="p1", name="execute_tool_plan", arguments="")
+        for i in range(0, len(text), 9):
+            yield ToolCallChunk(index=0, arguments=text[i : i + 9])
+
+    async with open_store(store_url) as store:
+        agent = Agent(
+            FunctionModel(stream_function=stream_fn), tools=TOOLS, tool_planning=True, stream_plans=True, store=store
+        )
+        async with agent.run_stream("go") as stream:
+            async for _ in stream:
+                pass
+        assert stream.result is not None
+        (ran,) = stream.result.plan_results
+        info = await store.get_run(ran.run_id)
+    assert info.summary.parent_id is not None and info.summary.parent_id.startswith("agent_")
+    assert info.summary.status == "failed" and info.result.steps["p"].output == "paid 1"
+    assert [s.id for s in info.plan.steps] == ["a", "b", "p", "x", "y"]
