@@ -20,7 +20,7 @@ from toolplan import (
     stream_plan,
     tool,
 )
-from toolplan.execute import PlanStarted
+from toolplan.execute import PlanStarted, StepFinished
 from toolplan.store import open_store, resume
 from toolplan.store._sql import BLOB_THRESHOLD
 
@@ -360,3 +360,110 @@ async def test_each_plan_an_agent_runs_is_stored_under_the_agent_run(store_url: 
     assert len(parents) == 1 and next(iter(parents)).startswith("agent_")  # type: ignore[union-attr]
     assert all(r.summary.status == "succeeded" and r.result.steps["p"].output == "paid 5" for r in runs)
     assert [f"{runs[0].summary.run_id}:p", f"{runs[1].summary.run_id}:p"] == KEYS
+
+
+async def _pieces(text: str, stop_after: int | None = None, gate: asyncio.Event | None = None) -> Any:
+    for i in range(0, len(text), 7):
+        if stop_after is not None and i >= stop_after:
+            assert gate is not None
+            await gate.wait()  # the model stops writing here
+        yield text[i : i + 7]
+
+
+async def test_a_streamed_plan_is_stored_as_it_runs_and_whole_once_complete(store_url: str) -> None:
+    from toolplan.execute import execute_plan_stream
+
+    text = json.dumps(PLAN)
+    async with open_store(store_url) as store:
+        result = await execute_plan_stream(_pieces(text), TOOLS, store=store, run_id="streamed-1")
+        info = await store.get_run("streamed-1")
+        again = await resume("streamed-1", TOOLS, store=store)
+    assert result.steps["p"].ok and info.summary.plan_id.startswith("plan_")
+    assert [s.id for s in info.plan.steps] == ["a", "b", "p", "x", "y"]
+    assert all(r.reused for r in again.steps.values()) and CALLS["pay"] == 1
+
+
+async def test_a_streamed_plan_cut_off_cannot_be_resumed_and_says_why(store_url: str) -> None:
+    from toolplan.execute import execute_plan_stream
+
+    text = json.dumps(PLAN)
+    never, first = asyncio.Event(), asyncio.Event()
+
+    def on_event(event: Any) -> None:
+        if isinstance(event, StepFinished):
+            first.set()
+
+    async with open_store(store_url) as store:
+        pieces = _pieces(text, stop_after=len(text) // 2, gate=never)
+        task = asyncio.create_task(execute_plan_stream(pieces, TOOLS, store=store, run_id="cut", on_event=on_event))
+        await first.wait()  # the first step has run; the plan is half written
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        info = await store.get_run("cut")
+        with pytest.raises(StoreError, match="never arrived whole"):
+            await resume("cut", TOOLS, store=store)
+    assert info.summary.plan_id == "streaming" and info.result.steps["a"].ok
+
+
+async def test_a_process_that_lost_its_lease_writes_nothing_more(store_url: str) -> None:
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    @tool(idempotent=True)
+    async def slow(n: int) -> int:
+        """Blocks on its first call until the test releases it."""
+        CALLS["slow"] += 1
+        if CALLS["slow"] == 1:
+            entered.set()
+            await release.wait()
+        return n + CALLS["slow"] * 100
+
+    plan = {
+        "steps": [
+            {"id": "s", "tool": "slow", "arguments": {"n": 1}},
+            {"id": "t", "tool": "fetch", "arguments": {"n": "$ref:s"}},
+        ]
+    }
+    async with open_store(store_url) as first, open_store(store_url) as second:
+        stale = asyncio.create_task(execute_plan(plan, [slow, fetch], store=first, run_id="taken"))
+        await entered.wait()
+        _expire(store_url, "taken")  # as if the first process had stalled past its lease
+        taken = await resume("taken", [slow, fetch], store=second)  # the second process takes the run over
+        release.set()
+        late = await stale  # the first process's writes are refused: it stops, and says why
+        info = await second.get_run("taken")
+        events = await second.events("taken")
+    assert taken.ok and taken.steps["s"].output == 201
+    assert info.summary.status == "succeeded" and info.result.steps["s"].output == 201
+    assert late.steps["t"].status == "not_run" and "taken over by another process" in str(late.steps["t"].error)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+
+
+async def test_an_agents_streamed_plan_is_stored_too(store_url: str) -> None:
+    from toolplan import Agent
+    from toolplan.models import ToolReturnMessage
+    from toolplan.testing import FunctionModel, ToolCallChunk
+
+    text = json.dumps(PLAN)
+
+    async def stream_fn(messages: list[Any], info: Any) -> Any:
+        if any(isinstance(m, ToolReturnMessage) for m in messages):
+            yield "done"
+            return
+        yield ToolCallChunk(index=0, id="p1", name="execute_tool_plan", arguments="")
+        for i in range(0, len(text), 9):
+            yield ToolCallChunk(index=0, arguments=text[i : i + 9])
+
+    async with open_store(store_url) as store:
+        agent = Agent(
+            FunctionModel(stream_function=stream_fn), tools=TOOLS, tool_planning=True, stream_plans=True, store=store
+        )
+        async with agent.run_stream("go") as stream:
+            async for _ in stream:
+                pass
+        assert stream.result is not None
+        (ran,) = stream.result.plan_results
+        info = await store.get_run(ran.run_id)
+    assert info.summary.parent_id is not None and info.summary.parent_id.startswith("agent_")
+    assert info.summary.status == "failed" and info.result.steps["p"].output == "paid 1"
+    assert [s.id for s in info.plan.steps] == ["a", "b", "p", "x", "y"]

@@ -32,6 +32,8 @@ class StreamedPlan:
             expires=ctx.expires,
             expires_note="the agent run's deadline",
             on_event=ctx.emit,
+            store=ctx.store,
+            parent=ctx.run_id or None,
         )
         plan.start(tg)
         return cls(plan, ctx)

@@ -15,6 +15,7 @@ from rich.console import Console
 from .._errors import PlanValidationError, ToolplanError, UserError
 from .._version import __version__
 from ..execute import DEFAULT_MAX_CONCURRENCY, PlanResult, RunLimits, execute_plan
+from ..execute._journal import check_run_id
 from ..plan import DEFAULT_MAX_STEPS, ValidationReport, validate_plan
 from ..tools import ToolRegistry
 from ._loader import CliInputError, load_plan, load_tools
@@ -251,6 +252,11 @@ def run(
         _fail("run needs the tools to call: pass --tools FILE.py[:NAME].")
     if rerun_unknown and db is None:
         _fail("--rerun-unknown applies when resuming a stored run: pass --db URL and --run-id ID as well.")
+    if run_id is not None:
+        try:
+            check_run_id(run_id)
+        except UserError as exc:
+            _fail(exc.message.replace("run_id", "--run-id", 1).replace(" (or leave it out for a new id)", ""))
     limits = _limits(
         max_concurrency=max_concurrency,
         deadline=timeout,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 import typer
 from rich.table import Table
 
-from .._errors import RunNotFoundError, ToolplanError
+from .._errors import RunConflictError, ToolplanError
 from ..execute import PlanResult
 from ._app import (
     EXIT_FAILED,
@@ -203,8 +203,9 @@ def work(
     async def loop(store: Store) -> int:
         done = 0
         quiet_since = time.monotonic()
+        failed: set[str] = set()  # runs this worker could not run (an invalid plan for its tools...)
         while True:
-            run_id = await store.claim_next()
+            run_id = await store.claim_next(skip=failed)
             if run_id is None:
                 if time.monotonic() - quiet_since >= idle:
                     return done
@@ -212,8 +213,12 @@ def work(
                 continue
             try:
                 result = await resume(run_id, registry, store=store)
-            except (RunNotFoundError, ToolplanError) as exc:  # taken by another worker in between, most often
+            except RunConflictError as exc:  # taken by another worker in between
                 say(_err, f"{run_id}: {' '.join(exc.message.split())}", "yellow")
+                continue
+            except ToolplanError as exc:  # this worker cannot run it: leave it for another (or a person)
+                failed.add(run_id)
+                say(_err, f"{run_id}: not run here: {' '.join(exc.message.split())}", "yellow")
                 continue
             done += 1
             say(_out, f"{run_id}: {result.status}")

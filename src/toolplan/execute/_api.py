@@ -7,7 +7,6 @@ merges the plan's own limits in.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -15,7 +14,7 @@ from typing import Any
 
 from typing_extensions import Unpack
 
-from .._errors import StoreError, UserError
+from .._errors import UserError
 from .._tasks import task_group
 from ..plan import Budget, CompiledPlan, Dialect, FailureMode, compile_plan
 from ..tools import ToolRegistry, ToolsLike
@@ -167,16 +166,7 @@ async def run_compiled(
         stored=stored,
         rerun_unknown=rerun_unknown,
     )
-    meter = run.invoker.meter
-    try:
-        result = await run.run()
-    except BaseException:  # cancelled: record that, and let go of the run for whoever resumes it
-        with contextlib.suppress(Exception):
-            await asyncio.shield(journal.close(None, meter.calls, meter.cost))
-        raise
-    with contextlib.suppress(StoreError):  # a store that failed: the run stays resumable as it is
-        await journal.close(None if run.store_failed else result, meter.calls, meter.cost)
-    return result
+    return await run.run_journaled()
 
 
 def execute_plan_sync(plan: Any, tools: ToolsLike, **options: Any) -> PlanResult:

@@ -189,6 +189,10 @@ class Journal(Protocol):
         """Append an event (its number is the next in the run's gap-free sequence)."""
         ...
 
+    def plan_complete(self, plan: Plan) -> None:
+        """A streamed run's plan has arrived whole and is valid: store it (the run can be resumed from now on)."""
+        ...
+
     async def close(self, result: PlanResult | None, calls: int, cost: float) -> None:
         """The run ended (result) or stopped unfinished (None): commit, then let go of the lease."""
         ...
@@ -200,7 +204,7 @@ class RunStore(Protocol):
     async def begin(
         self,
         run_id: str | None,
-        plan: Plan,
+        plan: Plan | None,
         limits: RunLimits,
         *,
         parent: str | None = None,
@@ -210,6 +214,7 @@ class RunStore(Protocol):
 
         Returns the journal to write through and, for a run that was stored before, what it holds.
         A finished run is not claimed (its journal writes nothing) unless ``reopen`` is True.
+        ``plan`` is None for a streamed plan, still arriving: `Journal.plan_complete` stores it.
 
         Raises:
             RunConflictError: the id holds another plan, or another live process runs it.

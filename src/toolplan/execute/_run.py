@@ -9,6 +9,7 @@ arguments, call, retry, fall back) is in `_step.py`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from contextlib import nullcontext
@@ -280,6 +281,25 @@ class PlanRun:
                 self._spawn_handle.cancel()
                 self._spawn_handle = None
         return self._finalize(start, None)
+
+    async def run_journaled(self) -> PlanResult:
+        """`run`, then close the journal: the result commits, and the run's lease is let go.
+
+        A run that was cancelled is stored ``cancelled`` (resumable); one whose store failed is left
+        as it is, unfinished, for a later resume.
+        """
+        journal = self.journal
+        assert journal is not None
+        meter = self.invoker.meter
+        try:
+            result = await self.run()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(journal.close(None, meter.calls, meter.cost))
+            raise
+        with contextlib.suppress(StoreError):
+            await journal.close(None if self.store_failed else result, meter.calls, meter.cost)
+        return result
 
     def _launch(self) -> None:
         """Start a worker task for the ready steps (from outside a worker: the run's start, `add`)."""

@@ -28,6 +28,7 @@ from ..tools import ToolRegistry, ToolsLike
 from ._backend import Backend
 from ._events import EventHandler
 from ._invoke import ToolInvoker
+from ._journal import RunStore, check_run_id
 from ._limits import DEFAULT_LIMITS, LimitOptions, RunLimits, limits_from
 from ._result import PlanResult
 from ._run import PlanRun
@@ -75,8 +76,13 @@ class StreamingPlan:
         expires: float | None = None,
         expires_note: str = "the run's deadline",
         on_event: EventHandler | None = None,
+        store: RunStore | None = None,
+        run_id: str | None = None,
+        parent: str | None = None,
     ) -> None:
         self.registry = registry.without(*META_TOOL_NAMES)
+        self.limits = limits
+        self.store, self.run_id, self.parent = store, run_id, parent
         self.invoker = invoker
         self.max_steps = limits.max_steps
         self.run = PlanRun(None, invoker, limits=limits, expires=expires, expires_note=expires_note, on_event=on_event)
@@ -88,7 +94,18 @@ class StreamingPlan:
 
     def start(self, tg: asyncio.TaskGroup) -> None:
         """Start the (still empty) run in ``tg``."""
-        self._task = tg.create_task(self.run.run(), name="toolplan-streamed-plan")
+        run = self.run.run() if self.store is None else self._durable()
+        self._task = tg.create_task(run, name="toolplan-streamed-plan")
+
+    async def _durable(self) -> PlanResult:
+        """The run in a store: claimed before its first step starts; its plan is stored once complete."""
+        assert self.store is not None
+        journal, _ = await self.store.begin(self.run_id, None, self.limits, parent=self.parent)
+        self.run.journal = journal
+        self.run.run_id = journal.run_id
+        if self.run.compiled is not None:  # the whole plan arrived while the run was being claimed
+            journal.plan_complete(self.run.compiled.plan)
+        return await self.run.run_journaled()
 
     def feed(self, piece: str) -> None:
         """Take the next piece of the plan's JSON text; start the steps it completes."""
@@ -173,6 +190,8 @@ class StreamingPlan:
             if self.dispatched:
                 raise StreamedPlanInvalid([*exc.issues, *exc.warnings], result) from None
             raise
+        if self.run.journal is not None:
+            self.run.journal.plan_complete(compiled.plan)
         self.run.seal(compiled)
         return await self._task
 
@@ -183,11 +202,15 @@ async def execute_plan_stream(
     *,
     on_event: EventHandler | None = None,
     backend: Backend | None = None,
+    store: RunStore | None = None,
+    run_id: str | None = None,
     **options: Unpack[LimitOptions],
 ) -> PlanResult:
     """Run a native plan whose JSON text arrives in ``pieces``, starting steps as they complete.
 
     Takes the options of `execute_plan`; the plan's own limits apply from the moment they arrive.
+    With ``store``, the run is durable: its steps are stored as they run, and its plan once it has
+    arrived whole and is valid (from then on the run can be resumed like any other).
 
     Raises:
         PlanValidationError: the complete plan is invalid (`StreamedPlanInvalid`, with the records
@@ -196,7 +219,9 @@ async def execute_plan_stream(
     limits = limits_from(options)
     registry = ToolRegistry.of(tools)
     invoker = ToolInvoker.for_limits(registry, limits, backend=backend)
-    plan = StreamingPlan(registry, invoker, limits=limits, on_event=on_event)
+    if run_id is not None:
+        check_run_id(run_id)
+    plan = StreamingPlan(registry, invoker, limits=limits, on_event=on_event, store=store, run_id=run_id)
     async with task_group() as tg:
         plan.start(tg)
         try:

@@ -24,12 +24,14 @@ from typing import Any, Protocol
 import sqlalchemy as sa
 
 from .. import _faults
-from .._errors import RunConflictError, StoreError
+from .._errors import RunConflictError, StoreError, ToolplanError
 
 __all__ = ("Database", "Statement", "Writer")
 
 Statement = tuple[str, Sequence[Any]]
 _RETRIES = (0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0)  # waits between tries of a failed transaction
+_CHECKPOINT_IDLE = 0.05  # seconds without writes after which SQLite's WAL is checkpointed
+_CHECKPOINT_EVERY = 2000  # commits after which it is checkpointed anyway
 
 
 class Writer(Protocol):
@@ -74,7 +76,12 @@ class Database:
         self._opener = opener
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._writers: dict[int, Writer] = {}  # open journals, by id(): their leases are renewed
-        self._raw: Any = None  # the driver's connection for the write path
+        self._uncheckpointed = 0  # SQLite commits since the last checkpoint
+        dbapi = engine.dialect.loaded_dbapi
+        self._driver_error: type[Exception] = getattr(dbapi, "Error", sa.exc.SQLAlchemyError)  # the driver's own
+        self._integrity_error: type[Exception] = getattr(dbapi, "IntegrityError", sa.exc.IntegrityError)
+        self._fairy: Any = None  # the pool's connection for the write path
+        self._raw: Any = None  # its driver connection (sqlite3, psycopg): the write path uses it directly
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.closed = False
@@ -141,7 +148,8 @@ class Database:
             return None
         try:
             self._opener(self.engine)
-            self._raw = self.engine.raw_connection()
+            self._fairy = self.engine.raw_connection()
+            self._raw = self._fairy.driver_connection
         except StoreError as exc:
             return exc
         except Exception as exc:
@@ -158,9 +166,14 @@ class Database:
                 self._heartbeat()
                 next_beat = now + beat
                 continue
+            wait = next_beat - now
+            if self._uncheckpointed:  # SQLite: move the WAL into the database file once writes pause
+                wait = min(wait, _CHECKPOINT_IDLE)
             try:
-                item = pending.pop(0) if pending else self._queue.get(timeout=next_beat - now)
+                item = pending.pop(0) if pending else self._queue.get(timeout=wait)
             except queue.Empty:
+                if self._uncheckpointed:
+                    self._checkpoint()
                 continue
             if item is _STOP:
                 self._shutdown()
@@ -180,6 +193,20 @@ class Database:
                     pending.append(more)
                     break
             self._commit(batch)
+            if self._uncheckpointed >= _CHECKPOINT_EVERY:  # writes never pause: do not let the WAL grow without end
+                self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        """SQLite's WAL checkpoint, done here between transactions rather than inside a commit.
+
+        SQLite's own automatic checkpoint (switched off for the write connection) would run inside
+        whichever commit crosses its threshold, adding its cost to that step.
+        """
+        self._uncheckpointed = 0
+        with contextlib.suppress(Exception):
+            cur = self._raw.cursor()
+            cur.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            cur.close()
 
     def _run_call(self, item: _Call) -> None:
         value: Any = None
@@ -187,11 +214,11 @@ class Database:
         if error is None:
             try:
                 value = item.fn(self.engine, self._raw)
-            except (sa.exc.SQLAlchemyError, OSError) as exc:
-                error = StoreError(f"The store failed: {_describe(exc)}")
-                self._rollback()
-            except BaseException as exc:  # our own errors (RunConflictError, ...) go back as they are
+            except ToolplanError as exc:  # our own (RunConflictError, ...) go back as they are
                 error = exc
+                self._rollback()
+            except Exception as exc:  # the database failed, or holds something no toolplan wrote
+                error = StoreError(f"The store failed: {_describe(exc)}")
                 self._rollback()
         if item.done is not None:
             item.result[:] = [value, error]
@@ -223,7 +250,7 @@ class Database:
                 except Exception as exc:
                     self._rollback()
                     last = exc
-                    if wait is None:
+                    if wait is None or isinstance(exc, self._integrity_error):  # retrying cannot help
                         break
                     time.sleep(wait)
             if last is not None:
@@ -245,37 +272,72 @@ class Database:
     def _transaction(self, batch: list[_Write]) -> dict[int, BaseException]:
         """Write ``batch`` in one transaction; returns the writers whose lease was lost (their writes dropped)."""
         raw = self._raw
-        cur = raw.cursor()
         now = time.time()
         until = now + self.lease
+        writers = list({id(w.writer): w.writer for w in batch}.values())
         lost: dict[int, BaseException] = {}
+        if self.qmark:
+            self._write(raw, batch, writers, until, now, lost)
+        else:
+            self._write_pipelined(raw, batch, writers, until, now, lost)
+        if _faults.ACTIVE and _faults.fails("commit_error"):
+            raise sa.exc.OperationalError("COMMIT", (), Exception("fault point commit_error"))
+        raw.commit()
+        if self.qmark:
+            self._uncheckpointed += 1
+        return lost
+
+    @staticmethod
+    def _lost(writer: Writer, lost: dict[int, BaseException]) -> None:
+        message = (
+            f"Run {writer.run_id!r} was taken over by another process (its lease expired): this process stops "
+            "running it. Give it a longer lease (open_store(url, lease=...))."
+        )
+        writer.broken = message
+        lost[id(writer)] = RunConflictError(message, run_id=writer.run_id)
+
+    def _write(
+        self, raw: Any, batch: list[_Write], writers: list[Writer], until: float, now: float, lost: dict[int, Any]
+    ) -> None:
+        """The batch's statements, one after another; a run whose lease is lost writes nothing."""
+        cur = raw.cursor()
         try:
-            seen: set[int] = set()
-            for w in batch:
-                key = id(w.writer)
-                if key in seen:
-                    continue
-                seen.add(key)
-                sql, params = w.writer.lease_statement(until, now)
-                cur.execute(sql, params)
+            for writer in writers:
+                cur.execute(*writer.lease_statement(until, now))
                 if cur.rowcount != 1:
-                    message = (
-                        f"Run {w.writer.run_id!r} was taken over by another process (its lease expired): this "
-                        "process stops running it. Give it a longer lease (open_store(url, lease=...))."
-                    )
-                    w.writer.broken = message
-                    lost[key] = RunConflictError(message, run_id=w.writer.run_id)
+                    self._lost(writer, lost)
             for w in batch:
-                if id(w.writer) in lost:
-                    continue
-                for sql, params in w.statements:
-                    cur.execute(sql, params)
-            if _faults.ACTIVE and _faults.fails("commit_error"):
-                raise sa.exc.OperationalError("COMMIT", (), Exception("fault point commit_error"))
-            raw.commit()
+                if id(w.writer) not in lost:
+                    for sql, params in w.statements:
+                        cur.execute(sql, params)
         finally:
             cur.close()
-        return lost
+
+    def _write_pipelined(
+        self, raw: Any, batch: list[_Write], writers: list[Writer], until: float, now: float, lost: dict[int, Any]
+    ) -> None:
+        """PostgreSQL: every statement of the batch in one round trip (psycopg's pipeline mode).
+
+        The leases are checked once the results are in; if one was lost (rare), the transaction is
+        rolled back and written again without that run.
+        """
+        checks = []
+        try:
+            with raw.pipeline():
+                cur = raw.cursor()
+                for writer in writers:
+                    check = raw.cursor()
+                    check.execute(*writer.lease_statement(until, now))
+                    checks.append((writer, check))
+                for w in batch:
+                    for sql, params in w.statements:
+                        cur.execute(sql, params)
+            if all(check.rowcount == 1 for _, check in checks):
+                return
+        except self._driver_error:  # a run whose lease was lost may collide with its new owner's rows
+            pass
+        raw.rollback()
+        self._write(raw, batch, writers, until, now, lost)
 
     def _heartbeat(self) -> None:
         if self._raw is None or not self._writers:
@@ -297,8 +359,8 @@ class Database:
             if isinstance(item, _Write | _Call) and item.future is not None and item.loop is not None:
                 _complete(item.loop, [(item.future, StoreError("The store was closed."), None)])
         with contextlib.suppress(Exception):
-            if self._raw is not None:
-                self._raw.close()
+            if self._fairy is not None:
+                self._fairy.close()
         self.engine.dispose()
 
 

@@ -6,7 +6,7 @@ import asyncio
 import os
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +18,7 @@ from .._errors import PlanIssue, RunConflictError, RunNotFoundError, StoreError,
 from .._json import dumps, loads
 from ..execute import PlanResult, PlanStatus, RunLimits, StepResult
 from ..execute._journal import StoredRun, StoredStep, check_run_id
-from ..plan import Plan, parse_plan
+from ..plan import Plan, Step, parse_plan
 from . import _schema as t
 from ._codec import decode, encode, output_json, plan_hash, step_from_row
 from ._db import Database, Statement
@@ -69,6 +69,7 @@ def _engine(url: str) -> sa.Engine:
                 cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.execute("PRAGMA busy_timeout=30000")
+            cur.execute("PRAGMA wal_autocheckpoint=0")  # the store's thread checkpoints between writes
             cur.close()
 
         return engine
@@ -170,6 +171,15 @@ class Store:
             "INSERT INTO toolplan_blobs (id, execution_id, data) VALUES (?, ?, ?) "
             "ON CONFLICT (id) DO UPDATE SET data = excluded.data"
         )
+        self.sql_plan = sql(
+            "INSERT INTO toolplan_plans (id, version, hash, dialect, body, created_at) VALUES (?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (id) DO NOTHING"
+        )
+        self.sql_new_run = sql(
+            "INSERT INTO toolplan_executions (id, plan_id, parent_id, status, limits, calls, cost, owner, lease_until, "
+            "created_at, updated_at) VALUES (?, ?, ?, 'running', ?, 0, 0.0, ?, ?, ?, ?)"
+        )
+        self.sql_plan_of = sql("UPDATE toolplan_executions SET plan_id = ? WHERE id = ?")
         self.sql_lease = sql(
             "UPDATE toolplan_executions SET lease_until = ?, updated_at = ?, calls = ?, cost = ? "
             "WHERE id = ? AND owner = ?"
@@ -202,19 +212,27 @@ class Store:
     # -- durable runs (the RunStore protocol) ----------------------------------------------------
 
     async def begin(
-        self, run_id: str | None, plan: Plan, limits: RunLimits, *, parent: str | None = None, reopen: bool = False
+        self,
+        run_id: str | None,
+        plan: Plan | None,
+        limits: RunLimits,
+        *,
+        parent: str | None = None,
+        reopen: bool = False,
     ) -> tuple[_Journal, StoredRun | None]:
         """Claim run ``run_id`` (new when None) for this process; see `toolplan.execute.RunStore`."""
+        fresh = run_id is None
         run_id = new_run_id() if run_id is None else check_run_id(run_id)
-        body = encode(plan)
-        digest = plan_hash(body)
-        claim = _Claim(self, run_id, body, digest, plan.dialect, encode(limits), parent, reopen)
+        body = encode(plan) if plan is not None else None
+        dialect = plan.dialect if plan is not None else "native"
+        claim = _Claim(self, run_id, body, encode(limits), parent, reopen, dialect=dialect, fresh=fresh)
         stored: StoredRun | None = await self.db.call(claim)
         journal = _Journal(self, run_id, claimed=claim.claimed, next_seq=claim.next_seq)
         if claim.claimed:
             self.db.register(journal)
             if stored is None:
-                journal.event("plan_started", None, {"plan_id": claim.plan_id, "steps": list(plan.step_ids)})
+                steps = list(plan.step_ids) if plan is not None else []
+                journal.event("plan_started", None, {"plan_id": claim.plan_id, "steps": steps})
             else:
                 journal.event("run_resumed", None, {"owner": self.owner})
         return journal, stored
@@ -237,23 +255,29 @@ class Store:
         await journal.release("queued")
         return journal.run_id
 
-    async def claim_next(self) -> str | None:
-        """The id of a run that needs a process (queued, or its lease expired), claimed for this one; or None."""
-        return await self.db.call(self._claim_next)  # type: ignore[no-any-return]
+    async def claim_next(self, *, skip: Collection[str] = ()) -> str | None:
+        """The id of a run that needs a process, freed for this one to resume; or None.
 
-    def _claim_next(self, engine: sa.Engine, _raw: Any) -> str | None:
+        That is a queued run (`submit`), or a running one whose lease expired (its process died).
+        Cancelled runs are left alone (someone stopped them), as are runs in ``skip``.
+        """
+        return await self.db.call(lambda engine, _raw: self._claim_next(engine, set(skip)))  # type: ignore[no-any-return]
+
+    def _claim_next(self, engine: sa.Engine, skip: set[str]) -> str | None:
         now = time.time()
         e = t.executions
         with engine.begin() as conn:
             candidates = conn.execute(
                 sa.select(e.c.id)
                 .where(
-                    e.c.status.in_(("queued", "running", "cancelled")),
+                    e.c.status.in_(("queued", "running")),
+                    e.c.plan_id != STREAMING,
                     sa.or_(e.c.owner.is_(None), e.c.lease_until < now),
                 )
                 .order_by(e.c.created_at)
-                .limit(20)
+                .limit(20 + len(skip))
             ).all()
+        candidates = [c for c in candidates if c[0] not in skip]
         for (run_id,) in candidates:
             with engine.begin() as conn:
                 taken = conn.execute(
@@ -283,6 +307,14 @@ class Store:
                     .where(e.c.id == run_id)
                 ).first()
             if row is None:
+                with engine.connect() as conn:
+                    streamed = conn.execute(sa.select(e.c.plan_id).where(e.c.id == run_id)).scalar()
+                if streamed == STREAMING:
+                    raise StoreError(
+                        f"Run {run_id!r} was a streamed plan whose text never arrived whole (its process stopped "
+                        "while the model was writing it), so there is no plan to resume. `toolplan runs show` "
+                        "lists the steps that had started."
+                    )
                 raise _not_found(run_id)
             return decode(row[0]), decode(row[1])
 
@@ -355,6 +387,11 @@ def _not_found(run_id: str) -> RunNotFoundError:
     )
 
 
+def _shown(url: sa.URL) -> str:
+    """The URL as the user wrote it (no driver name), password hidden."""
+    return url.set(drivername=url.get_backend_name()).render_as_string(hide_password=True)
+
+
 def _masked(url: str) -> str:
     try:
         return sa.make_url(url).render_as_string(hide_password=True)
@@ -368,10 +405,11 @@ def _open(engine: sa.Engine) -> None:
     except StoreError:
         raise
     except (sa.exc.SQLAlchemyError, OSError) as exc:
+        lines = str(exc).strip().splitlines()
+        detail = f"{type(exc).__name__}: {lines[0][:300].rstrip('.')}" if lines else type(exc).__name__
         raise StoreError(
-            f"The store at {_masked(str(engine.url))} could not be opened: {type(exc).__name__}: "
-            f"{str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''} Check the URL and that the "
-            "database server is running."
+            f"The store at {_shown(engine.url)} could not be opened ({detail}). Check the URL, that the "
+            "database server is running, and that the file's folder exists."
         ) from None
 
 
@@ -388,20 +426,24 @@ class _Claim:
         self,
         store: Store,
         run_id: str,
-        body: str,
-        digest: str,
-        dialect: str,
+        body: str | None,
         limits: str,
         parent: str | None,
         reopen: bool = False,
+        *,
+        dialect: str = "native",
+        fresh: bool = False,
     ) -> None:
-        self.store, self.run_id, self.body, self.digest, self.reopen = store, run_id, body, digest, reopen
-        self.dialect, self.limits, self.parent = dialect, limits, parent
-        self.plan_id = f"plan_{digest[:24]}"
+        self.store, self.run_id, self.body, self.reopen = store, run_id, body, reopen
+        self.limits, self.parent, self.dialect, self.fresh = limits, parent, dialect, fresh
+        self.plan_id = STREAMING if body is None else plan_id(body)
         self.claimed = False
         self.next_seq = 1
 
-    def __call__(self, engine: sa.Engine, _raw: Any) -> StoredRun | None:
+    def __call__(self, engine: sa.Engine, raw: Any) -> StoredRun | None:
+        if self.fresh:  # an id made here is new: two inserts on the write connection, nothing to load
+            self._create(raw)
+            return None
         for _ in range(2):  # a process that created the same id in between: claim it then
             try:
                 return self._claim(engine)
@@ -409,17 +451,32 @@ class _Claim:
                 continue
         raise RunConflictError(f"Run {self.run_id!r} is being created by another process.", run_id=self.run_id)
 
+    def _create(self, raw: Any) -> None:
+        store, now = self.store, time.time()
+        cur = raw.cursor()
+        try:
+            if self.body is not None:
+                row = plan_row(self.body, now, self.dialect)
+                cur.execute(store.sql_plan, tuple(row[k] for k in _PLAN_COLUMNS))
+            cur.execute(
+                store.sql_new_run,
+                (self.run_id, self.plan_id, self.parent, self.limits, store.owner, now + store.lease, now, now),
+            )
+            raw.commit()
+        except BaseException:
+            raw.rollback()
+            raise
+        finally:
+            cur.close()
+        self.claimed = True
+
     def _claim(self, engine: sa.Engine) -> StoredRun | None:
         store, e = self.store, t.executions
         now = time.time()
         with engine.begin() as conn:
-            conn.execute(
-                _insert(engine, t.plans)
-                .values(
-                    id=self.plan_id, version=1, hash=self.digest, dialect=self.dialect, body=self.body, created_at=now
-                )
-                .on_conflict_do_nothing()
-            )
+            if self.body is not None:
+                plan = plan_row(self.body, now, self.dialect)
+                conn.execute(_insert(engine, t.plans).values(**plan).on_conflict_do_nothing())
             row = conn.execute(sa.select(e).where(e.c.id == self.run_id)).mappings().first()
             if row is None:
                 conn.execute(
@@ -439,7 +496,7 @@ class _Claim:
                 )
                 self.claimed = True
                 return None
-            if row["plan_id"] != self.plan_id:
+            if row["plan_id"] != self.plan_id and row["plan_id"] != STREAMING:
                 raise RunConflictError(
                     f"Run {self.run_id!r} was stored with another plan ({row['plan_id']}, not {self.plan_id}). "
                     "Resume it with its own plan (toolplan runs resume ID), or give this plan a new run id.",
@@ -469,6 +526,30 @@ class _Claim:
             return _stored(conn, self.run_id, row)
 
 
+STREAMING = "streaming"  # the plan id of a streamed run whose plan has not arrived whole
+
+
+def plan_id(body: str) -> str:
+    """The id of an encoded plan: equal plans share one row."""
+    return f"plan_{plan_hash(body)[:24]}"
+
+
+_PLAN_COLUMNS = ("id", "version", "hash", "dialect", "body", "created_at")
+
+
+def plan_row(body: str, now: float, dialect: str) -> dict[str, Any]:
+    """The row of an encoded plan in ``toolplan_plans``."""
+    digest = plan_hash(body)
+    return {
+        "id": f"plan_{digest[:24]}",
+        "version": 1,
+        "hash": digest,
+        "dialect": dialect,
+        "body": body,
+        "created_at": now,
+    }
+
+
 def _load_output(conn: sa.Connection, row: Mapping[Any, Any]) -> Any:
     text = row["output"]
     if row["output_blob"]:
@@ -496,11 +577,19 @@ def _stored(conn: sa.Connection, run_id: str, row: Mapping[Any, Any]) -> StoredR
         )
     result = None
     if row["status"] in ("succeeded", "failed") and row["result"]:
-        plan = decode(conn.execute(sa.select(t.plans.c.body).where(t.plans.c.id == row["plan_id"])).scalar_one())
+        plan = _plan_of(conn, row, steps)
         result = _plan_result(run_id, plan, row, {sid: s.result for sid, s in steps.items() if s.result})
     return StoredRun(
         run_id=run_id, status=row["status"], steps=steps, calls=row["calls"], cost=row["cost"], result=result
     )
+
+
+def _plan_of(conn: sa.Connection, row: Mapping[Any, Any], steps: Mapping[str, StoredStep]) -> Plan:
+    """The run's plan; for a streamed plan that never arrived whole, its steps that started."""
+    body = conn.execute(sa.select(t.plans.c.body).where(t.plans.c.id == row["plan_id"])).scalar()
+    if body is not None:
+        return decode(body)  # type: ignore[no-any-return]
+    return Plan(steps=tuple(Step(id=sid, tool=s.call_tool) for sid, s in steps.items()))
 
 
 def _plan_result(run_id: str, plan: Plan, row: Mapping[Any, Any], records: Mapping[str, StepResult]) -> PlanResult:
@@ -545,8 +634,8 @@ def _load_info(engine: sa.Engine, run_id: str) -> RunInfo:
         row = conn.execute(sa.select(e).where(e.c.id == run_id)).mappings().first()
         if row is None:
             raise _not_found(run_id)
-        plan: Plan = decode(conn.execute(sa.select(t.plans.c.body).where(t.plans.c.id == row["plan_id"])).scalar_one())
         stored = _stored(conn, run_id, row)
+        plan = _plan_of(conn, row, stored.steps)
     records = {sid: s.result for sid, s in stored.steps.items() if s.result is not None}
     for sid, s in stored.steps.items():
         if s.result is None:
@@ -634,6 +723,16 @@ class _Journal:
 
     def event(self, kind: str, step_id: str | None, payload: Mapping[str, object]) -> None:
         self._add([self._event(kind, step_id, payload, time.time())])
+
+    def plan_complete(self, plan: Plan) -> None:
+        store = self._store
+        row = plan_row(encode(plan), time.time(), plan.dialect)
+        self._add(
+            [
+                (store.sql_plan, tuple(row[k] for k in _PLAN_COLUMNS)),
+                (store.sql_plan_of, (row["id"], self.run_id)),
+            ]
+        )
 
     def started(self, step_id: str, tool: str, attempt: int, fallback: bool, at: float) -> asyncio.Future[None]:
         key = f"{self.run_id}:{step_id}:fallback" if fallback else f"{self.run_id}:{step_id}"
