@@ -24,21 +24,27 @@ _TYPES: dict[str, type[Any]] = {cls.__name__: cls for cls in (Plan, Step, Fallba
 _TUPLE_FIELDS = {
     name: frozenset(f.name for f in dataclasses.fields(cls) if "tuple" in str(f.type)) for name, cls in _TYPES.items()
 }
+_PLAIN = frozenset({str, int, float, bool, type(None), dict, list})  # JSON data as it is (dicts: arguments)
+_FIELDS = {cls: (name, tuple(f.name for f in dataclasses.fields(cls))) for name, cls in _TYPES.items()}
 
 
 def _to_data(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        name = type(value).__name__
-        if name not in _TYPES:
-            raise TypeError(f"cannot store a {name}")
+    """The IR as JSON data. Plain dicts and lists (a step's arguments) are JSON data already and pass as they are."""
+    cls = type(value)
+    known = _FIELDS.get(cls)
+    if known is not None:
+        name, fields = known
         out: dict[str, Any] = {"$t": name}
-        for f in dataclasses.fields(value):
-            out[f.name] = _to_data(getattr(value, f.name))
+        for f in fields:
+            item = getattr(value, f)
+            out[f] = item if type(item) in _PLAIN else _to_data(item)
         return out
-    if isinstance(value, Mapping):
-        return {str(k): _to_data(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
+    if cls is tuple:
         return [_to_data(v) for v in value]
+    if cls is not dict and isinstance(value, Mapping):
+        return {str(k): _to_data(v) for k, v in value.items()}
+    if dataclasses.is_dataclass(value):
+        raise TypeError(f"cannot store a {cls.__name__}")
     return value
 
 
@@ -62,7 +68,7 @@ def _from_data(value: Any) -> Any:
 
 def encode(value: Plan | RunLimits) -> str:
     """JSON text of a plan or limits (keys sorted: equal plans give equal text)."""
-    return dumps(json_safe(_to_data(value)), sort_keys=True)
+    return dumps(_to_data(value), sort_keys=True)  # `dumps` makes anything that is not JSON data so
 
 
 def decode(text: str) -> Any:
