@@ -234,21 +234,16 @@ class Store:
     def _claim_next(self, engine: sa.Engine, _raw: Any) -> str | None:
         now = time.time()
         e = t.executions
+        # A run that needs a process. Checked again by the UPDATE: a run listed here may have been
+        # taken, or even finished (its owner NULL again), by another process since.
+        needs = (e.c.status.in_(("queued", "running", "cancelled")), sa.or_(e.c.owner.is_(None), e.c.lease_until < now))
         with engine.begin() as conn:
-            candidates = conn.execute(
-                sa.select(e.c.id)
-                .where(
-                    e.c.status.in_(("queued", "running", "cancelled")),
-                    sa.or_(e.c.owner.is_(None), e.c.lease_until < now),
-                )
-                .order_by(e.c.created_at)
-                .limit(20)
-            ).all()
+            candidates = conn.execute(sa.select(e.c.id).where(*needs).order_by(e.c.created_at).limit(20)).all()
         for (run_id,) in candidates:
             with engine.begin() as conn:
                 taken = conn.execute(
                     sa.update(e)
-                    .where(e.c.id == run_id, sa.or_(e.c.owner.is_(None), e.c.lease_until < now))
+                    .where(e.c.id == run_id, *needs)
                     .values(owner=None, lease_until=None, status="running", updated_at=now)
                 ).rowcount
             if taken == 1:  # freed for this process: `begin` claims it (a racing process may win there)
@@ -431,19 +426,24 @@ class _Claim:
                 free = sa.or_(e.c.owner.is_(None), e.c.owner == store.owner, e.c.lease_until < now)
                 if row["owner"] is not None and _dead_here(row["owner"]):  # its process died on this machine
                     free = sa.or_(free, e.c.owner == row["owner"])
+                # Unfinished still: its owner may have finished it (and let go of it) since it was read.
+                unfinished = e.c.status.not_in(("succeeded", "failed"))
                 taken = conn.execute(
                     sa.update(e)
-                    .where(e.c.id == self.run_id, free)
+                    .where(e.c.id == self.run_id, unfinished, free)
                     .values(owner=store.owner, lease_until=now + store.lease, status="running", updated_at=now)
                 ).rowcount
-                if taken != 1:
-                    left = max(0.0, (row["lease_until"] or now) - now)
-                    raise RunConflictError(
-                        f"Run {self.run_id!r} is being run by another process ({row['owner']}); its lease ends in "
-                        f"{left:.0f}s if that process has died. Try again then.",
-                        run_id=self.run_id,
-                    )
-                self.claimed = True
+                if taken == 1:
+                    self.claimed = True
+                else:
+                    row = conn.execute(sa.select(e).where(e.c.id == self.run_id)).mappings().one()
+                    if row["status"] not in ("succeeded", "failed"):
+                        left = max(0.0, (row["lease_until"] or now) - now)
+                        raise RunConflictError(
+                            f"Run {self.run_id!r} is being run by another process ({row['owner']}); its lease ends "
+                            f"in {left:.0f}s if that process has died. Try again then.",
+                            run_id=self.run_id,
+                        )
             seq = conn.execute(
                 sa.select(sa.func.max(t.events.c.seq)).where(t.events.c.execution_id == self.run_id)
             ).scalar()
