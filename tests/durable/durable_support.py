@@ -17,7 +17,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -358,6 +358,8 @@ def check_run(
     started_events = {
         (e.step_id, e.payload["attempt"]) for e in events if e.type == "step_started" and not e.payload.get("fallback")
     }
+    finished_events = Counter(e.step_id for e in events if e.type == "step_finished")
+    started_count = Counter(e.step_id for e in events if e.type == "step_started")
     unknown = {sid for sid, st in status.items() if st == "unknown_outcome"}
     below = downstream(plan, unknown)
     counts = {"unknown_outcome": len(unknown), "skipped": 0, "repeated_safe_calls": 0}
@@ -370,8 +372,11 @@ def check_run(
         assert len({s.attempt for s in began}) == len(began), f"an attempt number began twice: {where}"
         for s in began:
             assert (sid, s.attempt) in started_events, f"a call began without its step_started event: {where}"
+        if st in ("succeeded", "unknown_outcome"):  # an outcome of its own commits once, and stands
+            assert finished_events[sid] == 1, f"{finished_events[sid]} step_finished events: {where}"
         if tool == NON_IDEMPOTENT:
             assert len(mine) <= 1 and len(began) <= 1, f"a non-idempotent step was called twice: {where}"
+            assert started_count[sid] <= 1, f"a non-idempotent step was started twice: {where}"
             assert charges.get(key, 0) == len(mine), (where, charges.get(key))
         elif tool == IDEMPOTENT and mine:
             assert effects.get(key) == (mine[-1].value, len(mine)), (where, effects.get(key))

@@ -197,3 +197,30 @@ def test_commit_error_is_retried(tmp_path: Path, n: int) -> None:
     check_run(plan, "commit-error", info, events, ledger)
     assert [c.step for c in ledger.calls()] == ["s0", "s1", "s2", "s3"]  # each called once
     assert ledger.count("charges") == 2
+
+
+def test_budget_counters_survive_a_resume_killed_before_its_first_result(tmp_path: Path) -> None:
+    """The run's stored tool-call count goes on from its stored value, whatever process dies when."""
+    plan = chain_plan(["put", "put", "put", "put"])
+    plan_path = write_plan(tmp_path / "plan.json", plan)
+    url = _url(tmp_path)
+    ledger = Ledger(tmp_path / "ledger.db")
+    resume_args = toolplan_args("runs", "resume", "budget", "--tools", str(TOOLS), "--db", url)
+    with Procs(tmp_path / "logs") as procs:
+        first = procs.start(
+            toolplan_args("run", str(plan_path), "--tools", str(TOOLS), "--db", url, "--run-id", "budget"),
+            toolplan_env(ledger.path, TOOLPLAN_FAULTS="after_commit=2"),
+            "first",
+        )
+        assert first.wait(60) == -9, first.describe()
+        assert read_run(url, "budget")[0].summary.calls == 2  # s0 and s1 committed
+        # The next process commits s2's `running` row (renewing its lease), then dies before any result.
+        second = procs.start(resume_args, toolplan_env(ledger.path, TOOLPLAN_FAULTS="after_claim=1"), "second")
+        assert second.wait(60) == -9, second.describe()
+        assert read_run(url, "budget")[0].summary.calls == 2, "the resumed run's call count was reset"
+        last = procs.start(resume_args, toolplan_env(ledger.path), "last")
+        assert last.wait(60) == 0, last.describe()
+    info, events = read_run(url, "budget")
+    check_run(plan, "budget", info, events, ledger)
+    assert len(ledger.calls()) == 4
+    assert info.summary.calls == 4, info.summary

@@ -124,4 +124,5 @@ def test_kill_9_many_times_then_resume(backend: str, tmp_path: Path, request: py
     assert finished == (0 if info.result.ok else 1)
     resumed = sum(1 for e in events if e.type == "run_resumed")
     assert resumed <= len(landed), (resumed, landed)
-    print(f"{backend}: kills {landed}; {counts}; {len(events)} events")
+    made = len(ledger.calls())
+    print(f"{backend}: kills {landed}; {counts}; {len(events)} events; calls {info.summary.calls}, ledger {made}")
