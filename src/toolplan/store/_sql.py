@@ -211,6 +211,8 @@ class Store:
         claim = _Claim(self, run_id, body, digest, plan.dialect, encode(limits), parent)
         stored: StoredRun | None = await self.db.call(claim)
         journal = _Journal(self, run_id, claimed=claim.claimed, next_seq=claim.next_seq)
+        if stored is not None:  # every write renews the lease with the counters: they go on from the stored ones
+            journal.calls, journal.cost = stored.calls, stored.cost
         if claim.claimed:
             self.db.register(journal)
             if stored is None:
