@@ -340,6 +340,7 @@ def check_run(
     - every call began with a ``step_started`` event of its attempt already committed, and each call
       of a step has its own attempt number; a succeeded step's output is its last call's;
     - a succeeded step's output equals the crash-free run's (``reference``);
+    - the stored call count covers every call whose result committed, and only calls that began;
     - the run's events are numbered 1..N with no gap.
     """
     tools = tools_of(plan)
@@ -402,5 +403,9 @@ def check_run(
             raise AssertionError(f"unexpected status: {where}")
         if reference is not None and sid not in below:
             assert st == "succeeded", f"a step not downstream of an unknown_outcome did not succeed: {where}"
+    # The budget counter: every call whose result committed is counted (a resumed run goes on from
+    # the stored count), and no call is counted that did not begin on record (its step_started).
+    succeeded = sum(1 for st in status.values() if st == "succeeded")
+    assert succeeded <= info.summary.calls <= sum(started_count.values()), (info.summary.calls, succeeded)
     check_events(events)
     return counts
