@@ -45,7 +45,8 @@ def postgres_url() -> Iterator[str]:
     try:
         conn = psycopg.connect(conninfo, autocommit=True, connect_timeout=5)
     except psycopg.Error as exc:
-        _unavailable(f"PostgreSQL at {shown} cannot be reached ({type(exc).__name__}: {str(exc).strip()[:200]})")
+        detail = " ".join(str(exc).split())[:200]
+        _unavailable(f"PostgreSQL at {shown} cannot be reached ({type(exc).__name__}: {detail})")
     try:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
         try:
