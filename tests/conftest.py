@@ -2,13 +2,16 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import secrets
 from collections.abc import Iterator
+from typing import NoReturn
 
 import pytest
 
 from toolplan.testing import LocalLlamaServer, find_smollm2_gguf, local_llama_server
 
-POSTGRES_URL = os.environ.get("TOOLPLAN_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
+POSTGRES_ENV = "TOOLPLAN_TEST_POSTGRES_URL"
 
 
 def _unavailable(reason: str) -> None:
@@ -31,33 +34,47 @@ def llama_server() -> Iterator[LocalLlamaServer]:
         yield server
 
 
+def _no_postgres(reason: str) -> NoReturn:
+    """Skip, with how to enable the tests; under CI (``CI=true``) a missing server is a failure instead."""
+    if os.environ.get("CI", "").strip().lower() in ("true", "1", "yes"):
+        pytest.fail(f"{reason} (CI=true: the PostgreSQL tests must run)")
+    pytest.skip(
+        f"{reason}. To run the PostgreSQL tests, start a server and set {POSTGRES_ENV} to a URL of a database "
+        f"whose user may CREATE DATABASE (default {DEFAULT_POSTGRES_URL}), and pip install 'toolplan[postgres]'."
+    )
+
+
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
-    """A fresh, empty PostgreSQL database for one test (dropped after it), as a URL.
+    """The URL of a fresh, empty PostgreSQL database (``tp_<random>``), dropped after the test.
 
-    The server comes from ``TOOLPLAN_TEST_POSTGRES_URL`` (default: postgres@127.0.0.1:5432/test).
-    Without a server the test is skipped, except under ``CI=true``, where it fails.
+    The server is the one of ``$TOOLPLAN_TEST_POSTGRES_URL`` (default
+    ``postgresql://postgres@127.0.0.1:5432/test``); its database is only used to create and drop
+    the test's own. Skips when the server cannot be reached (fails when ``CI=true``).
     """
-    try:
-        import psycopg
-    except ImportError:
-        _unavailable('psycopg is not installed: pip install "toolplan[postgres]"')
     import sqlalchemy as sa
 
-    base = sa.make_url(POSTGRES_URL)
-    name = f"tp_{os.urandom(6).hex()}"
-    admin = base.set(drivername="postgresql").render_as_string(hide_password=False)
     try:
-        conn = psycopg.connect(admin, autocommit=True, connect_timeout=5)
-    except psycopg.OperationalError as exc:
-        _unavailable(
-            f"no PostgreSQL server at {base.render_as_string()} ({str(exc).strip()[:120]}). Start one, or set "
-            "TOOLPLAN_TEST_POSTGRES_URL to a server where the tests may create databases."
-        )
-    with conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+        import psycopg
+        from psycopg import sql
+    except ImportError:
+        _no_postgres("psycopg is not installed")
+    admin = sa.make_url(os.environ.get(POSTGRES_ENV) or DEFAULT_POSTGRES_URL)
+    if admin.get_backend_name() not in ("postgresql", "postgres"):
+        pytest.fail(f"{POSTGRES_ENV} must be a postgresql:// URL, not {admin.render_as_string(hide_password=True)!r}")
+    conninfo = admin.set(drivername="postgresql").render_as_string(hide_password=False)
+    shown = admin.render_as_string(hide_password=True)
+    name = f"tp_{secrets.token_hex(6)}"
     try:
-        yield base.set(drivername="postgresql", database=name).render_as_string(hide_password=False)
+        conn = psycopg.connect(conninfo, autocommit=True, connect_timeout=5)
+    except psycopg.Error as exc:
+        detail = " ".join(str(exc).split())[:200]
+        _no_postgres(f"PostgreSQL at {shown} cannot be reached ({type(exc).__name__}: {detail})")
+    try:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        try:
+            yield admin.set(drivername="postgresql", database=name).render_as_string(hide_password=False)
+        finally:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
     finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.close()

@@ -4,9 +4,10 @@
 process) the 7th time a durable run passes the point ``after_call``; several are separated by
 commas. Points: ``after_claim`` (a step's ``running`` row committed, its tool not yet called),
 ``after_call`` (the tool returned, its result not yet committed), ``after_commit`` (the result
-committed, dependents not yet scheduled), and ``commit_error``, which instead makes that commit
-fail once with a database error (the store retries it). Unset, `ACTIVE` is False and no point
-costs anything: callers test it first.
+committed, no dependent called yet; a dependent that became ready may already have its ``running``
+row committed in that same transaction, so a resume treats it as in flight), and ``commit_error``,
+which instead makes that commit fail once with a database error (the store retries it). Unset,
+`ACTIVE` is False and no point costs anything: callers test it first.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -55,13 +56,33 @@ def _db(db: str | None) -> str:
     return db
 
 
+def _lease() -> float:
+    """The lease of the runs this process takes (seconds): ``$TOOLPLAN_LEASE``, default 30."""
+    text = os.environ.get("TOOLPLAN_LEASE", "").strip()
+    if not text:
+        return 30.0
+    try:
+        lease = float(text)
+    except ValueError:
+        lease = float("nan")
+    if not 0.1 <= lease <= 86_400:
+        _fail(f"TOOLPLAN_LEASE must be a number of seconds from 0.1 to 86400, not {text[:40]!r}.")
+    return lease
+
+
 def _with_store(db: str | None, action: Callable[[Store], Awaitable[T]]) -> T:
-    """Open the store, run ``action`` with it, close it; a toolplan error is one line on stderr, exit 2."""
+    """Open the store, run ``action`` with it, close it; a toolplan error is one line on stderr, exit 2.
+
+    The lease of the runs it takes is ``$TOOLPLAN_LEASE`` seconds (default 30): how soon another
+    process may take over a run whose process died elsewhere.
+    """
 
     from ..store import open_store
 
+    url, lease = _db(db), _lease()
+
     async def go() -> T:
-        store = open_store(_db(db))
+        store = open_store(url, lease=lease)
         try:
             return await action(store)
         finally:

@@ -472,8 +472,13 @@ class PlanRun:
             ended_at=None if started is None else self.now(),
         )
         self._record(result)
-        if self.journal is not None:  # written in order behind the outcomes that caused it
+        if self.journal is not None and not self._stored_as(sid, status):  # in order, behind its cause
             self.journal.ended(result)
+
+    def _stored_as(self, sid: str, status: StepStatus) -> bool:
+        """True when a resumed run's store holds ``sid`` with this status already (a skip found again)."""
+        stored = self.stored.get(sid) if self.stored is not None else None
+        return stored is not None and stored[1].status == status
 
     def _record(self, result: StepResult) -> None:
         sid = result.id

@@ -228,6 +228,8 @@ class Store:
         claim = _Claim(self, run_id, body, encode(limits), parent, reopen, dialect=dialect, fresh=fresh)
         stored: StoredRun | None = await self.db.call(claim)
         journal = _Journal(self, run_id, claimed=claim.claimed, next_seq=claim.next_seq)
+        if stored is not None:  # every write renews the lease with the counters: they go on from the stored ones
+            journal.calls, journal.cost = stored.calls, stored.cost
         if claim.claimed:
             self.db.register(journal)
             if stored is None:
@@ -256,7 +258,7 @@ class Store:
         return journal.run_id
 
     async def claim_next(self, *, skip: Collection[str] = ()) -> str | None:
-        """The id of a run that needs a process, freed for this one to resume; or None.
+        """The id of a run that needs a process, now held by this one (resume it next); or None.
 
         That is a queued run (`submit`), or a running one whose lease expired (its process died).
         Cancelled runs are left alone (someone stopped them), as are runs in ``skip``.
@@ -266,26 +268,24 @@ class Store:
     def _claim_next(self, engine: sa.Engine, skip: set[str]) -> str | None:
         now = time.time()
         e = t.executions
+        # A run that needs a process. Checked again by the UPDATE: a run listed here may have been
+        # taken, or even finished (its owner NULL again), by another process since.
+        needs = (
+            e.c.status.in_(("queued", "running")),
+            e.c.plan_id != STREAMING,
+            sa.or_(e.c.owner.is_(None), e.c.lease_until < now),
+        )
         with engine.begin() as conn:
-            candidates = conn.execute(
-                sa.select(e.c.id)
-                .where(
-                    e.c.status.in_(("queued", "running")),
-                    e.c.plan_id != STREAMING,
-                    sa.or_(e.c.owner.is_(None), e.c.lease_until < now),
-                )
-                .order_by(e.c.created_at)
-                .limit(20 + len(skip))
-            ).all()
-        candidates = [c for c in candidates if c[0] not in skip]
+            listed = sa.select(e.c.id).where(*needs).order_by(e.c.created_at).limit(20 + len(skip))
+            candidates = [c for c in conn.execute(listed).all() if c[0] not in skip]
         for (run_id,) in candidates:
             with engine.begin() as conn:
                 taken = conn.execute(
                     sa.update(e)
-                    .where(e.c.id == run_id, sa.or_(e.c.owner.is_(None), e.c.lease_until < now))
-                    .values(owner=None, lease_until=None, status="running", updated_at=now)
+                    .where(e.c.id == run_id, *needs)
+                    .values(owner=self.owner, lease_until=now + self.lease, status="running", updated_at=now)
                 ).rowcount
-            if taken == 1:  # freed for this process: `begin` claims it (a racing process may win there)
+            if taken == 1:  # held by this process now: its `begin` (resume) takes it up
                 return str(run_id)
         return None
 
@@ -506,19 +506,25 @@ class _Claim:
                 free = sa.or_(e.c.owner.is_(None), e.c.owner == store.owner, e.c.lease_until < now)
                 if row["owner"] is not None and _dead_here(row["owner"]):  # its process died on this machine
                     free = sa.or_(free, e.c.owner == row["owner"])
+                # Unfinished still: its owner may have finished it (and let go of it) since it was read.
+                # (A reopen, asked for by rerun_unknown, takes a finished run back on purpose.)
+                unfinished = sa.true() if self.reopen else e.c.status.not_in(("succeeded", "failed"))
                 taken = conn.execute(
                     sa.update(e)
-                    .where(e.c.id == self.run_id, free)
+                    .where(e.c.id == self.run_id, unfinished, free)
                     .values(owner=store.owner, lease_until=now + store.lease, status="running", updated_at=now)
                 ).rowcount
-                if taken != 1:
-                    left = max(0.0, (row["lease_until"] or now) - now)
-                    raise RunConflictError(
-                        f"Run {self.run_id!r} is being run by another process ({row['owner']}); its lease ends in "
-                        f"{left:.0f}s if that process has died. Try again then.",
-                        run_id=self.run_id,
-                    )
-                self.claimed = True
+                if taken == 1:
+                    self.claimed = True
+                else:
+                    row = conn.execute(sa.select(e).where(e.c.id == self.run_id)).mappings().one()
+                    if row["status"] not in ("succeeded", "failed"):
+                        left = max(0.0, (row["lease_until"] or now) - now)
+                        raise RunConflictError(
+                            f"Run {self.run_id!r} is being run by another process ({row['owner']}); its lease ends "
+                            f"in {left:.0f}s if that process has died. Try again then.",
+                            run_id=self.run_id,
+                        )
             seq = conn.execute(
                 sa.select(sa.func.max(t.events.c.seq)).where(t.events.c.execution_id == self.run_id)
             ).scalar()
@@ -817,7 +823,8 @@ class _Journal:
         store = self._store
         try:
             if self.broken is None:
-                end = self._event("plan_finished", None, {"status": status}, time.time())
+                kind = "plan_finished" if status in ("succeeded", "failed", "cancelled") else f"run_{status}"
+                end = self._event(kind, None, {"status": status}, time.time())
                 close = (store.sql_close, (status, facts, time.time(), self.calls, self.cost, self.run_id, self.owner))
                 future = self._add([end, close])
                 self._flush()
