@@ -40,9 +40,10 @@ class Writer(Protocol):
     run_id: str
     owner: str
     broken: str | None
+    creating: bool  # its rows are being created in its first transaction: no lease to check yet
 
-    def lease_statement(self, until: float, now: float) -> Statement:
-        """The fenced lease renewal (with the run's latest counters)."""
+    def lease_statement(self, until: float, now: float) -> Statement | None:
+        """The fenced lease renewal (with the run's latest counters); None while ``creating``."""
         ...
 
 
@@ -125,6 +126,11 @@ class Database:
         if error is not None:
             raise error
         return value
+
+    @property
+    def opened(self) -> bool:
+        """True once the database has been opened (reached, its schema checked) by this store."""
+        return self._raw is not None
 
     def register(self, writer: Writer) -> None:
         self._writers[id(writer)] = writer
@@ -283,6 +289,9 @@ class Database:
         if _faults.ACTIVE and _faults.fails("commit_error"):
             raise sa.exc.OperationalError("COMMIT", (), Exception("fault point commit_error"))
         raw.commit()
+        for w in batch:
+            if w.statements:  # its rows (if it was creating them) exist now: from here on, its lease is checked
+                w.writer.creating = False
         if self.qmark:
             self._uncheckpointed += 1
         return lost
@@ -303,7 +312,10 @@ class Database:
         cur = raw.cursor()
         try:
             for writer in writers:
-                cur.execute(*writer.lease_statement(until, now))
+                lease = writer.lease_statement(until, now)
+                if lease is None:
+                    continue
+                cur.execute(*lease)
                 if cur.rowcount != 1:
                     self._lost(writer, lost)
             for w in batch:
@@ -326,8 +338,11 @@ class Database:
             with raw.pipeline():
                 cur = raw.cursor()
                 for writer in writers:
+                    lease = writer.lease_statement(until, now)
+                    if lease is None:
+                        continue
                     check = raw.cursor()
-                    check.execute(*writer.lease_statement(until, now))
+                    check.execute(*lease)
                     checks.append((writer, check))
                 for w in batch:
                     for sql, params in w.statements:

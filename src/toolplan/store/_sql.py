@@ -225,6 +225,8 @@ class Store:
         run_id = new_run_id() if run_id is None else check_run_id(run_id)
         body = encode(plan) if plan is not None else None
         dialect = plan.dialect if plan is not None else "native"
+        if fresh and self.db.opened:  # a new id: nothing to look up, so no round trip (see `_create_later`)
+            return self._create_later(run_id, plan, body, dialect, encode(limits), parent), None
         claim = _Claim(self, run_id, body, encode(limits), parent, reopen, dialect=dialect, fresh=fresh)
         stored: StoredRun | None = await self.db.call(claim)
         journal = _Journal(self, run_id, claimed=claim.claimed, next_seq=claim.next_seq)
@@ -238,6 +240,32 @@ class Store:
             else:
                 journal.event("run_resumed", None, {"owner": self.owner})
         return journal, stored
+
+    def _create_later(
+        self, run_id: str, plan: Plan | None, body: str | None, dialect: str, limits: str, parent: str | None
+    ) -> _Journal:
+        """The journal of a new run whose rows are written with its first writes, in their transaction.
+
+        A fresh id cannot be taken, so the run's rows need no round trip of their own: they go first
+        in the journal's buffer, and the first step's ``running`` row commits with them (its call
+        waits for that commit, as always). Until they commit, the run has no lease to check.
+        """
+        now = time.time()
+        journal = _Journal(self, run_id, claimed=True, next_seq=1)
+        journal.creating = True
+        statements: list[Statement] = []
+        if body is not None:
+            row = plan_row(body, now, dialect)
+            statements.append((self.sql_plan, tuple(row[k] for k in _PLAN_COLUMNS)))
+        plan_ref = plan_id(body) if body is not None else STREAMING
+        statements.append(
+            (self.sql_new_run, (run_id, plan_ref, parent, limits, self.owner, now + self.lease, now, now))
+        )
+        journal._add(statements)
+        self.db.register(journal)
+        steps = list(plan.step_ids) if plan is not None else []
+        journal.event("plan_started", None, {"plan_id": plan_ref, "steps": steps})
+        return journal
 
     async def submit(self, plan: Any, *, limits: RunLimits | None = None, run_id: str | None = None) -> str:
         """Store a run to be run later by a worker (`claim_next`, ``toolplan runs work``); returns its id.
@@ -688,7 +716,19 @@ class _Journal:
     then commit in one transaction, in that order, and a tick that ends many steps commits once.
     """
 
-    __slots__ = ("_buffer", "_future", "_store", "broken", "calls", "claimed", "cost", "owner", "run_id", "seq")
+    __slots__ = (
+        "_buffer",
+        "_future",
+        "_store",
+        "broken",
+        "calls",
+        "claimed",
+        "cost",
+        "creating",
+        "owner",
+        "run_id",
+        "seq",
+    )
 
     def __init__(self, store: Store, run_id: str, *, claimed: bool, next_seq: int) -> None:
         self._store = store
@@ -701,8 +741,11 @@ class _Journal:
         self.broken: str | None = None if claimed else "This process does not hold the run."
         self._buffer: list[Statement] = []
         self._future: asyncio.Future[None] | None = None  # done when the buffer has committed
+        self.creating = False  # a new run whose rows have not committed yet (`Store._create_later`)
 
-    def lease_statement(self, until: float, now: float) -> Statement:
+    def lease_statement(self, until: float, now: float) -> Statement | None:
+        if self.creating:  # its rows are in this transaction (or committed just before it): nothing to check
+            return None
         return self._store.sql_lease, (until, now, self.calls, self.cost, self.run_id, self.owner)
 
     def _event(self, kind: str, step_id: str | None, payload: Mapping[str, Any], at: float) -> Statement:
