@@ -427,7 +427,9 @@ async def test_a_process_that_lost_its_lease_writes_nothing_more(store_url: str)
     async with open_store(store_url) as first, open_store(store_url) as second:
         stale = asyncio.create_task(execute_plan(plan, [slow, fetch], store=first, run_id="taken"))
         await entered.wait()
-        _expire(store_url, "taken")  # as if the first process had stalled past its lease
+        _expire(store_url, "taken")  # as if the first process had stalled past its lease:
+        for journal in first.db._writers.values():  # its clock moved on too, so its next write checks it
+            journal.renewed_at = 0.0
         taken = await resume("taken", [slow, fetch], store=second)  # the second process takes the run over
         release.set()
         late = await stale  # the first process's writes are refused: it stops, and says why

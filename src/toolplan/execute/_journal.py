@@ -32,6 +32,7 @@ __all__ = (
     "RunStore",
     "StoredRun",
     "StoredStep",
+    "calls_made",
     "check_run_id",
     "decide",
     "decide_resume",
@@ -112,6 +113,29 @@ def decide_resume(
     return {sid: decide(step, safe(step.call_tool), rerun_unknown) for sid, step in steps.items()}
 
 
+def calls_made(steps: Mapping[str, StoredStep], plan: Plan) -> list[tuple[str, int]]:
+    """The tool calls the stored steps began, as ``(tool, count)`` pairs: what a resumed run's budget has spent.
+
+    A step's ``attempt`` counts the calls it began (its row commits before each); when its last
+    call was its fallback, that call was of the fallback's tool. A call that began is counted even
+    if its process died during it: it happened, as far as anyone can tell.
+    """
+    by_id = {s.id: s for s in plan.steps}
+    made: list[tuple[str, int]] = []
+    for sid, row in steps.items():
+        if row.attempt <= 0:
+            continue
+        step = by_id.get(sid)
+        tool = step.tool if step is not None else row.call_tool
+        if row.fallback and step is not None and step.fallback is not None:
+            made.append((step.fallback.tool, 1))
+            if row.attempt > 1:
+                made.append((tool, row.attempt - 1))
+        else:
+            made.append((tool, row.attempt))
+    return made
+
+
 def unknown_outcome(run_id: str, step: StoredStep) -> StepError:
     """What a step whose call was in flight, and may not be repeated, says to the model and the user."""
     key = f"{run_id}:{step.id}" + (":fallback" if step.fallback else "")
@@ -134,8 +158,9 @@ class StoredRun:
         run_id: The run's id.
         status: ``running`` (unfinished), ``succeeded``, ``failed`` or ``cancelled``.
         steps: The stored steps by id (steps with no row never started).
-        calls: Tool calls charged to the run's budget so far.
-        cost: Cost charged so far.
+        calls: Tool calls charged to the run's budget, as last written with its lease (for display: a
+            resumed run works out what was spent from the step rows, `calls_made`).
+        cost: Cost charged, likewise.
         result: The stored result of a run that finished.
     """
 

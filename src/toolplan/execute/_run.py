@@ -22,7 +22,7 @@ from ..plan import CompiledPlan, CompiledStep, Plan
 from ..plan._ir import MissingField
 from ._events import EventHandler, PlanEvent, PlanFinished, PlanStarted, StepFinished
 from ._invoke import CallOutcome, ToolInvoker, when_done
-from ._journal import Decision, Journal, StoredRun, StoredStep, decide
+from ._journal import Decision, Journal, StoredRun, StoredStep, calls_made, decide
 from ._limits import DEFAULT_LIMITS, RunLimits
 from ._result import ErrorKind, PlanResult, PlanStatus, StepError, StepResult, StepStatus
 from ._scheduler import Scheduler, StepState
@@ -113,11 +113,18 @@ class PlanRun:
             self.apply(compiled.plan)
 
     def _resume(self, stored: StoredRun, rerun_unknown: bool) -> None:
-        """Take up a stored run: its budget counters, and what each stored step's row means now."""
-        meter = self.invoker.meter
-        meter.calls += stored.calls
-        meter.cost += stored.cost
+        """Take up a stored run: the budget its steps spent, and what each stored step's row means now.
+
+        What was spent is worked out from the step rows (`calls_made`), which commit before each
+        call, so it is exact whenever the process stopped; per-tool counts included.
+        """
         invoker = self.invoker
+        meter = invoker.meter
+        if self.compiled is not None:
+            for tool, count in calls_made(stored.steps, self.compiled.plan):
+                meter.calls += count
+                meter.cost += count * invoker.annotations(tool).cost
+                meter.calls_by_tool[tool] = meter.calls_by_tool.get(tool, 0) + count
 
         def safe(tool: str) -> bool:
             a = invoker.annotations(tool)

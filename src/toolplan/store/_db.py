@@ -41,9 +41,10 @@ class Writer(Protocol):
     owner: str
     broken: str | None
     creating: bool  # its rows are being created in its first transaction: no lease to check yet
+    renewed_at: float  # when its lease was last renewed (time.time), by a transaction that committed
 
-    def lease_statement(self, until: float, now: float) -> Statement | None:
-        """The fenced lease renewal (with the run's latest counters); None while ``creating``."""
+    def lease_statement(self, until: float, now: float) -> Statement:
+        """The fenced lease renewal (with the run's latest counters)."""
         ...
 
 
@@ -282,16 +283,23 @@ class Database:
         until = now + self.lease
         writers = list({id(w.writer): w.writer for w in batch}.values())
         lost: dict[int, BaseException] = {}
+        # Leases are renewed (and checked) at most every third of a lease: a lease renewed less than
+        # that ago has two thirds left, so no other process can have taken the run since.
+        due = [w for w in writers if not w.creating and now - w.renewed_at >= self.lease / 3]
         if self.qmark:
-            self._write(raw, batch, writers, until, now, lost)
+            self._write(raw, batch, due, until, now, lost)
         else:
-            self._write_pipelined(raw, batch, writers, until, now, lost)
+            self._write_pipelined(raw, batch, due, until, now, lost)
         if _faults.ACTIVE and _faults.fails("commit_error"):
             raise sa.exc.OperationalError("COMMIT", (), Exception("fault point commit_error"))
         raw.commit()
+        for writer in due:
+            if id(writer) not in lost:
+                writer.renewed_at = now
         for w in batch:
-            if w.statements:  # its rows (if it was creating them) exist now: from here on, its lease is checked
+            if w.statements and w.writer.creating:  # its rows exist now, with a fresh lease
                 w.writer.creating = False
+                w.writer.renewed_at = now
         if self.qmark:
             self._uncheckpointed += 1
         return lost
@@ -306,16 +314,13 @@ class Database:
         lost[id(writer)] = RunConflictError(message, run_id=writer.run_id)
 
     def _write(
-        self, raw: Any, batch: list[_Write], writers: list[Writer], until: float, now: float, lost: dict[int, Any]
+        self, raw: Any, batch: list[_Write], due: list[Writer], until: float, now: float, lost: dict[int, Any]
     ) -> None:
-        """The batch's statements, one after another; a run whose lease is lost writes nothing."""
+        """The batch's statements in order, behind the leases ``due``; a run whose lease is lost writes nothing."""
         cur = raw.cursor()
         try:
-            for writer in writers:
-                lease = writer.lease_statement(until, now)
-                if lease is None:
-                    continue
-                cur.execute(*lease)
+            for writer in due:
+                cur.execute(*writer.lease_statement(until, now))
                 if cur.rowcount != 1:
                     self._lost(writer, lost)
             for w in batch:
@@ -326,7 +331,7 @@ class Database:
             cur.close()
 
     def _write_pipelined(
-        self, raw: Any, batch: list[_Write], writers: list[Writer], until: float, now: float, lost: dict[int, Any]
+        self, raw: Any, batch: list[_Write], due: list[Writer], until: float, now: float, lost: dict[int, Any]
     ) -> None:
         """PostgreSQL: every statement of the batch in one round trip (psycopg's pipeline mode).
 
@@ -337,12 +342,9 @@ class Database:
         try:
             with raw.pipeline():
                 cur = raw.cursor()
-                for writer in writers:
-                    lease = writer.lease_statement(until, now)
-                    if lease is None:
-                        continue
+                for writer in due:
                     check = raw.cursor()
-                    check.execute(*lease)
+                    check.execute(*writer.lease_statement(until, now))
                     checks.append((writer, check))
                 for w in batch:
                     for sql, params in w.statements:
@@ -352,7 +354,7 @@ class Database:
         except self._driver_error:  # a run whose lease was lost may collide with its new owner's rows
             pass
         raw.rollback()
-        self._write(raw, batch, writers, until, now, lost)
+        self._write(raw, batch, due, until, now, lost)
 
     def _heartbeat(self) -> None:
         if self._raw is None or not self._writers:

@@ -89,7 +89,12 @@ def _engine(url: str) -> sa.Engine:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunSummary:
-    """One stored run, as `Store.list_runs` gives it."""
+    """One stored run, as `Store.list_runs` gives it.
+
+    ``steps`` counts the plan's steps (for `list_runs`: the steps with a row), ``calls`` the tool
+    calls its steps began, on record (what its budget has spent), ``owner`` and ``lease_until`` the
+    process holding it while it runs.
+    """
 
     run_id: str
     status: str
@@ -228,8 +233,10 @@ class Store:
         if fresh and self.db.opened:  # a new id: nothing to look up, so no round trip (see `_create_later`)
             return self._create_later(run_id, plan, body, dialect, encode(limits), parent), None
         claim = _Claim(self, run_id, body, encode(limits), parent, reopen, dialect=dialect, fresh=fresh)
+        claimed_at = time.time()
         stored: StoredRun | None = await self.db.call(claim)
         journal = _Journal(self, run_id, claimed=claim.claimed, next_seq=claim.next_seq)
+        journal.renewed_at = claimed_at  # the claim's lease was set after this moment
         if stored is not None:  # every write renews the lease with the counters: they go on from the stored ones
             journal.calls, journal.cost = stored.calls, stored.cost
         if claim.claimed:
@@ -646,7 +653,7 @@ def _plan_result(run_id: str, plan: Plan, row: Mapping[Any, Any], records: Mappi
     )
 
 
-def _summary(row: Mapping[Any, Any], steps: int, succeeded: int) -> RunSummary:
+def _summary(row: Mapping[Any, Any], steps: int, succeeded: int, calls: int) -> RunSummary:
     return RunSummary(
         run_id=row["id"],
         status=row["status"],
@@ -654,7 +661,7 @@ def _summary(row: Mapping[Any, Any], steps: int, succeeded: int) -> RunSummary:
         parent_id=row["parent_id"],
         steps=steps,
         succeeded=succeeded,
-        calls=row["calls"],
+        calls=calls,
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         owner=row["owner"],
@@ -677,7 +684,9 @@ def _load_info(engine: sa.Engine, run_id: str) -> RunInfo:
     result = _plan_result(run_id, plan, row, records)
     total = len(plan.steps)
     return RunInfo(
-        summary=_summary(row, total, sum(1 for r in result.steps.values() if r.ok)),
+        summary=_summary(
+            row, total, sum(1 for r in result.steps.values() if r.ok), sum(s.attempt for s in stored.steps.values())
+        ),
         plan=plan,
         limits=decode(row["limits"]),
         result=result,
@@ -691,12 +700,13 @@ def _list(engine: sa.Engine, limit: int, status: str | None) -> list[RunSummary]
             s.c.execution_id,
             sa.func.count().label("n"),
             sa.func.sum(sa.case((s.c.status == "succeeded", 1), else_=0)).label("ok"),
+            sa.func.sum(s.c.attempt).label("calls"),
         )
         .group_by(s.c.execution_id)
         .subquery()
     )
     query = (
-        sa.select(e, counts.c.n, counts.c.ok)
+        sa.select(e, counts.c.n, counts.c.ok, counts.c.calls.label("calls_began"))
         .select_from(e.outerjoin(counts, counts.c.execution_id == e.c.id))
         .order_by(e.c.created_at.desc(), e.c.id.desc())
         .limit(max(1, min(int(limit), 10_000)))
@@ -704,7 +714,8 @@ def _list(engine: sa.Engine, limit: int, status: str | None) -> list[RunSummary]
     if status is not None:
         query = query.where(e.c.status == status)
     with engine.connect() as conn:
-        return [_summary(r, int(r["n"] or 0), int(r["ok"] or 0)) for r in conn.execute(query).mappings()]
+        rows = conn.execute(query).mappings()
+        return [_summary(r, int(r["n"] or 0), int(r["ok"] or 0), int(r["calls_began"] or 0)) for r in rows]
 
 
 class _Journal:
@@ -726,6 +737,7 @@ class _Journal:
         "cost",
         "creating",
         "owner",
+        "renewed_at",
         "run_id",
         "seq",
     )
@@ -742,10 +754,9 @@ class _Journal:
         self._buffer: list[Statement] = []
         self._future: asyncio.Future[None] | None = None  # done when the buffer has committed
         self.creating = False  # a new run whose rows have not committed yet (`Store._create_later`)
+        self.renewed_at = 0.0  # when its lease was last renewed by a commit (the database thread sets it)
 
-    def lease_statement(self, until: float, now: float) -> Statement | None:
-        if self.creating:  # its rows are in this transaction (or committed just before it): nothing to check
-            return None
+    def lease_statement(self, until: float, now: float) -> Statement:
         return self._store.sql_lease, (until, now, self.calls, self.cost, self.run_id, self.owner)
 
     def _event(self, kind: str, step_id: str | None, payload: Mapping[str, Any], at: float) -> Statement:
@@ -835,7 +846,7 @@ class _Journal:
         return statements
 
     def finished(self, result: StepResult, calls: int, cost: float) -> asyncio.Future[None]:
-        self.calls, self.cost = calls, cost  # written with the lease, in the same transaction
+        self.calls, self.cost = calls, cost  # kept up to date in the run's row when its lease is renewed
         return self._add(self._row(result, self._store.sql_finished))
 
     def ended(self, result: StepResult) -> None:
