@@ -66,3 +66,25 @@ def test_a_non_repeatable_call_in_flight_is_never_rerun_unasked(raw: dict[str, t
             assert decisions[sid] != "rerun"
         if status == "unknown_outcome":
             assert decisions[sid] == "reuse"
+
+
+def test_calls_made_counts_every_call_begun_by_tool() -> None:
+    from toolplan.execute._journal import calls_made
+    from toolplan.plan import parse_plan
+
+    plan = parse_plan(
+        {
+            "steps": [
+                {"id": "a", "tool": "read"},
+                {"id": "b", "tool": "pay", "retry": 2, "fallback": {"tool": "mail", "arguments": {}}},
+                {"id": "c", "tool": "pay"},
+                {"id": "d", "tool": "read"},
+            ]
+        }
+    )
+    steps = {
+        "a": StoredStep(id="a", status="succeeded", call_tool="read", attempt=1),
+        "b": StoredStep(id="b", status="running", call_tool="mail", attempt=3, fallback=True),  # 2 pays, 1 mail
+        "c": StoredStep(id="c", status="not_run", call_tool="pay", attempt=0),  # refused: no call
+    }
+    assert sorted(calls_made(steps, plan)) == [("mail", 1), ("pay", 2), ("read", 1)]

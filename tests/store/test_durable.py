@@ -469,3 +469,22 @@ async def test_an_agents_streamed_plan_is_stored_too(store_url: str) -> None:
     assert info.summary.parent_id is not None and info.summary.parent_id.startswith("agent_")
     assert info.summary.status == "failed" and info.result.steps["p"].output == "paid 1"
     assert [s.id for s in info.plan.steps] == ["a", "b", "p", "x", "y"]
+
+
+async def test_a_per_tool_budget_goes_on_after_a_resume(store_url: str) -> None:
+    entered = asyncio.Event()
+    slow = _blocking_tool("slow", idempotent=True, entered=entered)
+    plan = {
+        "budget": {"max_tool_calls_per_tool": {"fetch": 2}},
+        "steps": [
+            {"id": "a", "tool": "fetch", "arguments": {"n": 1}},
+            {"id": "b", "tool": "fetch", "arguments": {"n": 2}},
+            {"id": "s", "tool": "slow", "arguments": {"n": "$ref:a.n"}, "depends_on": ["b"]},
+            {"id": "c", "tool": "fetch", "arguments": {"n": 3}, "depends_on": ["s"]},
+        ],
+    }
+    await _cancel_while(store_url, "per-tool", plan, entered, tools=[slow])
+    async with open_store(store_url) as store:
+        result = await resume("per-tool", [*TOOLS, slow], store=store)
+    assert result.steps["s"].ok and CALLS["fetch"] == 2
+    assert result.steps["c"].status == "not_run" and "at most 2 calls of 'fetch'" in str(result.steps["c"].error)
