@@ -30,7 +30,7 @@ __all__ = ("Database", "Statement", "Writer")
 
 Statement = tuple[str, Sequence[Any]]
 _RETRIES = (0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0)  # waits between tries of a failed transaction
-_CHECKPOINT_IDLE = 0.05  # seconds without writes after which SQLite's WAL is checkpointed
+_CHECKPOINT_IDLE = 1.0  # seconds without writes after which SQLite's WAL is checkpointed (a pause between runs)
 _CHECKPOINT_EVERY = 2000  # commits after which it is checkpointed anyway
 
 
