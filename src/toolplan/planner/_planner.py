@@ -1,0 +1,246 @@
+"""`Planner`: a question and a tool catalogue in, a validated plan out, with at most one repair."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import string
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .._errors import PlanIssue, UserError
+from ..models import (
+    AssistantMessage,
+    Model,
+    ModelMessage,
+    ModelSettings,
+    SystemMessage,
+    ToolCall,
+    ToolReturnMessage,
+    Usage,
+    UserMessage,
+    infer_model,
+)
+from ..plan import DEFAULT_MAX_STEPS, META_TOOL_NAMES, Plan, validate_plan
+from ..tools import ToolAnnotations, ToolDefinition, ToolRegistry, ToolsLike
+from ._schema import plan_schema
+
+__all__ = ("SUBMIT_TOOL_NAME", "PlanDraft", "Planner", "new_id")
+
+SUBMIT_TOOL_NAME = "submit_plan"
+_B36 = string.digits + string.ascii_lowercase
+
+
+def new_id(prefix: str) -> str:
+    """``{prefix}_{unix ms}_{8 base-36 characters}`` from `secrets`: sortable by time, not guessable."""
+    return f"{prefix}_{int(time.time() * 1000)}_{''.join(secrets.choice(_B36) for _ in range(8))}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanDraft:
+    """What the planner made of a question.
+
+    Attributes:
+        request_id: ``req_...``: this planning request.
+        plan_id: ``plan_...``: the final version's id (the repaired one, after a repair).
+        parent_id: The first version's id when the plan was repaired, else None.
+        plan: The plan (the repaired version after a repair), or None if none could be read.
+        issues: What is wrong with it (errors) or worth knowing (warnings); coded like `validate_plan`'s.
+        valid: True when the plan has no errors and may be run.
+        repaired: True when a repair request was made (whatever came of it).
+        usage: Model requests and tokens.
+        requests: The model requests made, in order: the messages of each (1, or 2 with a repair).
+        text: The plan as the model wrote it (its last version), for diagnosis.
+    """
+
+    request_id: str
+    plan_id: str
+    parent_id: str | None
+    plan: Plan | None
+    issues: tuple[PlanIssue, ...]
+    valid: bool
+    repaired: bool
+    usage: Usage
+    requests: tuple[tuple[ModelMessage, ...], ...] = field(repr=False)
+    text: str = field(repr=False, default="")
+
+    @property
+    def errors(self) -> tuple[PlanIssue, ...]:
+        """The issues that make the plan invalid."""
+        return tuple(i for i in self.issues if i.severity == "error")
+
+
+_INSTRUCTIONS = """\
+You turn a request into a plan of tool calls. Call `{submit}` once with the plan; do not answer the \
+request yourself.
+A plan is {{"steps": [...], "output_steps": [...]}}. Each step is {{"id": ..., "tool": ..., "arguments": \
+{{...}}}} and calls one of the tools below with its arguments. Steps run in parallel unless one uses \
+another's output:
+- "$ref:ID" as a whole argument value is step ID's output; "$ref:ID.field.0.name" a field of it \
+(numbers index lists).
+- "{{{{ID.field}}}}" inside a string inserts it, e.g. "Compare {{{{a.temp}}}} with {{{{b.temp}}}}".
+- "depends_on": [IDs] orders steps that use no output of each other.
+List in "output_steps" the steps whose outputs answer the request. Use only these tools, with their \
+argument names:
+{catalogue}"""
+
+
+def _catalogue(registry: ToolRegistry) -> str:
+    lines = []
+    for d in registry.definitions():
+        params = d.parameters_json_schema.get("properties", {})
+        names = ", ".join(params) if isinstance(params, dict) else ""
+        lines.append(f"- {d.name}({names}): {' '.join(d.description.split())[:300]}")
+    return "\n".join(lines)
+
+
+class Planner:
+    """Turns a question into a plan over ``tools``, validated, with exactly one repair round when invalid.
+
+    Args:
+        model: A `Model`, or ``"provider:name"``.
+        tools: The catalogue: functions, tools or a `ToolRegistry` (they are described to the model,
+            never called).
+        constrained: Ask for the plan through a forced ``submit_plan`` call whose schema is the plan
+            format specialised to the catalogue (`plan_schema`), so a provider that enforces a tool's
+            schema while the model writes (llama.cpp's server, with a grammar) can only write known
+            tools and argument names. False: the model may answer with JSON text.
+        max_steps: Most steps a plan may have.
+        settings: Model settings for the planner's requests.
+    """
+
+    def __init__(
+        self,
+        model: Model | str,
+        tools: ToolsLike,
+        *,
+        constrained: bool = True,
+        max_steps: int = DEFAULT_MAX_STEPS,
+        settings: ModelSettings | None = None,
+    ) -> None:
+        self.model = infer_model(model)
+        self.registry = ToolRegistry.of(tools).without(*META_TOOL_NAMES)
+        if not self.registry.names:
+            raise UserError("Planner needs at least one tool to plan with: pass tools=[...].")
+        self.constrained = constrained
+        self.max_steps = max_steps
+        self.settings = settings
+        self.submit_tool = ToolDefinition(
+            name=SUBMIT_TOOL_NAME,
+            description="Submit the plan of tool calls for the request.",
+            parameters_json_schema=plan_schema(self.registry, max_steps=max_steps),
+            annotations=ToolAnnotations(cost=0.0),
+        )
+        self.instructions = _INSTRUCTIONS.format(submit=SUBMIT_TOOL_NAME, catalogue=_catalogue(self.registry))
+
+    async def plan(self, query: str) -> PlanDraft:
+        """Plan ``query``: one request, and one repair request if the plan is invalid.
+
+        Raises:
+            UserError: ``query`` is empty or not a string.
+            ModelHTTPError, ModelConnectionError: the model could not be asked.
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise UserError("Planner.plan() needs a non-empty question (a string).")
+        request_id = new_id("req")
+        messages: list[ModelMessage] = [SystemMessage(content=self.instructions), UserMessage(content=query)]
+        requests: list[tuple[ModelMessage, ...]] = []
+        usage = Usage()
+        reply, usage = await self._ask(messages, requests, usage)
+        text, call = _plan_text(reply)
+        plan, issues = self._check(text)
+        first_id = new_id("plan")
+        if plan is not None and not any(i.severity == "error" for i in issues):
+            return PlanDraft(
+                request_id=request_id,
+                plan_id=first_id,
+                parent_id=None,
+                plan=plan,
+                issues=issues,
+                valid=True,
+                repaired=False,
+                usage=usage,
+                requests=tuple(requests),
+                text=text,
+            )
+        messages.append(reply)
+        problems = _problems(issues, self.constrained)
+        if call is not None:
+            messages.append(ToolReturnMessage(tool_call_id=call.id, name=call.name, content=problems, is_error=True))
+        else:
+            messages.append(UserMessage(content=problems))
+        reply, usage = await self._ask(messages, requests, usage)
+        text, _ = _plan_text(reply)
+        plan, issues = self._check(text)
+        return PlanDraft(
+            request_id=request_id,
+            plan_id=new_id("plan"),
+            parent_id=first_id,
+            plan=plan,
+            issues=issues,
+            valid=plan is not None and not any(i.severity == "error" for i in issues),
+            repaired=True,
+            usage=usage,
+            requests=tuple(requests),
+            text=text,
+        )
+
+    async def _ask(
+        self, messages: list[ModelMessage], requests: list[tuple[ModelMessage, ...]], usage: Usage
+    ) -> tuple[AssistantMessage, Usage]:
+        requests.append(tuple(messages))
+        settings = self.settings
+        if self.constrained:
+            forced = ModelSettings(tool_choice="required", parallel_tool_calls=False)
+            settings = forced if settings is None else settings.merge(forced)
+        response = await self.model.request(messages, [self.submit_tool] if self.constrained else [], settings)
+        return response.message, usage + response.usage
+
+    def _check(self, text: str) -> tuple[Plan | None, tuple[PlanIssue, ...]]:
+        if not text.strip():
+            return None, (
+                PlanIssue(
+                    code="no_plan",
+                    message="No plan was written: answer with the plan as one JSON object "
+                    f"(or call {SUBMIT_TOOL_NAME}).",
+                ),
+            )
+        report = validate_plan(text, self.registry, dialect="native", max_steps=self.max_steps)
+        return report.plan, (*report.errors, *report.warnings)
+
+
+def _plan_text(reply: AssistantMessage) -> tuple[str, ToolCall | None]:
+    """The plan's JSON text: the first ``submit_plan`` call's arguments, else a JSON object in the text."""
+    for call in reply.tool_calls:
+        if call.name == SUBMIT_TOOL_NAME:
+            return call.arguments, call
+    if reply.tool_calls:  # another tool: its arguments may be the plan anyway (small models do this)
+        call = reply.tool_calls[0]
+        return call.arguments, call
+    return _json_in(reply.content or ""), None
+
+
+def _json_in(text: str) -> str:
+    """The first JSON object in ``text`` (a model may wrap it in prose or a code fence), or "" if none."""
+    start = text.find("{")
+    while start >= 0:
+        try:
+            value, end = json.JSONDecoder().raw_decode(text, start)
+        except ValueError:
+            start = text.find("{", start + 1)
+            continue
+        if isinstance(value, dict):
+            return text[start:end]
+        start = text.find("{", end)
+    return ""
+
+
+def _problems(issues: Sequence[PlanIssue], constrained: bool) -> str:
+    errors = [i for i in issues if i.severity == "error"]
+    lines = "\n".join(f"- [{i.code}] {f'step {i.step!r}: ' if i.step else ''}{i.message}" for i in errors)
+    again = f"call {SUBMIT_TOOL_NAME} again with the whole plan" if constrained else "write the whole plan again"
+    return (
+        f"The plan is invalid ({len(errors)} problem{'s' if len(errors) != 1 else ''}); nothing ran. Fix every "
+        f"problem and {again}:\n{lines}"
+    )

@@ -1,0 +1,70 @@
+"""The JSON Schema of a plan over one tool catalogue: valid by construction where a provider enforces it.
+
+Each step is one of the catalogue's tools: its ``tool`` is that name (a ``const``) and its
+``arguments`` that tool's own parameters, where each value may also be a reference to an earlier
+step's output (``"$ref:ID.path"``) or a string with ``{{ID.path}}`` in it. A provider that enforces
+the schema (llama.cpp's server turns it into a grammar; OpenAI's strict mode) can then only write
+plans whose tool names exist and whose arguments have the right names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..tools import ToolRegistry
+
+__all__ = ("REF_PATTERN", "plan_schema")
+
+REF_PATTERN = r"^\$ref:[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$"
+_REF = {"type": "string", "pattern": REF_PATTERN, "description": "An earlier step's output: $ref:ID or $ref:ID.field"}
+_ID = {"type": "string", "pattern": "^[A-Za-z0-9_-]+$", "maxLength": 64}
+
+
+def _argument(schema: Any) -> dict[str, Any]:
+    """One argument: its own schema, or a reference (a string argument may interpolate ``{{ID.path}}`` anyway)."""
+    own = dict(schema) if isinstance(schema, Mapping) else {}
+    return {"anyOf": [own, _REF]} if own else {}
+
+
+def _step(name: str, parameters: Mapping[str, Any], description: str) -> dict[str, Any]:
+    properties = parameters.get("properties")
+    arguments: dict[str, Any] = {"type": "object"}
+    if isinstance(properties, Mapping):
+        arguments["properties"] = {key: _argument(value) for key, value in properties.items()}
+        arguments["additionalProperties"] = False
+        required = parameters.get("required")
+        if isinstance(required, list) and required:
+            arguments["required"] = list(required)
+    if "$defs" in parameters:  # pydantic puts nested models here; refs into it must resolve
+        arguments["$defs"] = parameters["$defs"]
+    return {
+        "type": "object",
+        "description": description[:300],
+        "properties": {
+            "id": _ID,
+            "tool": {"const": name},
+            "arguments": arguments,
+            "depends_on": {"type": "array", "items": _ID},
+        },
+        "required": ["id", "tool", "arguments"],
+        "additionalProperties": False,
+    }
+
+
+def plan_schema(registry: ToolRegistry, *, max_steps: int = 50) -> dict[str, Any]:
+    """The native plan format, specialised to ``registry``'s tools."""
+    steps = [_step(d.name, d.parameters_json_schema, d.description) for d in registry.definitions()]
+    return {
+        "type": "object",
+        "properties": {
+            "steps": {"type": "array", "minItems": 1, "maxItems": max_steps, "items": {"anyOf": steps}},
+            "output_steps": {
+                "type": "array",
+                "items": _ID,
+                "description": "The steps whose outputs answer the question (default: all).",
+            },
+        },
+        "required": ["steps"],
+        "additionalProperties": False,
+    }

@@ -1,0 +1,116 @@
+"""The planner core (issue 16): a question in, a validated plan out, with exactly one repair round."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import jsonschema
+import pytest
+
+from toolplan import UserError, execute_plan, tool
+from toolplan.models import AssistantMessage, ToolCall, ToolReturnMessage, UserMessage
+from toolplan.planner import SUBMIT_TOOL_NAME, Planner, new_id, plan_schema
+from toolplan.testing import ScriptedModel
+from toolplan.tools import ToolRegistry
+
+
+@tool
+def get_weather(city: str) -> dict[str, Any]:
+    """Current weather of a city."""
+    return {"city": city, "temp": {"Oslo": 3.0, "Rome": 18.0}.get(city, 10.0)}
+
+
+@tool
+def compare(x: float, y: float) -> str:
+    """Compare two numbers."""
+    return "first is warmer" if x > y else "second is warmer"
+
+
+TOOLS = [get_weather, compare]
+GOOD = {
+    "steps": [
+        {"id": "a", "tool": "get_weather", "arguments": {"city": "Oslo"}},
+        {"id": "b", "tool": "get_weather", "arguments": {"city": "Rome"}},
+        {"id": "c", "tool": "compare", "arguments": {"x": "$ref:a.temp", "y": "$ref:b.temp"}},
+    ],
+    "output_steps": ["c"],
+}
+BAD = {"steps": [{"id": "a", "tool": "get_wether", "arguments": {"town": "Oslo"}}]}
+
+
+def submit(plan: Any, call_id: str = "p1") -> AssistantMessage:
+    return AssistantMessage(tool_calls=(ToolCall(id=call_id, name=SUBMIT_TOOL_NAME, arguments=json.dumps(plan)),))
+
+
+async def test_a_valid_plan_takes_one_request_and_runs() -> None:
+    model = ScriptedModel([submit(GOOD)])
+    draft = await Planner(model, TOOLS).plan("Is Oslo warmer than Rome?")
+    model.assert_consumed()
+    assert draft.valid and not draft.repaired and draft.parent_id is None
+    assert draft.usage.requests == 1 and len(draft.requests) == 1
+    assert re.fullmatch(r"req_\d{13}_[0-9a-z]{8}", draft.request_id)
+    assert re.fullmatch(r"plan_\d{13}_[0-9a-z]{8}", draft.plan_id)
+    request = model.requests[0]
+    assert [t.name for t in request.tools] == [SUBMIT_TOOL_NAME]
+    assert request.settings is not None and request.settings.tool_choice == "required"
+    assert "get_weather(city)" in str(request.messages[0].content)
+    assert draft.plan is not None
+    result = await execute_plan(draft.plan, TOOLS)
+    assert result.outputs == {"c": "second is warmer"}
+
+
+async def test_an_invalid_plan_gets_exactly_one_repair_with_its_coded_issues() -> None:
+    model = ScriptedModel([submit(BAD), submit(GOOD, "p2")])
+    draft = await Planner(model, TOOLS).plan("Is Oslo warmer than Rome?")
+    model.assert_consumed()
+    assert draft.valid and draft.repaired and draft.usage.requests == 2
+    assert draft.parent_id is not None and draft.parent_id != draft.plan_id
+    second = model.requests[1].messages
+    assert second[-2] == submit(BAD)  # the model's own plan goes back
+    back = second[-1]
+    assert isinstance(back, ToolReturnMessage) and back.is_error and back.tool_call_id == "p1"
+    assert "[unknown_tool]" in back.content and "get_wether" in back.content
+
+
+async def test_a_repair_that_is_still_invalid_stays_invalid_with_its_issues() -> None:
+    model = ScriptedModel([submit(BAD), submit(BAD, "p2"), "never asked"])
+    draft = await Planner(model, TOOLS).plan("Is Oslo warmer than Rome?")
+    assert not draft.valid and draft.repaired and draft.usage.requests == 2  # never a third request
+    assert {i.code for i in draft.errors} >= {"unknown_tool"}
+
+
+async def test_a_plan_written_as_text_is_read_and_repaired_by_message() -> None:
+    model = ScriptedModel(["I could not decide.", f"Here it is:\n```json\n{json.dumps(GOOD)}\n```"])
+    draft = await Planner(model, TOOLS, constrained=False).plan("Is Oslo warmer than Rome?")
+    assert draft.valid and draft.repaired
+    assert not model.requests[0].tools
+    retry = model.requests[1].messages[-1]
+    assert isinstance(retry, UserMessage) and "[no_plan]" in retry.content
+
+
+async def test_bad_questions_and_catalogues_are_user_errors() -> None:
+    with pytest.raises(UserError, match="non-empty question"):
+        await Planner(ScriptedModel([]), TOOLS).plan("  ")
+    with pytest.raises(UserError, match="at least one tool"):
+        Planner(ScriptedModel([]), [])
+
+
+def test_the_schema_admits_the_catalogues_plans_only() -> None:
+    schema = plan_schema(ToolRegistry.of(TOOLS))
+    jsonschema.validate(GOOD, schema)  # references stand where values go
+    wrong: dict[str, Any]
+    for wrong in (
+        BAD,
+        {"steps": [{"id": "a", "tool": "compare", "arguments": {"x": 1}}]},  # y is required
+        {"steps": [{"id": "a", "tool": "get_weather", "arguments": {"city": 3}}]},  # not a string
+        {"steps": []},
+    ):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(wrong, schema)
+
+
+def test_ids_are_unique_and_sortable() -> None:
+    ids = [new_id("exec") for _ in range(200)]
+    assert len(set(ids)) == 200 and all(i.startswith("exec_") for i in ids)
