@@ -13,6 +13,7 @@ from ._errors import ModelHTTPError as ModelHTTPError
 from ._errors import OptionalDependencyError as OptionalDependencyError
 from ._errors import OutputValidationError as OutputValidationError
 from ._errors import PlanIssue as PlanIssue
+from ._errors import PlanNotFoundError as PlanNotFoundError
 from ._errors import PlanValidationError as PlanValidationError
 from ._errors import ReferenceResolutionError as ReferenceResolutionError
 from ._errors import RunConflictError as RunConflictError
@@ -79,6 +80,7 @@ __all__ = (
     "OutputValidationError",
     "Plan",
     "PlanIssue",
+    "PlanNotFoundError",
     "PlanResult",
     "PlanTool",
     "PlanValidationError",

@@ -23,6 +23,7 @@ ToolplanError                      root; every error toolplan raises on purpose
     ├── SandboxError               a code runner failed or killed the code (the limit is named)
     └── StoreError                 the store (database) failed or refused; durable runs stop, resumable
         ├── RunNotFoundError       no stored run has that id
+        ├── PlanNotFoundError      no stored plan or planning request has that id
         └── RunConflictError       the run id is taken: another plan, or another live process runs it
 ```
 
@@ -51,6 +52,7 @@ __all__ = (
     "OptionalDependencyError",
     "OutputValidationError",
     "PlanIssue",
+    "PlanNotFoundError",
     "PlanValidationError",
     "ReferenceResolutionError",
     "RunError",
@@ -328,6 +330,16 @@ class RunNotFoundError(StoreError):
     def __init__(self, message: str, *, run_id: str) -> None:
         super().__init__(message)
         self.run_id = run_id
+
+
+class PlanNotFoundError(StoreError):
+    """No plan (or planning request) with this id is stored."""
+
+    code = "plan_not_found"
+
+    def __init__(self, message: str, *, plan_id: str) -> None:
+        super().__init__(message)
+        self.plan_id = plan_id
 
 
 class RunConflictError(StoreError):

@@ -114,3 +114,47 @@ def test_the_schema_admits_the_catalogues_plans_only() -> None:
 def test_ids_are_unique_and_sortable() -> None:
     ids = [new_id("exec") for _ in range(200)]
     assert len(set(ids)) == 200 and all(i.startswith("exec_") for i in ids)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Any) -> Any:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'runs.db'}"
+    return request.getfixturevalue("postgres_url")
+
+
+async def test_both_versions_of_a_repaired_plan_are_stored_under_the_request(store_url: str) -> None:
+    from toolplan import PlanNotFoundError
+    from toolplan.store import open_store
+
+    model = ScriptedModel([submit(BAD), submit(GOOD, "p2")])
+    async with open_store(store_url) as store:
+        draft = await Planner(model, TOOLS, store=store).plan("Is Oslo warmer than Rome?")
+        kept = await store.get_request(draft.request_id)
+        plan = await store.get_plan(draft.plan_id)
+        first_plan = await store.get_plan(kept.versions[0].plan_id)  # kept as written: invalid for these tools
+        with pytest.raises(PlanNotFoundError) as missing:
+            await store.get_plan("plan_nope")
+        result = await execute_plan(plan, TOOLS, store=store)
+    assert kept.query == "Is Oslo warmer than Rome?" and kept.plan_id == draft.plan_id
+    first, repair = kept.versions
+    assert repair.parent_id == first.plan_id == draft.parent_id
+    assert not first.valid and "unknown_tool" in {i.code for i in first.issues} and "get_wether" in first.text
+    assert repair.valid and repair.plan == draft.plan
+    assert result.outputs == {"c": "second is warmer"}
+    assert first_plan.steps[0].tool == "get_wether"
+    assert missing.value.code == "plan_not_found" and missing.value.plan_id == "plan_nope"
+
+
+async def test_an_unreadable_draft_is_kept_as_text(tmp_path: Any) -> None:
+    from toolplan import PlanNotFoundError
+    from toolplan.store import open_store
+
+    model = ScriptedModel(["no plan here", "still none"])
+    async with open_store(f"sqlite:///{tmp_path / 'p.db'}") as store:
+        draft = await Planner(model, TOOLS, constrained=False, store=store).plan("Plan something")
+        kept = await store.get_request(draft.request_id)
+        with pytest.raises(PlanNotFoundError, match="could not be read as a plan"):
+            await store.get_plan(draft.plan_id)
+    assert not draft.valid and draft.plan is None and [v.text for v in kept.versions] == ["", ""]
+    assert all(v.issues[0].code == "no_plan" for v in kept.versions)

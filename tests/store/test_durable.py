@@ -488,3 +488,31 @@ async def test_a_per_tool_budget_goes_on_after_a_resume(store_url: str) -> None:
         result = await resume("per-tool", [*TOOLS, slow], store=store)
     assert result.steps["s"].ok and CALLS["fetch"] == 2
     assert result.steps["c"].status == "not_run" and "at most 2 calls of 'fetch'" in str(result.steps["c"].error)
+
+
+async def test_a_version_1_database_is_migrated_on_open_and_keeps_its_runs(store_url: str) -> None:
+    from toolplan.store import PlanVersion
+    from toolplan.store._schema import SCHEMA_VERSION
+
+    async with open_store(store_url) as store:
+        await execute_plan(PLAN, TOOLS, store=store, run_id="old")
+    # Take the database back to schema version 1, as an earlier toolplan left it.
+    engine = sa.create_engine(store_url.replace("postgresql://", "postgresql+psycopg://", 1))
+    with engine.begin() as conn:
+        conn.execute(sa.text("DROP TABLE toolplan_requests"))
+        for column in ("request_id", "text", "issues", "valid"):
+            conn.execute(sa.text(f"ALTER TABLE toolplan_plans DROP COLUMN {column}"))
+        conn.execute(sa.text("UPDATE toolplan_meta SET value = '1' WHERE key = 'schema_version'"))
+    async with open_store(store_url) as store:
+        info = await store.get_run("old")
+        await store.save_request(
+            "req_1",
+            "a question",
+            [PlanVersion(plan_id="plan_1", parent_id=None, plan=None, text="", issues=(), valid=False)],
+        )
+        kept = await store.get_request("req_1")
+    with engine.connect() as conn:
+        version = conn.execute(sa.text("SELECT value FROM toolplan_meta WHERE key = 'schema_version'")).scalar()
+    engine.dispose()
+    assert info.summary.status == "failed" and info.result.steps["p"].output == "paid 1"
+    assert kept.versions[0].plan_id == "plan_1" and version == str(SCHEMA_VERSION) == "2"

@@ -23,6 +23,7 @@ from ..models import (
     infer_model,
 )
 from ..plan import DEFAULT_MAX_STEPS, META_TOOL_NAMES, Plan, validate_plan
+from ..store import PlanVersion, Store
 from ..tools import ToolAnnotations, ToolDefinition, ToolRegistry, ToolsLike
 from ._schema import plan_schema
 
@@ -52,6 +53,7 @@ class PlanDraft:
         usage: Model requests and tokens.
         requests: The model requests made, in order: the messages of each (1, or 2 with a repair).
         text: The plan as the model wrote it (its last version), for diagnosis.
+        versions: Every version, oldest first (the first draft, then its repair), as a store keeps them.
     """
 
     request_id: str
@@ -64,6 +66,7 @@ class PlanDraft:
     usage: Usage
     requests: tuple[tuple[ModelMessage, ...], ...] = field(repr=False)
     text: str = field(repr=False, default="")
+    versions: tuple[PlanVersion, ...] = field(repr=False, default=())
 
     @property
     def errors(self) -> tuple[PlanIssue, ...]:
@@ -108,6 +111,8 @@ class Planner:
             tools and argument names. False: the model may answer with JSON text.
         max_steps: Most steps a plan may have.
         settings: Model settings for the planner's requests.
+        store: Keep every request and both versions of a repaired plan there (`toolplan.store`):
+            ``store.get_request(draft.request_id)``, ``store.get_plan(draft.plan_id)``.
     """
 
     def __init__(
@@ -118,8 +123,10 @@ class Planner:
         constrained: bool = True,
         max_steps: int = DEFAULT_MAX_STEPS,
         settings: ModelSettings | None = None,
+        store: Store | None = None,
     ) -> None:
         self.model = infer_model(model)
+        self.store = store
         self.registry = ToolRegistry.of(tools).without(*META_TOOL_NAMES)
         if not self.registry.names:
             raise UserError("Planner needs at least one tool to plan with: pass tools=[...].")
@@ -140,6 +147,7 @@ class Planner:
         Raises:
             UserError: ``query`` is empty or not a string.
             ModelHTTPError, ModelConnectionError: the model could not be asked.
+            StoreError: the planner has a store and it failed (the draft is not kept then).
         """
         if not isinstance(query, str) or not query.strip():
             raise UserError("Planner.plan() needs a non-empty question (a string).")
@@ -149,41 +157,51 @@ class Planner:
         usage = Usage()
         reply, usage = await self._ask(messages, requests, usage)
         text, call = _plan_text(reply)
-        plan, issues = self._check(text)
-        first_id = new_id("plan")
-        if plan is not None and not any(i.severity == "error" for i in issues):
-            return PlanDraft(
-                request_id=request_id,
-                plan_id=first_id,
-                parent_id=None,
-                plan=plan,
-                issues=issues,
-                valid=True,
-                repaired=False,
-                usage=usage,
-                requests=tuple(requests),
-                text=text,
-            )
-        messages.append(reply)
-        problems = _problems(issues, self.constrained)
-        if call is not None:
-            messages.append(ToolReturnMessage(tool_call_id=call.id, name=call.name, content=problems, is_error=True))
-        else:
-            messages.append(UserMessage(content=problems))
-        reply, usage = await self._ask(messages, requests, usage)
-        text, _ = _plan_text(reply)
-        plan, issues = self._check(text)
-        return PlanDraft(
+        versions = [self._version(text, None)]
+        if not versions[0].valid:  # exactly one repair, with the model's own plan and every problem
+            messages.append(reply)
+            problems = _problems(versions[0].issues, self.constrained)
+            if call is not None:
+                messages.append(
+                    ToolReturnMessage(tool_call_id=call.id, name=call.name, content=problems, is_error=True)
+                )
+            else:
+                messages.append(UserMessage(content=problems))
+            reply, usage = await self._ask(messages, requests, usage)
+            text, _ = _plan_text(reply)
+            versions.append(self._version(text, versions[0].plan_id))
+        final = versions[-1]
+        draft = PlanDraft(
             request_id=request_id,
-            plan_id=new_id("plan"),
-            parent_id=first_id,
-            plan=plan,
-            issues=issues,
-            valid=plan is not None and not any(i.severity == "error" for i in issues),
-            repaired=True,
+            plan_id=final.plan_id,
+            parent_id=final.parent_id,
+            plan=final.plan,
+            issues=final.issues,
+            valid=final.valid,
+            repaired=len(versions) > 1,
             usage=usage,
             requests=tuple(requests),
             text=text,
+            versions=tuple(versions),
+        )
+        if self.store is not None:
+            await self.store.save_request(
+                request_id,
+                query,
+                versions,
+                usage={
+                    "requests": usage.requests,
+                    "input_tokens": usage.input_tokens,
+                    "output_tokens": usage.output_tokens,
+                },
+            )
+        return draft
+
+    def _version(self, text: str, parent_id: str | None) -> PlanVersion:
+        plan, issues = self._check(text)
+        valid = plan is not None and not any(i.severity == "error" for i in issues)
+        return PlanVersion(
+            plan_id=new_id("plan"), parent_id=parent_id, plan=plan, text=text, issues=issues, valid=valid
         )
 
     async def _ask(

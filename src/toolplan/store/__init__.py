@@ -15,6 +15,8 @@ See docs/durable.md for the guarantee per kind of tool.
 """
 
 from ._resume import resume as resume
+from ._sql import PlanVersion as PlanVersion
+from ._sql import RequestInfo as RequestInfo
 from ._sql import RunInfo as RunInfo
 from ._sql import RunSummary as RunSummary
 from ._sql import Store as Store
@@ -22,4 +24,14 @@ from ._sql import StoredEvent as StoredEvent
 from ._sql import new_run_id as new_run_id
 from ._sql import open_store as open_store
 
-__all__ = ("RunInfo", "RunSummary", "Store", "StoredEvent", "new_run_id", "open_store", "resume")
+__all__ = (
+    "PlanVersion",
+    "RequestInfo",
+    "RunInfo",
+    "RunSummary",
+    "Store",
+    "StoredEvent",
+    "new_run_id",
+    "open_store",
+    "resume",
+)

@@ -22,6 +22,7 @@ __all__ = (
     "metadata",
     "migrate",
     "plans",
+    "requests",
     "steps",
 )
 
@@ -42,7 +43,24 @@ plans = sa.Table(
     sa.Column("parent_id", sa.String(128), nullable=True),  # the plan this one repairs
     sa.Column("hash", sa.String(64), nullable=False),
     sa.Column("dialect", sa.String(16), nullable=False),
-    sa.Column("body", sa.Text, nullable=False),  # the plan IR as JSON (`_codec.py`)
+    sa.Column(
+        "body", sa.Text, nullable=False
+    ),  # the plan IR as JSON (`_codec.py`); "null" for a draft that did not parse
+    sa.Column("created_at", sa.Float, nullable=False),
+    # v2: a planner's draft (`Store.save_request`): its request, the model's text, its issues
+    sa.Column("request_id", sa.String(64), nullable=True),
+    sa.Column("text", sa.Text, nullable=True),
+    sa.Column("issues", sa.Text, nullable=True),
+    sa.Column("valid", sa.Integer, nullable=True),
+)
+
+requests = sa.Table(  # v2: a question a planner turned into a plan
+    "toolplan_requests",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("query", sa.Text, nullable=False),
+    sa.Column("plan_id", sa.String(128), nullable=True),  # the final version
+    sa.Column("usage", sa.Text, nullable=True),
     sa.Column("created_at", sa.Float, nullable=False),
 )
 
@@ -108,12 +126,24 @@ blobs = sa.Table(
 
 
 def _v1(conn: sa.Connection) -> None:
+    # Tables are made in their newest shape; later migrations add only what a database made by an
+    # earlier toolplan lacks.
     for table in (plans, executions, steps, events, blobs):
         table.create(conn, checkfirst=True)
 
 
+def _v2(conn: sa.Connection) -> None:
+    """The planner's requests, and the draft columns of plans."""
+    requests.create(conn, checkfirst=True)
+    have = {c["name"] for c in sa.inspect(conn).get_columns(plans.name)}
+    for column in ("request_id", "text", "issues", "valid"):
+        if column not in have:
+            kind = plans.c[column].type.compile(dialect=conn.dialect)
+            conn.execute(sa.text(f"ALTER TABLE {plans.name} ADD COLUMN {column} {kind}"))
+
+
 #: Ordered migrations: migration ``n`` takes the schema from version ``n - 1`` to ``n``.
-MIGRATIONS: tuple[Callable[[sa.Connection], None], ...] = (_v1,)
+MIGRATIONS: tuple[Callable[[sa.Connection], None], ...] = (_v1, _v2)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

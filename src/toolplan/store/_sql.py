@@ -6,7 +6,7 @@ import asyncio
 import os
 import socket
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
-from .._errors import PlanIssue, RunConflictError, RunNotFoundError, StoreError, UserError
+from .._errors import PlanIssue, PlanNotFoundError, RunConflictError, RunNotFoundError, StoreError, UserError
 from .._json import dumps, loads
 from ..execute import PlanResult, PlanStatus, RunLimits, StepResult
 from ..execute._journal import StoredRun, StoredStep, check_run_id
@@ -23,7 +23,16 @@ from . import _schema as t
 from ._codec import decode, encode, output_json, plan_hash, step_from_row
 from ._db import Database, Statement
 
-__all__ = ("RunInfo", "RunSummary", "Store", "StoredEvent", "new_run_id", "open_store")
+__all__ = (
+    "PlanVersion",
+    "RequestInfo",
+    "RunInfo",
+    "RunSummary",
+    "Store",
+    "StoredEvent",
+    "new_run_id",
+    "open_store",
+)
 
 BLOB_THRESHOLD = 64 * 1024  # outputs longer than this (JSON characters) are stored out of line
 _ENDED = ("succeeded", "failed", "timed_out", "unknown_outcome")  # a step's own outcome
@@ -107,6 +116,32 @@ class RunSummary:
     updated_at: float
     owner: str | None
     lease_until: float | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanVersion:
+    """One version of a planner's plan: the first draft, or the repair of its ``parent_id``.
+
+    ``plan`` is None when the model's text did not parse; ``text`` is what the model wrote.
+    """
+
+    plan_id: str
+    parent_id: str | None
+    plan: Plan | None
+    text: str
+    issues: tuple[PlanIssue, ...]
+    valid: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestInfo:
+    """A stored planning request: the question and every version of its plan, oldest first."""
+
+    request_id: str
+    query: str
+    plan_id: str | None  # the final version
+    created_at: float
+    versions: tuple[PlanVersion, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -324,6 +359,91 @@ class Store:
                 return str(run_id)
         return None
 
+    # -- planning requests ---------------------------------------------------------------------
+
+    async def save_request(
+        self, request_id: str, query: str, versions: Sequence[PlanVersion], *, usage: Mapping[str, Any] | None = None
+    ) -> None:
+        """Store a planning request and every version of its plan (a repair linked to its parent), in one transaction.
+
+        Raises:
+            RunConflictError: ``request_id`` is stored already.
+        """
+        now = time.time()
+
+        def write(engine: sa.Engine, _raw: Any) -> None:
+            with engine.begin() as conn:
+                if conn.execute(sa.select(t.requests.c.id).where(t.requests.c.id == request_id)).first():
+                    raise RunConflictError(f"Request {request_id!r} is stored already.", run_id=request_id)
+                final = versions[-1].plan_id if versions else None
+                usage_text = dumps(dict(usage)) if usage is not None else None
+                conn.execute(
+                    sa.insert(t.requests).values(
+                        id=request_id, query=query, plan_id=final, usage=usage_text, created_at=now
+                    )
+                )
+                for n, v in enumerate(versions, start=1):
+                    body = encode(v.plan) if v.plan is not None else "null"
+                    conn.execute(
+                        sa.insert(t.plans).values(
+                            id=v.plan_id,
+                            version=n,
+                            parent_id=v.parent_id,
+                            hash=plan_hash(body),
+                            dialect=v.plan.dialect if v.plan is not None else "native",
+                            body=body,
+                            created_at=now,
+                            request_id=request_id,
+                            text=v.text,
+                            issues=dumps([i.to_dict() | {"severity": i.severity} for i in v.issues]),
+                            valid=int(v.valid),
+                        )
+                    )
+
+        await self.db.call(write)
+
+    async def get_request(self, request_id: str) -> RequestInfo:
+        """A stored planning request with every version of its plan.
+
+        Raises:
+            PlanNotFoundError: no request has that id.
+        """
+
+        def read(engine: sa.Engine, _raw: Any) -> RequestInfo:
+            p, r = t.plans, t.requests
+            with engine.connect() as conn:
+                row = conn.execute(sa.select(r).where(r.c.id == request_id)).mappings().first()
+                if row is None:
+                    raise PlanNotFoundError(f"No planning request {request_id!r} is stored here.", plan_id=request_id)
+                rows = conn.execute(sa.select(p).where(p.c.request_id == request_id).order_by(p.c.version)).mappings()
+                versions = tuple(_version(v) for v in rows)
+            return RequestInfo(
+                request_id=request_id,
+                query=row["query"],
+                plan_id=row["plan_id"],
+                created_at=row["created_at"],
+                versions=versions,
+            )
+
+        return await self.db.call(read)  # type: ignore[no-any-return]
+
+    async def get_plan(self, plan_id: str) -> Plan:
+        """A stored plan, by id (a planner's ``plan_...`` id, or an execution's plan id).
+
+        Raises:
+            PlanNotFoundError: no plan has that id, or it is a draft that did not parse.
+        """
+
+        def read(engine: sa.Engine, _raw: Any) -> Plan:
+            with engine.connect() as conn:
+                body = conn.execute(sa.select(t.plans.c.body).where(t.plans.c.id == plan_id)).scalar()
+            if body is None or body == "null":
+                what = "is stored here" if body is None else "is a draft that could not be read as a plan"
+                raise PlanNotFoundError(f"No plan {plan_id!r} {what}.", plan_id=plan_id)
+            return decode(body)  # type: ignore[no-any-return]
+
+        return await self.db.call(read)  # type: ignore[no-any-return]
+
     # -- reading ---------------------------------------------------------------------------------
 
     async def plan_of(self, run_id: str) -> tuple[Plan, RunLimits]:
@@ -414,6 +534,21 @@ def _dead_here(owner: str) -> bool:
     except OSError:  # it exists (owned by another user) or cannot be asked
         return False
     return False
+
+
+def _version(row: Mapping[Any, Any]) -> PlanVersion:
+    issues = loads(row["issues"]) if row["issues"] else []
+    return PlanVersion(
+        plan_id=row["id"],
+        parent_id=row["parent_id"],
+        plan=decode(row["body"]) if row["body"] and row["body"] != "null" else None,
+        text=row["text"] or "",
+        issues=tuple(
+            PlanIssue(code=i["code"], message=i["message"], step=i.get("step"), severity=i.get("severity", "error"))
+            for i in issues
+        ),
+        valid=bool(row["valid"]),
+    )
 
 
 def _not_found(run_id: str) -> RunNotFoundError:
