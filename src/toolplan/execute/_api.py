@@ -25,6 +25,7 @@ from ._journal import RunStore, check_run_id
 from ._limits import LimitOptions, RunLimits, limits_from
 from ._result import PlanResult
 from ._run import PlanRun
+from ._step import reused_record
 
 __all__ = (
     "PlanStream",
@@ -153,7 +154,7 @@ async def run_compiled(
     if stored is not None and stored.finished and stored.result is not None and rerun_unknown and stored.unknown:
         journal, stored = await store.begin(journal.run_id, compiled.plan, limits, parent=parent, reopen=True)
     if stored is not None and stored.finished and stored.result is not None and not (rerun_unknown and stored.unknown):
-        steps = {sid: dataclasses.replace(r, reused=True) for sid, r in stored.result.steps.items()}  # nothing runs
+        steps = {sid: reused_record(r) for sid, r in stored.result.steps.items()}  # nothing runs
         return dataclasses.replace(stored.result, steps=steps)
     run = PlanRun(
         compiled,

@@ -7,6 +7,7 @@ One timeout rule for every call a step makes (first attempt, retries, fallback):
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,7 +26,7 @@ from ._result import StepError, StepResult, StepStatus
 if TYPE_CHECKING:
     from ._run import PlanRun
 
-__all__ = ("new_step_result", "no_retry_backoff", "run_step", "set_retry_backoff")
+__all__ = ("new_step_result", "no_retry_backoff", "reused_record", "run_step", "set_retry_backoff")
 
 new_step_result = maker(StepResult)  # a record per step: cheaper than calling the class
 RETRYABLE = frozenset({"infrastructure", "timeout"})
@@ -85,7 +86,7 @@ async def run_step(run: PlanRun, cs: CompiledStep) -> StepResult:
         if stored is not None:
             decision, row = stored
             if decision == "reuse" and row.result is not None:
-                return _reused(row.result)
+                return reused_record(row.result)
             if decision == "unknown":
                 return _unknown(run, cs, row)
             attempt = row.attempt + 1
@@ -145,22 +146,9 @@ async def _durable_call(
     return outcome
 
 
-def _reused(result: StepResult) -> StepResult:
-    """A stored record that stands in a resumed run."""
-    return new_step_result(
-        id=result.id,
-        tool=result.tool,
-        status=result.status,
-        output=result.output,
-        error=result.error,
-        attempts=result.attempts,
-        started_at=result.started_at,
-        ended_at=result.ended_at,
-        arguments=result.arguments,
-        used_fallback=result.used_fallback,
-        warnings=result.warnings,
-        reused=True,
-    )
+def reused_record(result: StepResult) -> StepResult:
+    """A stored record that stands in a resumed run (marked ``reused``)."""
+    return dataclasses.replace(result, reused=True)
 
 
 def _unknown(run: PlanRun, cs: CompiledStep, row: StoredStep) -> StepResult:

@@ -292,22 +292,31 @@ class Store:
         in the journal's buffer, and the first step's ``running`` row commits with them (its call
         waits for that commit, as always). Until they commit, the run has no lease to check.
         """
-        now = time.time()
         journal = _Journal(self, run_id, claimed=True, next_seq=1)
         journal.creating = True
-        statements: list[Statement] = []
-        if body is not None:
-            row = plan_row(body, now, dialect)
-            statements.append((self.sql_plan, tuple(row[k] for k in _PLAN_COLUMNS)))
+        journal._add(self.new_run_statements(run_id, body, dialect, limits, parent))
+        self.db.register(journal)
+        steps = list(plan.step_ids) if plan is not None else []
+        plan_ref = plan_id(body) if body is not None else STREAMING
+        journal.event("plan_started", None, {"plan_id": plan_ref, "steps": steps})
+        return journal
+
+    def plan_statement(self, body: str, dialect: str, now: float) -> Statement:
+        """The insert of an encoded plan's row (nothing if equal plan is stored already)."""
+        row = plan_row(body, now, dialect)
+        return self.sql_plan, tuple(row[k] for k in _PLAN_COLUMNS)
+
+    def new_run_statements(
+        self, run_id: str, body: str | None, dialect: str, limits: str, parent: str | None
+    ) -> list[Statement]:
+        """The inserts that create a new run held by this process: its plan's row (if known) and its own."""
+        now = time.time()
+        statements = [] if body is None else [self.plan_statement(body, dialect, now)]
         plan_ref = plan_id(body) if body is not None else STREAMING
         statements.append(
             (self.sql_new_run, (run_id, plan_ref, parent, limits, self.owner, now + self.lease, now, now))
         )
-        journal._add(statements)
-        self.db.register(journal)
-        steps = list(plan.step_ids) if plan is not None else []
-        journal.event("plan_started", None, {"plan_id": plan_ref, "steps": steps})
-        return journal
+        return statements
 
     async def submit(self, plan: Any, *, limits: RunLimits | None = None, run_id: str | None = None) -> str:
         """Store a run to be run later by a worker (`claim_next`, ``toolplan runs work``); returns its id.
@@ -622,16 +631,12 @@ class _Claim:
         raise RunConflictError(f"Run {self.run_id!r} is being created by another process.", run_id=self.run_id)
 
     def _create(self, raw: Any) -> None:
-        store, now = self.store, time.time()
         cur = raw.cursor()
         try:
-            if self.body is not None:
-                row = plan_row(self.body, now, self.dialect)
-                cur.execute(store.sql_plan, tuple(row[k] for k in _PLAN_COLUMNS))
-            cur.execute(
-                store.sql_new_run,
-                (self.run_id, self.plan_id, self.parent, self.limits, store.owner, now + store.lease, now, now),
-            )
+            for sql, params in self.store.new_run_statements(
+                self.run_id, self.body, self.dialect, self.limits, self.parent
+            ):
+                cur.execute(sql, params)
             raw.commit()
         except BaseException:
             raw.rollback()
@@ -920,12 +925,11 @@ class _Journal:
         self._add([self._event(kind, step_id, payload, time.time())])
 
     def plan_complete(self, plan: Plan) -> None:
-        store = self._store
-        row = plan_row(encode(plan), time.time(), plan.dialect)
+        store, body = self._store, encode(plan)
         self._add(
             [
-                (store.sql_plan, tuple(row[k] for k in _PLAN_COLUMNS)),
-                (store.sql_plan_of, (row["id"], self.run_id)),
+                store.plan_statement(body, plan.dialect, time.time()),
+                (store.sql_plan_of, (plan_id(body), self.run_id)),
             ]
         )
 
