@@ -158,3 +158,16 @@ async def test_an_unreadable_draft_is_kept_as_text(tmp_path: Any) -> None:
             await store.get_plan(draft.plan_id)
     assert not draft.valid and draft.plan is None and [v.text for v in kept.versions] == ["", ""]
     assert all(v.issues[0].code == "no_plan" for v in kept.versions)
+
+
+async def test_hostile_model_output_ends_in_an_invalid_draft_not_an_exception() -> None:
+    deep = "x" + '{"a":' + "[" * 100_000
+    braces = "{" * 200_000
+    model = ScriptedModel([deep, braces])
+    draft = await Planner(model, TOOLS, constrained=False).plan("Plan something")
+    assert not draft.valid and draft.repaired and [i.code for i in draft.errors] == ["no_plan"]
+    nested = AssistantMessage(
+        tool_calls=(ToolCall(id="p1", name=SUBMIT_TOOL_NAME, arguments='{"steps": ' + "[" * 5_000 + "]" * 5_000 + "}"),)
+    )
+    draft = await Planner(ScriptedModel([nested, nested]), TOOLS).plan("Plan something")
+    assert not draft.valid and draft.errors  # a coded issue from validation, nothing raised

@@ -239,13 +239,23 @@ def _plan_text(reply: AssistantMessage) -> tuple[str, ToolCall | None]:
     return _json_in(reply.content or ""), None
 
 
+_MAX_STARTS = 64  # braces tried as the start of the plan before the text counts as having none
+
+
 def _json_in(text: str) -> str:
-    """The first JSON object in ``text`` (a model may wrap it in prose or a code fence), or "" if none."""
+    """The first JSON object in ``text`` (a model may wrap it in prose or a code fence), or "" if none.
+
+    Model output is hostile: nesting too deep for the parser counts as no JSON, and only the first
+    `_MAX_STARTS` braces are tried, so a text of many braces costs linear time, not quadratic.
+    """
+    decoder = json.JSONDecoder()
     start = text.find("{")
-    while start >= 0:
+    for _ in range(_MAX_STARTS):
+        if start < 0:
+            break
         try:
-            value, end = json.JSONDecoder().raw_decode(text, start)
-        except ValueError:
+            value, end = decoder.raw_decode(text, start)
+        except (ValueError, RecursionError):
             start = text.find("{", start + 1)
             continue
         if isinstance(value, dict):
