@@ -4,6 +4,7 @@ The model writes a declarative plan; toolplan validates it, runs it as a depende
 maximal safe parallelism, keeps failures local and returns only the outputs the model asked for.
 """
 
+from ._errors import ConcurrencyLimitError as ConcurrencyLimitError
 from ._errors import InvalidArgumentsError as InvalidArgumentsError
 from ._errors import LimitExceededError as LimitExceededError
 from ._errors import ModelAuthError as ModelAuthError
@@ -67,6 +68,7 @@ __all__ = (
     "AgentResult",
     "Budget",
     "CallContext",
+    "ConcurrencyLimitError",
     "ExecutionStrategy",
     "FunctionTool",
     "InvalidArgumentsError",

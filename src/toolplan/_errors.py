@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 __all__ = (
+    "ConcurrencyLimitError",
     "InvalidArgumentsError",
     "LimitExceededError",
     "ModelAuthError",
@@ -350,6 +351,12 @@ class RunConflictError(StoreError):
     def __init__(self, message: str, *, run_id: str) -> None:
         super().__init__(message)
         self.run_id = run_id
+
+
+class ConcurrencyLimitError(StoreError):
+    """An API key has as many executions queued or running as it may: wait for one, or cancel one."""
+
+    code = "too_many_executions"
 
 
 def _rebuild(cls: type[ToolplanError], args: tuple[Any, ...], state: dict[str, Any]) -> ToolplanError:

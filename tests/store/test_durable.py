@@ -500,6 +500,10 @@ async def test_a_version_1_database_is_migrated_on_open_and_keeps_its_runs(store
     engine = sa.create_engine(store_url.replace("postgresql://", "postgresql+psycopg://", 1))
     with engine.begin() as conn:
         conn.execute(sa.text("DROP TABLE toolplan_requests"))
+        conn.execute(sa.text("DROP TABLE toolplan_api_keys"))
+        conn.execute(sa.text("DROP TABLE toolplan_idempotency"))
+        for column in ("api_key", "source_plan_id", "cancel_requested"):
+            conn.execute(sa.text(f"ALTER TABLE toolplan_executions DROP COLUMN {column}"))
         for column in ("request_id", "text", "issues", "valid"):
             conn.execute(sa.text(f"ALTER TABLE toolplan_plans DROP COLUMN {column}"))
         conn.execute(sa.text("UPDATE toolplan_meta SET value = '1' WHERE key = 'schema_version'"))
@@ -515,4 +519,4 @@ async def test_a_version_1_database_is_migrated_on_open_and_keeps_its_runs(store
         version = conn.execute(sa.text("SELECT value FROM toolplan_meta WHERE key = 'schema_version'")).scalar()
     engine.dispose()
     assert info.summary.status == "failed" and info.result.steps["p"].output == "paid 1"
-    assert kept.versions[0].plan_id == "plan_1" and version == str(SCHEMA_VERSION) == "2"
+    assert kept.versions[0].plan_id == "plan_1" and version == str(SCHEMA_VERSION) == "3"

@@ -36,6 +36,9 @@ _USAGE = {
     "show": "RUN_ID --db URL [OPTIONS]",
     "resume": "RUN_ID --tools FILE.py[:NAME] --db URL [OPTIONS]",
     "work": "--tools FILE.py[:NAME] --db URL [OPTIONS]",
+    "serve": "--tools FILE.py[:NAME] --db URL [--model PROVIDER:NAME] [OPTIONS]",
+    "create": "NAME --db URL [OPTIONS]",
+    "revoke": "KEY_ID --db URL",
 }
 
 
@@ -452,6 +455,10 @@ def _add_runs() -> None:
     from ._runs import runs_app
 
     app.add_typer(runs_app, name="runs", help="List, show, resume and work through stored (durable) runs.")
+    from ._serve import keys_app, serve_command
+
+    app.command("serve", cls=_Command, short_help="Serve the planner API (REST, GraphQL) over a store.")(serve_command)
+    app.add_typer(keys_app, name="keys", help="Make, list and revoke the planner service's API keys.")
 
 
 _add_runs()

@@ -15,9 +15,11 @@ from .._errors import StoreError
 __all__ = (
     "MIGRATIONS",
     "SCHEMA_VERSION",
+    "api_keys",
     "blobs",
     "events",
     "executions",
+    "idempotency",
     "meta",
     "metadata",
     "migrate",
@@ -80,6 +82,12 @@ executions = sa.Table(
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
     sa.Index("toolplan_executions_claim", "status", "lease_until"),
+    # v3: the service's columns: the API key that made it, the plan id it was asked to run (a
+    # planner's draft or a posted plan; ``plan_id`` is the content-addressed row it ran), and a
+    # cancel asked of whichever process holds it.
+    sa.Column("api_key", sa.String(64), nullable=True),
+    sa.Column("source_plan_id", sa.String(128), nullable=True),
+    sa.Column("cancel_requested", sa.Integer, nullable=False, server_default="0"),
 )
 
 steps = sa.Table(
@@ -125,6 +133,29 @@ blobs = sa.Table(
 )
 
 
+api_keys = sa.Table(  # v3: the service's API keys, hashed
+    "toolplan_api_keys",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("hash", sa.String(64), nullable=False),  # SHA-256 of the secret, hex
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("revoked_at", sa.Float, nullable=True),
+)
+
+idempotency = sa.Table(  # v3: one row per (API key, Idempotency-Key) the service has seen
+    "toolplan_idempotency",
+    metadata,
+    sa.Column("api_key", sa.String(64), primary_key=True),
+    sa.Column("key", sa.String(255), primary_key=True),
+    sa.Column("fingerprint", sa.String(64), nullable=False),  # method, route and body, hashed
+    sa.Column("reserved_id", sa.String(128), nullable=False),  # the id the request creates
+    sa.Column("status_code", sa.Integer, nullable=True),  # NULL while the request is in progress
+    sa.Column("response", sa.Text, nullable=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+
 def _v1(conn: sa.Connection) -> None:
     # Tables are made in their newest shape; later migrations add only what a database made by an
     # earlier toolplan lacks.
@@ -135,15 +166,28 @@ def _v1(conn: sa.Connection) -> None:
 def _v2(conn: sa.Connection) -> None:
     """The planner's requests, and the draft columns of plans."""
     requests.create(conn, checkfirst=True)
-    have = {c["name"] for c in sa.inspect(conn).get_columns(plans.name)}
-    for column in ("request_id", "text", "issues", "valid"):
-        if column not in have:
-            kind = plans.c[column].type.compile(dialect=conn.dialect)
-            conn.execute(sa.text(f"ALTER TABLE {plans.name} ADD COLUMN {column} {kind}"))
+    _add_columns(conn, plans, ("request_id", "text", "issues", "valid"))
+
+
+def _v3(conn: sa.Connection) -> None:
+    """The service's API keys and idempotency records, and its columns of executions."""
+    api_keys.create(conn, checkfirst=True)
+    idempotency.create(conn, checkfirst=True)
+    _add_columns(conn, executions, ("api_key", "source_plan_id", "cancel_requested"))
+
+
+def _add_columns(conn: sa.Connection, table: sa.Table, names: tuple[str, ...]) -> None:
+    have = {c["name"] for c in sa.inspect(conn).get_columns(table.name)}
+    for name in names:
+        if name not in have:
+            column = table.c[name]
+            kind = column.type.compile(dialect=conn.dialect)
+            default = f" NOT NULL DEFAULT {column.server_default.arg}" if column.server_default is not None else ""  # type: ignore[attr-defined]
+            conn.execute(sa.text(f"ALTER TABLE {table.name} ADD COLUMN {name} {kind}{default}"))
 
 
 #: Ordered migrations: migration ``n`` takes the schema from version ``n - 1`` to ``n``.
-MIGRATIONS: tuple[Callable[[sa.Connection], None], ...] = (_v1, _v2)
+MIGRATIONS: tuple[Callable[[sa.Connection], None], ...] = (_v1, _v2, _v3)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

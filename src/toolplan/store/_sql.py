@@ -116,6 +116,8 @@ class RunSummary:
     updated_at: float
     owner: str | None
     lease_until: float | None
+    source_plan_id: str | None = None  # the plan id a service client asked to run (a draft's, a posted plan's)
+    cancel_requested: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -336,32 +338,36 @@ class Store:
         await journal.release("queued")
         return journal.run_id
 
-    async def claim_next(self, *, skip: Collection[str] = ()) -> str | None:
+    async def claim_next(self, *, skip: Collection[str] = (), dead_local: bool = False) -> str | None:
         """The id of a run that needs a process, now held by this one (resume it next); or None.
 
-        That is a queued run (`submit`), or a running one whose lease expired (its process died).
-        Cancelled runs are left alone (someone stopped them), as are runs in ``skip``.
+        That is a queued run (`submit`), or a running one whose lease expired (its process died);
+        with ``dead_local``, also a running one whose process, on this machine, is gone (no need to
+        wait out its lease). Cancelled runs are left alone (someone stopped them), as are runs in ``skip``.
         """
-        return await self.db.call(lambda engine, _raw: self._claim_next(engine, set(skip)))  # type: ignore[no-any-return]
+        return await self.db.call(lambda engine, _raw: self._claim_next(engine, set(skip), dead_local))  # type: ignore[no-any-return]
 
-    def _claim_next(self, engine: sa.Engine, skip: set[str]) -> str | None:
+    def _claim_next(self, engine: sa.Engine, skip: set[str], dead_local: bool) -> str | None:
         now = time.time()
         e = t.executions
         # A run that needs a process. Checked again by the UPDATE: a run listed here may have been
         # taken, or even finished (its owner NULL again), by another process since.
-        needs = (
-            e.c.status.in_(("queued", "running")),
-            e.c.plan_id != STREAMING,
-            sa.or_(e.c.owner.is_(None), e.c.lease_until < now),
-        )
+        base = (e.c.status.in_(("queued", "running")), e.c.plan_id != STREAMING)
+        needs = (*base, sa.or_(e.c.owner.is_(None), e.c.lease_until < now))
         with engine.begin() as conn:
-            listed = sa.select(e.c.id).where(*needs).order_by(e.c.created_at).limit(20 + len(skip))
-            candidates = [c for c in conn.execute(listed).all() if c[0] not in skip]
-        for (run_id,) in candidates:
+            listed = sa.select(e.c.id, e.c.owner).where(*needs).order_by(e.c.created_at).limit(20 + len(skip))
+            candidates = [(c[0], None) for c in conn.execute(listed).all() if c[0] not in skip]
+            if dead_local and not candidates:
+                held_here = sa.select(e.c.id, e.c.owner).where(*base, e.c.owner.like(f"{_HOST}:%")).limit(200)
+                candidates = [
+                    (c[0], c[1]) for c in conn.execute(held_here).all() if c[0] not in skip and _dead_here(c[1])
+                ]
+        for run_id, dead in candidates:
             with engine.begin() as conn:
+                where = (e.c.id == run_id, *base, e.c.owner == dead) if dead is not None else (e.c.id == run_id, *needs)
                 taken = conn.execute(
                     sa.update(e)
-                    .where(e.c.id == run_id, *needs)
+                    .where(*where)
                     .values(owner=self.owner, lease_until=now + self.lease, status="running", updated_at=now)
                 ).rowcount
             if taken == 1:  # held by this process now: its `begin` (resume) takes it up
@@ -806,6 +812,8 @@ def _summary(row: Mapping[Any, Any], steps: int, succeeded: int, calls: int) -> 
         updated_at=row["updated_at"],
         owner=row["owner"],
         lease_until=row["lease_until"],
+        source_plan_id=row.get("source_plan_id"),
+        cancel_requested=bool(row.get("cancel_requested")),
     )
 
 

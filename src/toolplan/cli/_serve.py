@@ -1,0 +1,153 @@
+"""``toolplan serve`` (the planner service) and ``toolplan keys`` (its API keys)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.table import Table
+
+from .._errors import OptionalDependencyError
+from ._app import DbOpt, JsonOpt, ToolsOpt, _Command, _fail, _out
+from ._loader import CliInputError, load_tools
+from ._render import print_json, say
+from ._runs import _when, _with_store
+
+if TYPE_CHECKING:
+    from ..store import Store
+
+__all__ = ("keys_app", "serve_command")
+
+keys_app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _read_keys(path: Path | None) -> tuple[str, ...]:
+    if path is None:
+        return ()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        _fail(f"Cannot read the API key file {str(path)!r}: {exc}. Pass --api-key-file with one key per line.")
+    keys = tuple(line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#"))
+    if not keys:
+        _fail(f"The API key file {str(path)!r} holds no key: write one key per line (# starts a comment).")
+    return keys
+
+
+def serve_command(
+    tools: ToolsOpt = None,
+    db: DbOpt = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            metavar="PROVIDER:NAME",
+            help="The planner's model (e.g. openai:gpt-4o-mini). Without it POST /v1/requests answers 503; "
+            "plans posted by clients still run.",
+        ),
+    ] = None,
+    api_key_file: Annotated[
+        Path | None,
+        typer.Option("--api-key-file", metavar="FILE", help="Accept the keys in FILE too (one per line)."),
+    ] = None,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port to listen on.")] = 8000,
+    slots: Annotated[int, typer.Option("--slots", min=1, max=10_000, help="Executions run at once here.")] = 16,
+) -> None:
+    """Serve the planner API (REST under /v1, GraphQL at /graphql, OpenAPI at /docs) until stopped.
+
+    On start it takes up the executions a dead process left running; on stop it queues the ones
+    still running here for the next process. Keys: `toolplan keys create --db URL NAME`.
+    """
+    if tools is None:
+        _fail("serve needs the tools its plans call: pass --tools FILE.py[:NAME].")
+    try:
+        registry = load_tools(tools)
+    except CliInputError as exc:
+        _fail(str(exc))
+    keys = _read_keys(api_key_file)
+    try:
+        from ..service import ServiceConfig, serve
+    except OptionalDependencyError as exc:
+        _fail(str(exc))
+    model_obj = None
+    if model is not None:
+        from ..models import infer_model
+
+        try:
+            model_obj = infer_model(model)
+        except Exception as exc:
+            _fail(f"--model {model!r}: {exc}")
+
+    async def run(store: Store) -> None:
+        if not keys and not await _any_key(store):
+            _fail(
+                "This service has no API key yet, and every route needs one: make one with "
+                f"`toolplan keys create --db {store.url_shown} NAME` (or pass --api-key-file FILE)."
+            )
+        say(_out, f"toolplan service on http://{host}:{port} (API docs: /docs), store {store.url_shown}")
+        await serve(
+            store, registry, model=model_obj, api_keys=keys, config=ServiceConfig(slots=slots), host=host, port=port
+        )
+
+    _with_store(db, run)
+
+
+async def _any_key(store: Store) -> bool:
+    from ..store._service import ServiceStore
+
+    return any(k.revoked_at is None for k in await ServiceStore(store).list_keys())
+
+
+NameArg = Annotated[str, typer.Argument(metavar="NAME", help="Who or what uses the key (e.g. 'ci', 'alice').")]
+KeyIdArg = Annotated[str, typer.Argument(metavar="KEY_ID", help="The key's id (toolplan keys list shows them).")]
+
+
+@keys_app.command("create", cls=_Command, short_help="Make an API key; its secret is printed once.")
+def keys_create(name: NameArg, db: DbOpt = None, as_json: JsonOpt = False) -> None:
+    """Make an API key for the planner service. The secret is printed once; only its hash is stored."""
+    from ..store._service import ServiceStore
+
+    key, secret = _with_store(db, lambda store: ServiceStore(store).create_key(name))
+    if as_json:
+        print_json(_out, {"key_id": key.key_id, "name": key.name, "secret": secret})
+        return
+    say(_out, f"API key {key.key_id} ({key.name}). Its secret, shown only now; send it as X-API-Key:")
+    _out.print(secret, highlight=False, soft_wrap=True)
+
+
+@keys_app.command("list", cls=_Command, short_help="List the API keys (never their secrets).")
+def keys_list(db: DbOpt = None, as_json: JsonOpt = False) -> None:
+    """List the API keys, newest first."""
+    from ..store._service import ServiceStore
+
+    keys = _with_store(db, lambda store: ServiceStore(store).list_keys())
+    if as_json:
+        print_json(
+            _out,
+            [
+                {"key_id": k.key_id, "name": k.name, "created_at": k.created_at, "revoked_at": k.revoked_at}
+                for k in keys
+            ],
+        )
+        return
+    table = Table("key id", "name", "created", "revoked")
+    for k in keys:
+        table.add_row(k.key_id, k.name, _when(k.created_at), _when(k.revoked_at))
+    _out.print(table)
+
+
+@keys_app.command("revoke", cls=_Command, short_help="Revoke an API key (refused from its next request).")
+def keys_revoke(key_id: KeyIdArg, db: DbOpt = None) -> None:
+    """Revoke an API key: the service refuses it from its next request."""
+    from ..store._service import ServiceStore
+
+    _with_store(db, lambda store: ServiceStore(store).revoke_key(key_id))
+    say(_out, f"API key {key_id} revoked.")

@@ -1,0 +1,53 @@
+"""`create_app`: the FastAPI app of a `Service` (REST under /v1, GraphQL at /graphql, OpenAPI at /docs)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import Depends, FastAPI
+
+from .._version import __version__
+from ._core import Service
+from ._errors import install_error_handlers
+from ._limits import BodyLimit
+from ._rest import router
+
+__all__ = ("create_app",)
+
+
+def create_app(service: Service) -> FastAPI:
+    """The ASGI app of ``service``. Its lifespan runs the service's executions (see `Runner`).
+
+    Every route under ``/v1`` and ``/graphql`` needs an API key (``X-API-Key``); ``/docs``,
+    ``/openapi.json`` and ``/healthz`` do not.
+    """
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        async with asyncio.TaskGroup() as group:
+            runner = group.create_task(service.runner.run(), name="toolplan:runner")
+            try:
+                yield
+            finally:
+                runner.cancel()  # executions still running are queued again for the next process
+
+    app = FastAPI(
+        title="toolplan planner service",
+        version=__version__,
+        description="Natural language to a validated plan, stored and run by id. Send X-API-Key on every call.",
+        lifespan=lifespan,
+    )
+    app.state.service = service
+    install_error_handlers(app)
+    guard = [Depends(service.keys)]
+    app.include_router(router, dependencies=guard)
+
+    @app.get("/healthz", tags=["service"])
+    async def healthz() -> dict[str, str]:
+        """Liveness: the process answers (no key needed)."""
+        return {"status": "ok"}
+
+    app.add_middleware(BodyLimit, limit=service.config.max_body_bytes)
+    return app

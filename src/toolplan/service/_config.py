@@ -1,0 +1,44 @@
+"""`ServiceConfig`: the service's limits and timings, checked once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .._errors import UserError
+from ..execute import RunLimits
+
+__all__ = ("ServiceConfig",)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServiceConfig:
+    """How a planner service behaves.
+
+    Attributes:
+        max_body_bytes: Largest request body accepted (413 above it).
+        max_active_per_key: Executions one API key may have queued or running at once (429 above it).
+        slots: Executions this process runs at once; more wait queued (for it or another process).
+        poll_interval: Seconds between looks for queued or orphaned executions and for cancels
+            asked of another process (an execution posted here is started at once, not polled for).
+        max_wait: Upper bound of ``?wait=`` on ``POST /v1/plans/{id}/executions``, in seconds.
+        limits: The run limits of each execution.
+        max_query_chars: Longest question ``POST /v1/requests`` takes.
+    """
+
+    max_body_bytes: int = 1_048_576
+    max_active_per_key: int = 32
+    slots: int = 16
+    poll_interval: float = 0.5
+    max_wait: float = 60.0
+    limits: RunLimits = field(default_factory=RunLimits)
+    max_query_chars: int = 8_000
+
+    def __post_init__(self) -> None:
+        for name in ("max_body_bytes", "max_active_per_key", "slots", "max_query_chars"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UserError(f"ServiceConfig.{name} must be a whole number of at least 1, not {value!r}.")
+        for name in ("poll_interval", "max_wait"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0.01 <= value <= 3600:
+                raise UserError(f"ServiceConfig.{name} must be seconds from 0.01 to 3600, not {value!r}.")

@@ -1,0 +1,105 @@
+"""Every error the service answers is JSON ``{"code", "message", "details"}`` with a fitting status."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from .._errors import (
+    ConcurrencyLimitError,
+    PlanNotFoundError,
+    PlanValidationError,
+    RunConflictError,
+    RunNotFoundError,
+    StoreError,
+    ToolplanError,
+    UserError,
+)
+
+__all__ = ("ApiError", "error_body", "install_error_handlers")
+
+log = logging.getLogger("toolplan.service")
+
+
+class ApiError(Exception):
+    """An error answer: HTTP ``status``, a stable ``code``, a message that says what to do."""
+
+    def __init__(self, status: int, code: str, message: str, details: Any = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details
+
+
+def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
+    return {"code": code, "message": message, "details": details}
+
+
+_STATUS: tuple[tuple[type[ToolplanError], int], ...] = (
+    (RunNotFoundError, 404),
+    (PlanNotFoundError, 404),
+    (RunConflictError, 409),
+    (ConcurrencyLimitError, 429),
+    (StoreError, 503),
+    (PlanValidationError, 422),
+    (UserError, 400),
+)
+
+
+def status_of(error: ToolplanError) -> int:
+    for kind, status in _STATUS:
+        if isinstance(error, kind):
+            return status
+    return 500
+
+
+def _json(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Answer every error as JSON; an unexpected one is logged and answered 500 without internals."""
+
+    async def api_error(_request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ApiError)
+        return _json(exc.status, error_body(exc.code, exc.message, exc.details))
+
+    async def toolplan_error(_request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ToolplanError)
+        details = [i.to_dict() for i in exc.issues] if isinstance(exc, PlanValidationError) else None
+        return _json(status_of(exc), error_body(exc.code, str(exc), details))
+
+    async def invalid_request(_request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        errors = [
+            {"where": ".".join(str(p) for p in e.get("loc", ())), "message": e.get("msg", "")} for e in exc.errors()
+        ]
+        shown = "; ".join(f"{e['where']}: {e['message']}" for e in errors[:5])
+        return _json(
+            422,
+            error_body("invalid_request", f"The request is not what this route takes: {shown}. See /docs.", errors),
+        )
+
+    async def http_error(_request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, HTTPException)
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        message = str(exc.detail)
+        if exc.status_code == 404:
+            message = "No such route: the API is under /v1 (see /docs)."
+        return _json(exc.status_code, error_body(code, message), getattr(exc, "headers", None))
+
+    async def unexpected(_request: Request, exc: Exception) -> JSONResponse:
+        log.exception("toolplan service: unexpected error", exc_info=exc)
+        return _json(500, error_body("internal_error", "The service failed unexpectedly; its log has the details."))
+
+    app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(ToolplanError, toolplan_error)
+    app.add_exception_handler(RequestValidationError, invalid_request)
+    app.add_exception_handler(HTTPException, http_error)
+    app.add_exception_handler(Exception, unexpected)

@@ -1,0 +1,72 @@
+"""``Idempotency-Key`` on POST routes: the same key and body give the same response, once."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import JSONResponse
+
+from .._errors import ToolplanError
+from ..planner import new_id
+from ..store._service import ServiceStore
+from ._errors import ApiError, error_body, status_of
+
+__all__ = ("Outcome", "idempotent")
+
+HEADER = "Idempotency-Key"
+Outcome = tuple[int, dict[str, Any]]
+
+
+async def _outcome(action: Callable[[str], Awaitable[Outcome]], reserved: str) -> Outcome:
+    try:
+        return await action(reserved)
+    except ApiError as exc:
+        return exc.status, error_body(exc.code, exc.message, exc.details)
+    except ToolplanError as exc:
+        details = [i.to_dict() for i in getattr(exc, "issues", ())] or None
+        return status_of(exc), error_body(exc.code, str(exc), details)
+
+
+async def idempotent(
+    request: Request, data: ServiceStore, prefix: str, action: Callable[[str], Awaitable[Outcome]]
+) -> JSONResponse:
+    """Run ``action(id)`` (``id`` a new ``{prefix}_...`` id) once per Idempotency-Key and body.
+
+    A response is kept once it is known, and replayed for a repeat; errors the client can fix (4xx
+    other than 429) are kept too, errors worth retrying (429, 5xx) are not. A repeat that arrives
+    while the first is in progress gets 409. When an earlier attempt died before its response was
+    kept, the repeat does the work again with the id that attempt reserved: the action finds what
+    that attempt stored under it instead of making a second one.
+    """
+    key = request.headers.get(HEADER)
+    if key is None:
+        status, body = await _outcome(action, new_id(prefix))
+        return JSONResponse(body, status_code=status)
+    if not 1 <= len(key) <= 255 or not key.isprintable():
+        raise ApiError(400, "invalid_idempotency_key", f"{HEADER} must be 1 to 255 printable characters.")
+    api_key: str = request.state.api_key
+    fingerprint = hashlib.sha256(
+        request.method.encode() + b" " + request.url.path.encode() + b"?" + request.url.query.encode() + b"\n"
+        + await request.body()
+    ).hexdigest()  # fmt: skip
+    claimed = await data.claim_idempotency(api_key, key, fingerprint, new_id(prefix))
+    if claimed.state == "mismatch":
+        raise ApiError(
+            409,
+            "idempotency_key_reused",
+            f"This {HEADER} was used with another request (route or body): use a new key for a new request.",
+        )
+    if claimed.state == "busy":
+        raise ApiError(
+            409, "idempotency_key_in_use", f"A request with this {HEADER} is in progress: retry once it has answered."
+        )
+    if claimed.state == "done":
+        assert claimed.status_code is not None
+        return JSONResponse(claimed.response, status_code=claimed.status_code, headers={"Idempotent-Replayed": "true"})
+    status, body = await _outcome(action, claimed.reserved_id)
+    if status < 500 and status != 429:
+        await data.finish_idempotency(api_key, key, status, body)
+    return JSONResponse(body, status_code=status)

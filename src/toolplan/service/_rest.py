@@ -1,0 +1,234 @@
+"""The REST API under ``/v1`` (OpenAPI at ``/docs``)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from sse_starlette import EventSourceResponse
+
+from .._errors import UserError
+from ._core import Service, execution_view
+from ._errors import ApiError
+from ._events import event_stream
+from ._idem import Outcome, idempotent
+
+__all__ = ("router",)
+
+
+class RequestIn(BaseModel):
+    """A question to plan."""
+
+    model_config = ConfigDict(extra="forbid")
+    query: str = Field(min_length=1, description="The question, in natural language.")
+
+
+class PlanIn(BaseModel):
+    """A plan to validate and store, in any dialect (a JSON object, or its text)."""
+
+    model_config = ConfigDict(extra="forbid")
+    plan: dict[str, Any] | str
+    dialect: Literal["native", "compact", "chaining"] | None = None
+
+
+def service(request: Request) -> Service:
+    svc: Service = request.app.state.service
+    return svc
+
+
+Svc = Annotated[Service, Depends(service)]
+Limit = Annotated[int, Query(ge=1, le=200, description="Rows per page.")]
+Cursor = Annotated[str | None, Query(max_length=400, description="The next_cursor of the previous page.")]
+IdemHeader = Annotated[
+    str | None,
+    Header(alias="Idempotency-Key", description="The same key and body give the same response, done once."),
+]
+
+
+def _draft_body(draft: Any) -> dict[str, Any]:
+    return {
+        "request_id": draft.request_id,
+        "plan_id": draft.plan_id,
+        "parent_id": draft.parent_id,
+        "plan": draft.plan.to_dict() if draft.plan is not None else None,
+        "issues": [i.to_dict() | {"severity": i.severity} for i in draft.issues],
+        "valid": draft.valid,
+        "repaired": draft.repaired,
+        "usage": {
+            "requests": draft.usage.requests,
+            "input_tokens": draft.usage.input_tokens,
+            "output_tokens": draft.usage.output_tokens,
+        },
+    }
+
+
+router = APIRouter(prefix="/v1")
+
+
+@router.post("/requests", status_code=201, tags=["requests"])
+async def create_request(body: RequestIn, request: Request, svc: Svc, _key: IdemHeader = None) -> JSONResponse:
+    """Plan a question: the request id, the plan id and the plan (422 if it is invalid after one repair)."""
+    planner = svc.need_planner()
+    if len(body.query) > svc.config.max_query_chars:
+        raise UserError(f"query is {len(body.query)} characters, over this service's {svc.config.max_query_chars}.")
+
+    async def action(_reserved: str) -> Outcome:
+        draft = await planner.plan(body.query)
+        out = _draft_body(draft)
+        if not draft.valid:
+            message = "The model's plan is invalid even after one repair; nothing ran. details has the plan and issues."
+            return 422, {"code": "plan_invalid", "message": message, "details": out}
+        return 201, out
+
+    return await idempotent(request, svc.data, "req", action)
+
+
+@router.get("/requests/{request_id}", tags=["requests"])
+async def get_request(request_id: str, svc: Svc) -> dict[str, Any]:
+    """A planning request: its question and every version of its plan (a repair names its parent)."""
+    info = await svc.store.get_request(request_id)
+    return {
+        "request_id": info.request_id,
+        "query": info.query,
+        "plan_id": info.plan_id,
+        "created_at": info.created_at,
+        "versions": [
+            {
+                "plan_id": v.plan_id,
+                "parent_id": v.parent_id,
+                "plan": v.plan.to_dict() if v.plan is not None else None,
+                "issues": [i.to_dict() | {"severity": i.severity} for i in v.issues],
+                "valid": v.valid,
+            }
+            for v in info.versions
+        ],
+    }
+
+
+@router.get("/requests", tags=["requests"])
+async def list_requests(svc: Svc, limit: Limit = 50, cursor: Cursor = None) -> dict[str, Any]:
+    """Planning requests, newest first."""
+    page = await svc.data.page("requests", limit=limit, cursor=cursor)
+    return {"items": page.items, "next_cursor": page.next_cursor}
+
+
+@router.post("/requests/{request_id}/executions", status_code=202, tags=["requests"])
+async def execute_request(
+    request_id: str,
+    request: Request,
+    svc: Svc,
+    wait: Annotated[float, Query(ge=0, description="Seconds to wait for the result (bounded).")] = 0,
+    _key: IdemHeader = None,
+) -> JSONResponse:
+    """Run a request's final plan (as ``POST /v1/plans/{plan_id}/executions``)."""
+    info = await svc.store.get_request(request_id)
+    if info.plan_id is None:
+        raise ApiError(422, "plan_invalid", f"Request {request_id!r} has no plan to run.")
+    plan_ref = info.plan_id
+
+    async def action(reserved: str) -> Outcome:
+        return await svc.execute(reserved, plan_ref, request.state.api_key, wait)
+
+    return await idempotent(request, svc.data, "exec", action)
+
+
+@router.post("/plans", status_code=201, tags=["plans"])
+async def create_plan(body: PlanIn, request: Request, svc: Svc, _key: IdemHeader = None) -> JSONResponse:
+    """Validate a plan against the catalogue and store it (422 with every issue if invalid)."""
+
+    async def action(reserved: str) -> Outcome:
+        return 201, await svc.post_plan(reserved, body.plan, body.dialect)
+
+    return await idempotent(request, svc.data, "plan", action)
+
+
+@router.get("/plans/{plan_id}", tags=["plans"])
+async def get_plan(plan_id: str, svc: Svc) -> dict[str, Any]:
+    """A stored plan (posted, or a planner's version) with its issues."""
+    return await svc.data.plan_info(plan_id)
+
+
+@router.get("/plans", tags=["plans"])
+async def list_plans(
+    svc: Svc, limit: Limit = 50, cursor: Cursor = None, request_id: str | None = None
+) -> dict[str, Any]:
+    """Stored plans, newest first; ``request_id`` keeps a request's versions."""
+    page = await svc.data.page("plans", limit=limit, cursor=cursor, filters={"request_id": request_id})
+    return {"items": page.items, "next_cursor": page.next_cursor}
+
+
+@router.post("/plans/{plan_id}/executions", status_code=202, tags=["executions"])
+async def execute_plan_by_id(
+    plan_id: str,
+    request: Request,
+    svc: Svc,
+    wait: Annotated[float, Query(ge=0, description="Seconds to wait for the result (bounded).")] = 0,
+    _key: IdemHeader = None,
+) -> JSONResponse:
+    """Run a stored plan: 202 with the execution id, or 200 with the execution if it ends within ``wait``."""
+
+    async def action(reserved: str) -> Outcome:
+        return await svc.execute(reserved, plan_id, request.state.api_key, wait)
+
+    return await idempotent(request, svc.data, "exec", action)
+
+
+@router.get("/executions/{execution_id}", tags=["executions"])
+async def get_execution(execution_id: str, svc: Svc) -> dict[str, Any]:
+    """An execution: status, the table of its steps, and its outputs once it has finished."""
+    return execution_view(await svc.store.get_run(execution_id))
+
+
+@router.get("/executions", tags=["executions"])
+async def list_executions(
+    svc: Svc,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+    status: Literal["queued", "running", "succeeded", "failed", "cancelled"] | None = None,
+    plan_id: str | None = None,
+) -> dict[str, Any]:
+    """Executions, newest first, optionally by status or by the plan id they were asked to run."""
+    page = await svc.data.page(
+        "executions", limit=limit, cursor=cursor, filters={"status": status, "source_plan_id": plan_id}
+    )
+    return {"items": page.items, "next_cursor": page.next_cursor}
+
+
+@router.post("/executions/{execution_id}/cancel", status_code=202, tags=["executions"])
+async def cancel_execution(execution_id: str, request: Request, svc: Svc, _key: IdemHeader = None) -> JSONResponse:
+    """Cancel an execution: a queued one at once, a running one at its process's next look."""
+
+    async def action(_reserved: str) -> Outcome:
+        status = await svc.data.request_cancel(execution_id)
+        if (status == "running" and svc.runner.cancel(execution_id)) or status == "running":
+            status = "cancelling"
+        return 202, {"execution_id": execution_id, "status": status}
+
+    return await idempotent(request, svc.data, "cancel", action)
+
+
+@router.post("/executions/{execution_id}/resume", status_code=202, tags=["executions"])
+async def resume_execution(execution_id: str, request: Request, svc: Svc, _key: IdemHeader = None) -> JSONResponse:
+    """Resume a cancelled or stopped execution: steps that ended are kept, the rest run."""
+
+    async def action(_reserved: str) -> Outcome:
+        status = await svc.data.requeue(execution_id)
+        svc.runner.wake()
+        return 202, {"execution_id": execution_id, "status": status}
+
+    return await idempotent(request, svc.data, "resume", action)
+
+
+@router.get("/executions/{execution_id}/events", tags=["executions"], response_class=EventSourceResponse)
+async def execution_events(
+    execution_id: str,
+    svc: Svc,
+    last_event_id: Annotated[int | None, Header(alias="Last-Event-ID", ge=0)] = None,
+    after: Annotated[int, Query(ge=0, description="Start after this event number (as Last-Event-ID).")] = 0,
+) -> EventSourceResponse:
+    """Server-sent events of an execution; each event's id is its number. Reconnect with Last-Event-ID."""
+    await svc.data.status_of(execution_id)  # 404 before the stream starts
+    start = last_event_id if last_event_id is not None else after
+    return EventSourceResponse(event_stream(svc, execution_id, start), ping=15)

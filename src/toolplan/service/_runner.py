@@ -1,0 +1,118 @@
+"""`Runner`: runs the service's executions in tasks the service owns, never a request's.
+
+One loop claims work from the store (an execution posted here, one queued by another process, one
+whose process died: the store's leases decide), up to ``slots`` at a time, and passes on cancels asked
+of this process. Executions it still holds when the service stops are handed back to the queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from ..store import Store, resume
+from ..store._service import ServiceStore
+from ..tools import ToolRegistry
+from ._config import ServiceConfig
+
+__all__ = ("Runner",)
+
+log = logging.getLogger("toolplan.service")
+
+FINISHED = frozenset({"succeeded", "failed", "cancelled"})
+
+
+class Runner:
+    """Claims and runs executions; see the module docstring."""
+
+    def __init__(self, store: Store, tools: ToolRegistry, config: ServiceConfig) -> None:
+        self.store = store
+        self.data = ServiceStore(store)
+        self.tools = tools
+        self.config = config
+        self.tasks: dict[str, asyncio.Task[None]] = {}
+        self._cancelled: set[str] = set()  # by a client: they stay cancelled
+        self._ended: dict[str, asyncio.Event] = {}
+        self._wake = asyncio.Event()
+        self._group: asyncio.TaskGroup | None = None
+        self._next_local_check = 0.0
+
+    def wake(self) -> None:
+        """Look for work now (an execution was queued here)."""
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Claim and run executions until cancelled; then hand back what is still running."""
+        try:
+            async with asyncio.TaskGroup() as group:
+                self._group = group
+                while True:
+                    self._wake.clear()
+                    try:
+                        await self._fill(group)
+                        await self._pass_cancels()
+                    except Exception:  # the store failed: log it and try again on the next turn
+                        log.exception("toolplan service: looking for work failed")
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(self.config.poll_interval):
+                            await self._wake.wait()
+        finally:
+            self._group = None
+
+    async def _fill(self, group: asyncio.TaskGroup) -> None:
+        loop = asyncio.get_running_loop()
+        # Now and then (and on start), also take over runs of dead processes of this machine at once.
+        dead_local = loop.time() >= self._next_local_check
+        if dead_local:
+            self._next_local_check = loop.time() + self.store.lease / 3
+        while len(self.tasks) < self.config.slots:
+            run_id = await self.store.claim_next(skip=list(self.tasks), dead_local=dead_local)
+            if run_id is None:
+                return
+            self.tasks[run_id] = group.create_task(self._execute(run_id), name=f"toolplan:{run_id}")
+
+    async def _pass_cancels(self) -> None:
+        for run_id in await self.data.cancels_for(self.store.owner, list(self.tasks)):
+            self.cancel(run_id)
+
+    def cancel(self, run_id: str) -> bool:
+        """Cancel an execution this process runs; False if it runs none by that id."""
+        task = self.tasks.get(run_id)
+        if task is None:
+            return False
+        self._cancelled.add(run_id)
+        task.cancel()
+        return True
+
+    async def _execute(self, run_id: str) -> None:
+        try:
+            await resume(run_id, self.tools, store=self.store)
+        except asyncio.CancelledError:
+            if run_id not in self._cancelled:  # the service is stopping: queue it for the next process
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self.data.requeue(run_id))
+            raise
+        except Exception:
+            log.exception("toolplan service: execution %s stopped with an error", run_id)
+        finally:
+            self.tasks.pop(run_id, None)
+            self._cancelled.discard(run_id)
+            ended = self._ended.pop(run_id, None)
+            if ended is not None:
+                ended.set()
+            self._wake.set()
+
+    async def wait(self, run_id: str, timeout: float) -> str:
+        """Wait up to ``timeout`` seconds for the execution to finish; returns its status then."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            status = await self.data.status_of(run_id)
+            left = deadline - loop.time()
+            if status in FINISHED or left <= 0:
+                return status
+            ended = self._ended.setdefault(run_id, asyncio.Event()) if run_id in self.tasks else asyncio.Event()
+            with contextlib.suppress(TimeoutError):  # ended here, or a look at the store (run elsewhere)
+                async with asyncio.timeout(min(left, self.config.poll_interval)):
+                    await ended.wait()

@@ -1,0 +1,500 @@
+"""What the planner service keeps beside runs, and the pages its listings read.
+
+That is posted plans, queued executions with their API key, cancel requests, API keys (hashed)
+and idempotency records.
+
+Each operation is one transaction on the store's database thread.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import sqlalchemy as sa
+
+from .._errors import ConcurrencyLimitError, PlanNotFoundError, RunConflictError, StoreError, UserError
+from .._json import dumps, loads
+from ..execute import RunLimits
+from ..plan import Plan
+from . import _schema as t
+from ._codec import decode, encode
+from ._sql import Store, _not_found, plan_id, plan_row
+
+__all__ = (
+    "ApiKey",
+    "Claimed",
+    "Page",
+    "ServiceStore",
+)
+
+_ACTIVE = ("queued", "running")
+_KEY_PREFIX = "tpk"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApiKey:
+    """A stored API key (its secret is never stored: only its SHA-256)."""
+
+    key_id: str
+    name: str
+    created_at: float
+    revoked_at: float | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Page:
+    """One page of a listing: rows (JSON data), and the cursor of the next page (None at the end)."""
+
+    items: list[dict[str, Any]]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Claimed:
+    """An idempotency record: ``state`` new (go on), done (replay ``response``), busy or mismatch."""
+
+    state: Literal["new", "done", "busy", "mismatch"]
+    reserved_id: str
+    status_code: int | None = None
+    response: Any = None
+
+
+def _hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def _cursor(created_at: float, row_id: str) -> str:
+    return base64.urlsafe_b64encode(dumps([created_at, row_id]).encode()).decode().rstrip("=")
+
+
+def _uncursor(cursor: str) -> tuple[float, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        created_at, row_id = loads(raw.decode())
+        if not isinstance(created_at, int | float) or not isinstance(row_id, str):
+            raise ValueError
+    except (ValueError, TypeError, UnicodeDecodeError) as exc:
+        raise UserError(
+            f"cursor {cursor[:40]!r} is not a cursor this service gave: pass the next_cursor of the previous page."
+        ) from exc
+    return float(created_at), row_id
+
+
+class ServiceStore:
+    """The service's operations on a `Store` (its tables are part of the store's schema)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def _call(self, fn: Any) -> Any:
+        return await self.store.db.call(lambda engine, _raw: fn(engine))
+
+    # -- plans and executions ----------------------------------------------------------------------
+
+    async def save_plan(self, plan_ref: str, plan: Plan) -> None:
+        """Store a posted plan under ``plan_ref`` (a ``plan_...`` id), valid, with no request."""
+        body = encode(plan)
+        now = time.time()
+
+        def write(engine: sa.Engine) -> None:
+            row = plan_row(body, now, plan.dialect) | {"id": plan_ref, "valid": 1, "text": None, "issues": "[]"}
+            with engine.begin() as conn:
+                conn.execute(sa.insert(t.plans).values(**row))
+
+        await self._call(write)
+
+    async def enqueue(
+        self,
+        run_id: str,
+        plan: Plan,
+        limits: RunLimits,
+        *,
+        source_plan_id: str | None,
+        api_key: str | None,
+        max_active: int | None,
+    ) -> None:
+        """Store a queued execution of ``plan`` (for a worker to claim), in one transaction.
+
+        Raises:
+            RunConflictError: ``run_id`` is stored already.
+            ConcurrencyLimitError: ``api_key`` has ``max_active`` executions queued or running.
+        """
+        body = encode(plan)
+        ref = plan_id(body)
+        now = time.time()
+        e, ev = t.executions, t.events
+
+        def write(engine: sa.Engine) -> None:
+            with engine.begin() as conn:
+                if conn.execute(sa.select(e.c.id).where(e.c.id == run_id)).first() is not None:
+                    raise RunConflictError(f"Execution {run_id!r} exists already.", run_id=run_id)
+                if api_key is not None and max_active is not None:
+                    active = conn.execute(
+                        sa.select(sa.func.count()).where(e.c.api_key == api_key, e.c.status.in_(_ACTIVE))
+                    ).scalar_one()
+                    if active >= max_active:
+                        raise ConcurrencyLimitError(
+                            f"This API key has {active} executions queued or running, its limit: wait for one "
+                            "to finish (GET /v1/executions?status=running) or cancel one, then try again."
+                        )
+                if conn.execute(sa.select(t.plans.c.id).where(t.plans.c.id == ref)).first() is None:
+                    conn.execute(sa.insert(t.plans).values(**plan_row(body, now, plan.dialect)))
+                conn.execute(
+                    sa.insert(e).values(
+                        id=run_id,
+                        plan_id=ref,
+                        parent_id=None,
+                        status="queued",
+                        limits=encode(limits),
+                        calls=0,
+                        cost=0.0,
+                        owner=None,
+                        lease_until=None,
+                        created_at=now,
+                        updated_at=now,
+                        api_key=api_key,
+                        source_plan_id=source_plan_id,
+                        cancel_requested=0,
+                    )
+                )
+                started = {"plan_id": source_plan_id or ref, "steps": list(plan.step_ids)}
+                conn.execute(
+                    sa.insert(ev),
+                    [
+                        {"execution_id": run_id, "seq": 1, "type": "plan_started", "step_id": None,
+                         "payload": dumps(started), "at": now},
+                        {"execution_id": run_id, "seq": 2, "type": "run_queued", "step_id": None,
+                         "payload": dumps({"status": "queued"}), "at": now},
+                    ],
+                )  # fmt: skip
+
+        await self._call(write)
+
+    async def plan_info(self, plan_ref: str) -> dict[str, Any]:
+        """A stored plan with what is known of it, as JSON data.
+
+        The keys: ``plan_id``, ``plan`` (None for a draft that did not parse), ``dialect``,
+        ``request_id``, ``parent_id``, ``valid``, ``issues``, ``created_at``.
+
+        Raises:
+            PlanNotFoundError: no plan has that id.
+        """
+        p = t.plans
+
+        def read(engine: sa.Engine) -> dict[str, Any]:
+            with engine.connect() as conn:
+                row = conn.execute(sa.select(p).where(p.c.id == plan_ref)).mappings().first()
+            if row is None:
+                raise PlanNotFoundError(f"No plan {plan_ref!r} is stored here.", plan_id=plan_ref)
+            plan = decode(row["body"]).to_dict() if row["body"] != "null" else None
+            return {
+                "plan_id": row["id"],
+                "plan": plan,
+                "dialect": row["dialect"],
+                "request_id": row["request_id"],
+                "parent_id": row["parent_id"],
+                "valid": bool(row["valid"]) if row["valid"] is not None else plan is not None,
+                "issues": loads(row["issues"]) if row["issues"] else [],
+                "created_at": row["created_at"],
+            }
+
+        return await self._call(read)  # type: ignore[no-any-return]
+
+    async def request_cancel(self, run_id: str) -> str:
+        """Cancel an execution: a queued one at once; a running one by asking its process (its next poll).
+
+        Returns the status now: ``cancelled``, or ``running`` with the cancel asked.
+
+        Raises:
+            RunNotFoundError: no execution has that id.
+            RunConflictError: it has finished (succeeded or failed).
+        """
+        e = t.executions
+
+        def write(engine: sa.Engine) -> str:
+            now = time.time()
+            with engine.begin() as conn:
+                row = conn.execute(sa.select(e.c.status, e.c.owner).where(e.c.id == run_id)).first()
+                if row is None:
+                    raise _not_found(run_id)
+                status, owner = row
+                if status in ("succeeded", "failed"):
+                    raise RunConflictError(
+                        f"Execution {run_id!r} has finished ({status}); there is nothing to cancel.", run_id=run_id
+                    )
+                if status == "cancelled":
+                    return "cancelled"
+                if owner is None:  # queued, or released: nobody to ask
+                    done = conn.execute(
+                        sa.update(e)
+                        .where(e.c.id == run_id, e.c.owner.is_(None), e.c.status == status)
+                        .values(status="cancelled", cancel_requested=0, updated_at=now)
+                    ).rowcount
+                    if done == 1:
+                        _append_event(conn, run_id, "plan_finished", {"status": "cancelled"}, now)
+                        return "cancelled"
+                conn.execute(sa.update(e).where(e.c.id == run_id).values(cancel_requested=1, updated_at=now))
+                return "running"
+
+        return await self._call(write)  # type: ignore[no-any-return]
+
+    async def cancels_for(self, owner: str, run_ids: Sequence[str]) -> list[str]:
+        """Which of ``run_ids`` (held by ``owner``) have a cancel asked."""
+        if not run_ids:
+            return []
+        e = t.executions
+
+        def read(engine: sa.Engine) -> list[str]:
+            with engine.connect() as conn:
+                rows = conn.execute(
+                    sa.select(e.c.id).where(e.c.id.in_(list(run_ids)), e.c.owner == owner, e.c.cancel_requested == 1)
+                )
+                return [r[0] for r in rows]
+
+        return await self._call(read)  # type: ignore[no-any-return]
+
+    async def requeue(self, run_id: str) -> str:
+        """Queue a cancelled execution again (resume), for a worker to take up where it stopped.
+
+        Returns the status now: ``queued``; or ``running``/``queued`` unchanged when it needs no help
+        (a running execution whose process died is taken up when its lease ends).
+
+        Raises:
+            RunNotFoundError: no execution has that id.
+            RunConflictError: it has finished (succeeded or failed).
+        """
+        e = t.executions
+
+        def write(engine: sa.Engine) -> str:
+            now = time.time()
+            with engine.begin() as conn:
+                row = conn.execute(sa.select(e.c.status, e.c.owner).where(e.c.id == run_id)).first()
+                if row is None:
+                    raise _not_found(run_id)
+                status, owner = row
+                if status in ("succeeded", "failed"):
+                    raise RunConflictError(
+                        f"Execution {run_id!r} has finished ({status}); resume takes up only a cancelled or "
+                        "stopped execution. Start a new one: POST /v1/plans/{plan_id}/executions.",
+                        run_id=run_id,
+                    )
+                conn.execute(sa.update(e).where(e.c.id == run_id).values(cancel_requested=0, updated_at=now))
+                if status == "cancelled" and owner is None:
+                    conn.execute(sa.update(e).where(e.c.id == run_id).values(status="queued"))
+                    _append_event(conn, run_id, "run_queued", {"status": "queued"}, now)
+                    return "queued"
+                return str(status)
+
+        return await self._call(write)  # type: ignore[no-any-return]
+
+    async def status_of(self, run_id: str) -> str:
+        """An execution's status.
+
+        Raises:
+            RunNotFoundError: no execution has that id.
+        """
+        e = t.executions
+
+        def read(engine: sa.Engine) -> str:
+            with engine.connect() as conn:
+                status = conn.execute(sa.select(e.c.status).where(e.c.id == run_id)).scalar()
+            if status is None:
+                raise _not_found(run_id)
+            return str(status)
+
+        return await self._call(read)  # type: ignore[no-any-return]
+
+    # -- listings ----------------------------------------------------------------------------------
+
+    async def page(
+        self,
+        kind: Literal["executions", "requests", "plans"],
+        *,
+        limit: int,
+        cursor: str | None = None,
+        filters: Mapping[str, str | None] | None = None,
+    ) -> Page:
+        """Newest first, ``limit`` rows after ``cursor``; ``filters`` are column equalities."""
+        table = {"executions": t.executions, "requests": t.requests, "plans": t.plans}[kind]
+        after = _uncursor(cursor) if cursor else None
+        columns = {
+            "executions": ("id", "status", "plan_id", "source_plan_id", "parent_id", "calls", "created_at",
+                           "updated_at"),
+            "requests": ("id", "query", "plan_id", "created_at"),
+            "plans": ("id", "version", "parent_id", "request_id", "dialect", "valid", "created_at"),
+        }[kind]  # fmt: skip
+
+        def read(engine: sa.Engine) -> Page:
+            query = sa.select(*(table.c[c] for c in columns))
+            for name, value in (filters or {}).items():
+                if value is not None:
+                    query = query.where(table.c[name] == value)
+            if kind == "plans":  # posted plans and planner drafts, not the rows executions keep of what they ran
+                query = query.where(table.c.valid.is_not(None))
+            if after is not None:
+                query = query.where(sa.tuple_(table.c.created_at, table.c.id) < sa.tuple_(*after))
+            query = query.order_by(table.c.created_at.desc(), table.c.id.desc()).limit(limit + 1)
+            with engine.connect() as conn:
+                rows = [dict(r) for r in conn.execute(query).mappings()]
+            more = len(rows) > limit
+            rows = rows[:limit]
+            cursor_out = _cursor(rows[-1]["created_at"], rows[-1]["id"]) if more and rows else None
+            if kind == "executions":
+                for r in rows:  # the plan the client asked to run, when it gave one by id
+                    r["plan_id"] = r.pop("source_plan_id") or r["plan_id"]
+            name = {"executions": "execution_id", "requests": "request_id", "plans": "plan_id"}[kind]
+            rows = [{name: r.pop("id"), **r} for r in rows]
+            if kind == "plans":
+                for r in rows:
+                    r["valid"] = bool(r["valid"]) if r["valid"] is not None else True
+            return Page(items=rows, next_cursor=cursor_out)
+
+        return await self._call(read)  # type: ignore[no-any-return]
+
+    # -- API keys ----------------------------------------------------------------------------------
+
+    async def create_key(self, name: str) -> tuple[ApiKey, str]:
+        """A new API key named ``name``: its record and its secret (shown once, stored only hashed)."""
+        if not isinstance(name, str) or not name.strip() or len(name) > 200:
+            raise UserError("An API key needs a name of 1 to 200 characters (who or what uses it).")
+        key_id = secrets.token_hex(6)
+        secret = f"{_KEY_PREFIX}_{key_id}_{secrets.token_urlsafe(32)}"
+        now = time.time()
+
+        def write(engine: sa.Engine) -> None:
+            with engine.begin() as conn:
+                conn.execute(sa.insert(t.api_keys).values(id=key_id, name=name, hash=_hash(secret), created_at=now))
+
+        await self._call(write)
+        return ApiKey(key_id=key_id, name=name, created_at=now, revoked_at=None), secret
+
+    async def list_keys(self) -> list[ApiKey]:
+        """Every key, newest first (revoked ones too)."""
+
+        def read(engine: sa.Engine) -> list[ApiKey]:
+            k = t.api_keys
+            with engine.connect() as conn:
+                rows = conn.execute(sa.select(k).order_by(k.c.created_at.desc())).mappings()
+                return [
+                    ApiKey(key_id=r["id"], name=r["name"], created_at=r["created_at"], revoked_at=r["revoked_at"])
+                    for r in rows
+                ]
+
+        return await self._call(read)  # type: ignore[no-any-return]
+
+    async def revoke_key(self, key_id: str) -> None:
+        """Revoke a key: the service refuses it from its next request.
+
+        Raises:
+            StoreError: no key has that id.
+        """
+        k = t.api_keys
+
+        def write(engine: sa.Engine) -> None:
+            with engine.begin() as conn:
+                done = conn.execute(
+                    sa.update(k).where(k.c.id == key_id, k.c.revoked_at.is_(None)).values(revoked_at=time.time())
+                ).rowcount
+            if done != 1:
+                raise StoreError(f"No active API key {key_id!r}: `toolplan keys list` shows the keys.")
+
+        await self._call(write)
+
+    async def check_key(self, secret: str) -> str | None:
+        """The id of the active key whose secret this is, or None. Compared in constant time."""
+        parts = secret.split("_")
+        if len(parts) < 3 or parts[0] != _KEY_PREFIX or len(secret) > 200:
+            return None
+        key_id = parts[1]
+        k = t.api_keys
+
+        def read(engine: sa.Engine) -> str | None:
+            with engine.connect() as conn:
+                return conn.execute(sa.select(k.c.hash).where(k.c.id == key_id, k.c.revoked_at.is_(None))).scalar()
+
+        stored = await self._call(read)
+        if stored is None:
+            hmac.compare_digest(_hash(secret), _hash(""))  # the same work either way
+            return None
+        return key_id if hmac.compare_digest(_hash(secret), stored) else None
+
+    # -- idempotency -------------------------------------------------------------------------------
+
+    async def claim_idempotency(
+        self, api_key: str, key: str, fingerprint: str, reserved_id: str, *, stale: float = 120.0
+    ) -> Claimed:
+        """Record ``key`` as in progress with ``reserved_id``, or report what it already holds.
+
+        A key in progress is ``busy`` for ``stale`` seconds; after that its attempt counts as dead
+        and the key is ``new`` again with the id that attempt reserved, so a retry finishes that
+        attempt's work instead of repeating it.
+        """
+        idem = t.idempotency
+
+        def write(engine: sa.Engine) -> Claimed:
+            now = time.time()
+            try:
+                with engine.begin() as conn:
+                    row = (
+                        conn.execute(sa.select(idem).where(idem.c.api_key == api_key, idem.c.key == key))
+                        .mappings()
+                        .first()
+                    )
+                    if row is None:
+                        conn.execute(
+                            sa.insert(idem).values(
+                                api_key=api_key,
+                                key=key,
+                                fingerprint=fingerprint,
+                                reserved_id=reserved_id,
+                                created_at=now,
+                            )
+                        )
+                        return Claimed(state="new", reserved_id=reserved_id)
+            except sa.exc.IntegrityError:  # a concurrent first use of the key
+                return Claimed(state="busy", reserved_id=reserved_id)
+            if row["fingerprint"] != fingerprint:
+                return Claimed(state="mismatch", reserved_id=row["reserved_id"])
+            if row["status_code"] is None:  # in progress; or its attempt died, once it is older than `stale`
+                state: Literal["new", "busy"] = "busy" if row["created_at"] > now - stale else "new"
+                return Claimed(state=state, reserved_id=row["reserved_id"])
+            return Claimed(
+                state="done",
+                reserved_id=row["reserved_id"],
+                status_code=row["status_code"],
+                response=loads(row["response"]),
+            )
+
+        return await self._call(write)  # type: ignore[no-any-return]
+
+    async def finish_idempotency(self, api_key: str, key: str, status_code: int, response: Any) -> None:
+        """Keep the response of a request made with ``key``, to replay it."""
+        idem = t.idempotency
+        text = dumps(response)
+
+        def write(engine: sa.Engine) -> None:
+            with engine.begin() as conn:
+                conn.execute(
+                    sa.update(idem)
+                    .where(idem.c.api_key == api_key, idem.c.key == key)
+                    .values(status_code=status_code, response=text)
+                )
+
+        await self._call(write)
+
+
+def _append_event(conn: sa.Connection, run_id: str, kind: str, payload: Mapping[str, Any], now: float) -> None:
+    ev = t.events
+    seq = conn.execute(sa.select(sa.func.max(ev.c.seq)).where(ev.c.execution_id == run_id)).scalar() or 0
+    conn.execute(
+        sa.insert(ev).values(
+            execution_id=run_id, seq=seq + 1, type=kind, step_id=None, payload=dumps(dict(payload)), at=now
+        )
+    )
