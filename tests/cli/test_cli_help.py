@@ -37,7 +37,7 @@ def test_command_summaries_are_whole_sentences() -> None:
     commands = _help("-h").split("Commands:\n", 1)[1].split("\n\n", 1)[0]
     assert "..." not in commands and "…" not in commands
     summaries = dict(line.split(None, 1) for line in commands.splitlines())
-    assert set(summaries) == {"run", "validate", "graph", "demo", "runs"}
+    assert set(summaries) == {"run", "validate", "graph", "demo", "runs", "serve", "keys"}
     assert all(s.endswith(".") for s in summaries.values()), summaries
 
 
@@ -52,6 +52,10 @@ def test_command_summaries_are_whole_sentences() -> None:
         ("runs show", "toolplan runs show RUN_ID --db URL [OPTIONS]"),
         ("runs resume", "toolplan runs resume RUN_ID --tools FILE.py[:NAME] --db URL [OPTIONS]"),
         ("runs work", "toolplan runs work --tools FILE.py[:NAME] --db URL [OPTIONS]"),
+        ("serve", "toolplan serve --tools FILE.py[:NAME] --db URL [OPTIONS]"),
+        ("keys create", "toolplan keys create NAME --db URL [OPTIONS]"),
+        ("keys list", "toolplan keys list --db URL [OPTIONS]"),
+        ("keys revoke", "toolplan keys revoke KEY_ID --db URL"),
     ],
 )
 def test_usage_lines_read_as_typed(command: str, usage: str) -> None:

@@ -36,7 +36,7 @@ _USAGE = {
     "show": "RUN_ID --db URL [OPTIONS]",
     "resume": "RUN_ID --tools FILE.py[:NAME] --db URL [OPTIONS]",
     "work": "--tools FILE.py[:NAME] --db URL [OPTIONS]",
-    "serve": "--tools FILE.py[:NAME] --db URL [--model PROVIDER:NAME] [OPTIONS]",
+    "serve": "--tools FILE.py[:NAME] --db URL [OPTIONS]",
     "create": "NAME --db URL [OPTIONS]",
     "revoke": "KEY_ID --db URL",
 }
