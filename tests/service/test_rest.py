@@ -202,3 +202,46 @@ def _until(c: httpx.Client, execution_id: str, stop: Any) -> list[dict[str, Any]
                 if stop(seen[-1]):
                     break
     return seen
+
+
+def test_a_key_may_have_so_many_executions_at_once(db_url: str, gates: Path) -> None:
+    from toolplan.service import ServiceConfig
+
+    s = ThreadServer(db_url, config=ServiceConfig(max_active_per_key=2, poll_interval=0.05)).start()
+    try:
+        with s.client() as c:
+            plan_id = post_plan(c, {"steps": [{"id": "w", "tool": "gate", "arguments": {"name": "go"}}]})
+            for _ in range(2):
+                assert c.post(f"/v1/plans/{plan_id}/executions").status_code == 202
+            over = c.post(f"/v1/plans/{plan_id}/executions")
+            assert over.status_code == 429 and over.json()["code"] == "too_many_executions"
+            (gates / "go").touch()
+            done = c.post(f"/v1/plans/{plan_id}/executions", params={"wait": 30})
+            while done.status_code == 429:  # the first two are finishing: the limit frees as they end
+                done = c.post(f"/v1/plans/{plan_id}/executions", params={"wait": 30})
+            assert done.status_code == 200 and done.json()["status"] == "succeeded"
+    finally:
+        s.stop()
+
+
+def test_a_revoked_key_is_refused_from_its_next_request(db_url: str, gates: Path) -> None:
+    import asyncio
+
+    from toolplan.store import open_store
+    from toolplan.store._service import ServiceStore
+
+    s = ThreadServer(db_url).start()
+    try:
+        with s.client() as c:
+            assert c.get("/v1/plans").status_code == 200
+
+            async def revoke() -> None:
+                async with open_store(db_url) as store:
+                    data = ServiceStore(store)
+                    (key,) = await data.list_keys()
+                    await data.revoke_key(key.key_id)
+
+            asyncio.run(revoke())
+            assert c.get("/v1/plans").status_code == 401
+    finally:
+        s.stop()
