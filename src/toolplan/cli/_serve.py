@@ -59,7 +59,9 @@ def serve_command(
     ] = None,
     host: Annotated[str, typer.Option("--host", metavar="ADDRESS", help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", metavar="PORT", min=0, max=65535, help="Port to listen on.")] = 8000,
-    slots: Annotated[int, typer.Option("--slots", metavar="N", min=1, max=10_000, help="Executions run at once here.")] = 16,
+    slots: Annotated[
+        int, typer.Option("--slots", metavar="N", min=1, max=10_000, help="Executions run at once here.")
+    ] = 16,
 ) -> None:
     """Serve the planner API (REST under /v1, GraphQL at /graphql, OpenAPI at /docs) until stopped.
 

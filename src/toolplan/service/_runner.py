@@ -91,7 +91,7 @@ class Runner:
         except asyncio.CancelledError:
             if run_id not in self._cancelled:  # the service is stopping: queue it for the next process
                 with contextlib.suppress(Exception):
-                    await asyncio.shield(self.data.requeue(run_id))
+                    await asyncio.shield(self.data.requeue(run_id, unless_cancel_asked=True))
             raise
         except Exception:
             log.exception("toolplan service: execution %s stopped with an error", run_id)
