@@ -202,7 +202,8 @@ async def cancel_execution(execution_id: str, request: Request, svc: Svc, _key: 
 
     async def action(_reserved: str) -> Outcome:
         status = await svc.data.request_cancel(execution_id)
-        if (status == "running" and svc.runner.cancel(execution_id)) or status == "running":
+        if status == "running":  # stopped now if it runs here, else by its server at its next look
+            svc.runner.cancel(execution_id)
             status = "cancelling"
         return 202, {"execution_id": execution_id, "status": status}
 
