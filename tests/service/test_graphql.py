@@ -40,22 +40,22 @@ def submit(plan: Any, call_id: str = "p1") -> AssistantMessage:
     return AssistantMessage(tool_calls=(ToolCall(id=call_id, name=SUBMIT_TOOL_NAME, arguments=json.dumps(plan)),))
 
 
-def gql(c: httpx.Client, query: str, headers: dict[str, str] | None = None, **variables: Any) -> dict[str, Any]:
-    r = c.post("/graphql", json={"query": query, "variables": variables}, headers=headers)
+def gql(c: httpx.Client, document: str, /, **variables: Any) -> dict[str, Any]:
+    r = c.post("/graphql", json={"query": document, "variables": variables})
     assert r.status_code == 200, r.text
     body: dict[str, Any] = r.json()
     return body
 
 
-def data(c: httpx.Client, query: str, **variables: Any) -> dict[str, Any]:
-    body = gql(c, query, **variables)
+def data(c: httpx.Client, document: str, /, **variables: Any) -> dict[str, Any]:
+    body = gql(c, document, **variables)
     assert "errors" not in body, body["errors"]
     out: dict[str, Any] = body["data"]
     return out
 
 
-def error(c: httpx.Client, query: str, **variables: Any) -> dict[str, Any]:
-    body = gql(c, query, **variables)
+def error(c: httpx.Client, document: str, /, **variables: Any) -> dict[str, Any]:
+    body = gql(c, document, **variables)
     assert body.get("errors"), body
     first: dict[str, Any] = body["errors"][0]
     return first
@@ -364,6 +364,24 @@ def test_ids_under_an_idempotency_key_are_derived_from_the_reserved_one() -> Non
     assert all(re.fullmatch(r"(plan|exec)_1700000000000_[0-9a-z]{8}", i) for i in first)
     fresh = _Ids()
     assert fresh.new("exec") != fresh.new("exec")
+
+
+def test_the_examples_of_the_docs_page_run(planning: ThreadServer) -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "service-graphql.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```graphql\n(.*?)^```", page, re.DOTALL | re.MULTILINE)
+    curl = re.findall(r"^  -d '(.*?)'$", page, re.MULTILINE)
+    assert len(blocks) == 3 and len(curl) == 1
+    with planning.client() as c:
+        sent = json.loads(curl[0])
+        planned = data(c, sent["query"], **sent["variables"])["createPlanWithRequestId"]
+        assert planned["valid"] and planned["issues"] == []
+        plan, run, status = blocks
+        request_id = data(c, plan, query="What is 1 + 2, plus 10?")["createPlanWithRequestId"]["requestId"]
+        execution = data(c, run, requestId=request_id)["executeByRequestId"]
+        assert execution["status"] == "succeeded" and execution["outputs"] == {"b": 13}
+        read = data(c, status, executionId=execution["executionId"])
+        assert read["execution"]["status"] == "succeeded"
+        assert read["executions"]["items"][0]["executionId"] == execution["executionId"]
 
 
 # -- the contract: GraphQL and REST agree on every shared field --------------------------------------

@@ -28,12 +28,12 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
 import strawberry
-from cross_web import HTTPException as StrawberryHTTPException  # what Strawberry's views raise (its dependency)
 from fastapi import APIRouter, Request, Response
 from fastapi.routing import APIWebSocketRoute
 from graphql import GraphQLError
 from strawberry.extensions import MaxAliasesLimiter, QueryDepthLimiter, SchemaExtension
 from strawberry.fastapi import BaseContext, GraphQLRouter
+from strawberry.fastapi import router as _strawberry_router
 from strawberry.scalars import JSON
 from strawberry.types import ExecutionContext, Info
 
@@ -52,6 +52,12 @@ MAX_ALIASES = 20
 MAX_TOKENS = 2_000
 MAX_PAGE = 200
 _B36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+# What Strawberry's views raise for a request they cannot read (bad JSON, a mutation over GET, ...). The
+# class has moved between packages (strawberry.http.exceptions, lia, cross_web); its router catches it
+# under this name in every version.
+_StrawberryHTTPError: type[Exception] = vars(_strawberry_router)["HTTPException"]
 
 
 # -- context ---------------------------------------------------------------------------------------
@@ -657,11 +663,13 @@ class _Router(GraphQLRouter[Context, None]):
     async def _answer(self, request: Request, context: Context, root_value: Any) -> Response:
         try:
             response: Response = await super().run(request, context, root_value)
-        except StrawberryHTTPException as exc:
+        except _StrawberryHTTPError as exc:
+            status: int = getattr(exc, "status_code", 400)
+            reason = str(getattr(exc, "reason", exc)).rstrip(".")
             raise ApiError(
-                exc.status_code,
+                status,
                 "invalid_request",
-                f"{exc.reason.rstrip('.')}: POST /graphql a JSON object with query (a string) and variables "
+                f"{reason}: POST /graphql a JSON object with query (a string) and variables "
                 "(an object); see docs/service-graphql.md.",
             ) from exc
         return response
