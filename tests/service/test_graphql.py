@@ -260,6 +260,12 @@ def test_hostile_documents_are_refused_before_they_run(server: ThreadServer) -> 
         )
         assert "introspection depth" in error(c, introspection)["message"]
         assert data(c, "{ __schema { queryType { name } } }") == {"__schema": {"queryType": {"name": "Query"}}}
+        nested = "{a:" * 600 + "1" + "}" * 600
+        assert "nested too deeply" in error(c, f"mutation {{ createPlan(plan: {nested}) {{ planId }} }}")["message"]
+        body = '{"query": "mutation($p: JSON!) { createPlan(plan: $p) { planId } }", "variables": {"p": '
+        body += "[" * 100_000 + "]" * 100_000 + "}}"
+        r = c.post("/graphql", content=body, headers={"Content-Type": "application/json"})
+        assert r.status_code == 400 and r.json()["code"] == "invalid_request"
 
 
 def test_requests_graphql_cannot_read_are_json_errors(server: ThreadServer) -> None:

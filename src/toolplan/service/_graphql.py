@@ -660,6 +660,17 @@ class _Router(GraphQLRouter[Context, None]):
 
         return await idempotent(request, self.service.data, "gql", action, keep=lambda _outcome: not context.retry)
 
+    def decode_json(self, data: str | bytes) -> object:
+        """The request body's JSON; nested too deep for Python's reader is the client's error, not ours."""
+        try:
+            return json.loads(data)
+        except RecursionError:
+            raise ApiError(
+                400,
+                "invalid_request",
+                "The request body is JSON nested too deeply to read: send a plan and variables nested less deeply.",
+            ) from None
+
     async def _answer(self, request: Request, context: Context, root_value: Any) -> Response:
         try:
             response: Response = await super().run(request, context, root_value)
