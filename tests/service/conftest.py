@@ -66,6 +66,7 @@ class ThreadServer:
             self.key = make_key(self.db_url)
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
+        sock.listen(128)  # connections wait in the backlog until uvicorn accepts (none is refused)
         self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         ready = threading.Event()
 

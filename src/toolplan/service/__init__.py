@@ -8,7 +8,8 @@ store = open_store("sqlite:///service.db")
 app = create_app(Service(store, tools, model="openai:gpt-4o-mini"))   # uvicorn app; or `toolplan serve`
 ```
 
-Needs ``pip install "toolplan[service]"``. See docs/service.md for the API.
+Needs ``pip install "toolplan[service]"``. See docs/service.md for the API (GraphQL:
+docs/service-graphql.md).
 """
 
 from .._errors import OptionalDependencyError
@@ -16,6 +17,7 @@ from .._errors import OptionalDependencyError
 try:
     import fastapi as _fastapi  # noqa: F401
     import sse_starlette as _sse  # noqa: F401
+    import strawberry as _strawberry  # noqa: F401
     import uvicorn as _uvicorn  # noqa: F401
 except ImportError as _exc:  # pragma: no cover - depends on the environment
     raise OptionalDependencyError("toolplan.service", "service", package=_exc.name) from _exc

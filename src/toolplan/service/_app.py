@@ -11,6 +11,7 @@ from fastapi import Depends, FastAPI
 from .._version import __version__
 from ._core import Service
 from ._errors import install_error_handlers
+from ._graphql import graphql_router
 from ._limits import BodyLimit
 from ._rest import router
 
@@ -43,6 +44,7 @@ def create_app(service: Service) -> FastAPI:
     install_error_handlers(app)
     guard = [Depends(service.keys)]
     app.include_router(router, dependencies=guard)
+    app.include_router(graphql_router(service), prefix="/graphql", dependencies=guard)
 
     @app.get("/healthz", tags=["service"])
     async def healthz() -> dict[str, str]:

@@ -6,10 +6,10 @@ import contextlib
 from collections.abc import Iterable
 from typing import Any
 
-from .._errors import PlanValidationError, RunConflictError
+from .._errors import PlanIssue, PlanValidationError, RunConflictError, UserError
 from ..models import Model
 from ..plan import validate_plan
-from ..planner import Planner
+from ..planner import PlanDraft, Planner
 from ..store import RunInfo, Store
 from ..store._service import ServiceStore
 from ..tools import ToolRegistry, ToolsLike
@@ -18,7 +18,7 @@ from ._config import ServiceConfig
 from ._errors import ApiError
 from ._runner import FINISHED, Runner
 
-__all__ = ("Service", "execution_view")
+__all__ = ("Service", "draft_view", "execution_view", "issue_view")
 
 
 class Service:
@@ -61,13 +61,63 @@ class Service:
             )
         return self.planner
 
+    def check_query(self, query: str) -> Planner:
+        """The planner for ``query``, once it is known that there is one and the question fits."""
+        planner = self.need_planner()
+        if not query:
+            raise UserError("query is empty: send the question to plan, in natural language.")
+        if len(query) > self.config.max_query_chars:
+            raise UserError(f"query is {len(query)} characters, over this service's {self.config.max_query_chars}.")
+        return planner
+
+    async def plan_query(self, planner: Planner, query: str) -> dict[str, Any]:
+        """Plan ``query`` (stored under new request and plan ids): the draft, valid.
+
+        Raises:
+            ApiError: 422 ``plan_invalid`` when the plan is invalid even after one repair (its details
+                hold the draft, as this returns it); nothing ran.
+        """
+        draft = await planner.plan(query)
+        out = draft_view(draft)
+        if not draft.valid:
+            message = "The model's plan is invalid even after one repair; nothing ran. details has the plan and issues."
+            raise ApiError(422, "plan_invalid", message, out)
+        return out
+
+    async def request_view(self, request_id: str) -> dict[str, Any]:
+        """A planning request: its question and every version of its plan (a repair names its parent)."""
+        info = await self.store.get_request(request_id)
+        return {
+            "request_id": info.request_id,
+            "query": info.query,
+            "plan_id": info.plan_id,
+            "created_at": info.created_at,
+            "versions": [
+                {
+                    "plan_id": v.plan_id,
+                    "parent_id": v.parent_id,
+                    "plan": v.plan.to_dict() if v.plan is not None else None,
+                    "issues": [issue_view(i) for i in v.issues],
+                    "valid": v.valid,
+                }
+                for v in info.versions
+            ],
+        }
+
+    async def plan_of_request(self, request_id: str) -> str:
+        """The id of the plan a request's execution runs: its final version."""
+        info = await self.store.get_request(request_id)
+        if info.plan_id is None:
+            raise ApiError(422, "plan_invalid", f"Request {request_id!r} has no plan to run.")
+        return info.plan_id
+
     async def post_plan(self, plan_ref: str, source: Any, dialect: str | None) -> dict[str, Any]:
         """Validate ``source`` against the catalogue and store it as ``plan_ref``."""
         report = validate_plan(source, self.tools, dialect=dialect)  # type: ignore[arg-type]
         if report.plan is None or report.errors:
             raise PlanValidationError(report.errors)
         try:
-            await self.data.save_plan(plan_ref, report.plan)
+            await self.data.save_plan(plan_ref, report.plan, report.warnings)
         except Exception:
             if (await self.data.plan_info(plan_ref))["plan"] is None:  # not stored by an earlier attempt
                 raise
@@ -75,11 +125,13 @@ class Service:
             "plan_id": plan_ref,
             "plan": report.plan.to_dict(),
             "dialect": report.plan.dialect,
-            "warnings": [i.to_dict() for i in report.warnings],
+            "warnings": [issue_view(i) for i in report.warnings],
         }
 
     async def execute(self, run_id: str, plan_ref: str, api_key: str, wait: float) -> tuple[int, dict[str, Any]]:
         """Queue an execution of stored plan ``plan_ref`` as ``run_id``; wait up to ``wait`` seconds for it."""
+        if not wait >= 0:
+            raise UserError(f"wait is {wait!r}: give the seconds to wait for the result, 0 or more.")
         info = await self.data.plan_info(plan_ref)
         if not info["valid"] or info["plan"] is None:
             raise ApiError(
@@ -108,6 +160,23 @@ class Service:
             return 200, execution_view(await self.store.get_run(run_id))
         return 202, {"execution_id": run_id, "plan_id": plan_ref, "status": status}
 
+    async def cancel(self, execution_id: str) -> dict[str, Any]:
+        """Cancel an execution: a queued one at once (``cancelled``), a running one soon (``cancelling``).
+
+        A running one stops at once when this process runs it, else at its process's next look.
+        """
+        status = await self.data.request_cancel(execution_id)
+        if status == "running":
+            self.runner.cancel(execution_id)  # at once when this process runs it
+            status = "cancelling"
+        return {"execution_id": execution_id, "status": status}
+
+    async def resume(self, execution_id: str) -> dict[str, Any]:
+        """Resume a cancelled or stopped execution: steps that ended are kept, the rest run."""
+        status = await self.data.requeue(execution_id)
+        self.runner.wake()
+        return {"execution_id": execution_id, "status": status}
+
 
 def execution_view(info: RunInfo) -> dict[str, Any]:
     """An execution as the API shows it: status, a table of its steps, and its outputs."""
@@ -115,6 +184,8 @@ def execution_view(info: RunInfo) -> dict[str, Any]:
     steps = []
     for r in result.steps.values():
         d = r.to_dict()
+        d.setdefault("used_fallback", False)
+        d.setdefault("warnings", [])
         d.setdefault("reused", False)
         steps.append(d)
     finished = s.status in FINISHED
@@ -128,4 +199,27 @@ def execution_view(info: RunInfo) -> dict[str, Any]:
         "cancel_requested": s.cancel_requested,
         "steps": steps,
         "outputs": result.to_dict()["outputs"] if finished else {},
+    }
+
+
+def issue_view(issue: PlanIssue) -> dict[str, Any]:
+    """A plan issue as the API shows it: ``{"code", "step", "message", "severity"}``."""
+    return issue.to_dict() | {"severity": issue.severity}
+
+
+def draft_view(draft: PlanDraft) -> dict[str, Any]:
+    """What the planner made of a question, as the API shows it."""
+    return {
+        "request_id": draft.request_id,
+        "plan_id": draft.plan_id,
+        "parent_id": draft.parent_id,
+        "plan": draft.plan.to_dict() if draft.plan is not None else None,
+        "issues": [issue_view(i) for i in draft.issues],
+        "valid": draft.valid,
+        "repaired": draft.repaired,
+        "usage": {
+            "requests": draft.usage.requests,
+            "input_tokens": draft.usage.input_tokens,
+            "output_tokens": draft.usage.output_tokens,
+        },
     }

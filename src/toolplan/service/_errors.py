@@ -21,7 +21,7 @@ from .._errors import (
     UserError,
 )
 
-__all__ = ("ApiError", "error_body", "install_error_handlers")
+__all__ = ("ApiError", "coded", "error_body", "install_error_handlers")
 
 log = logging.getLogger("toolplan.service")
 
@@ -59,6 +59,20 @@ def status_of(error: ToolplanError) -> int:
     return 500
 
 
+def coded(exc: BaseException) -> tuple[int, str, str, Any] | None:
+    """``(status, code, message, details)`` of an error the API answers as such, or None for a bug.
+
+    The one mapping of both APIs: REST answers ``status`` with ``{"code", "message", "details"}``;
+    GraphQL puts ``code`` and ``details`` in the error's extensions.
+    """
+    if isinstance(exc, ApiError):
+        return exc.status, exc.code, exc.message, exc.details
+    if isinstance(exc, ToolplanError):
+        details = [i.to_dict() for i in exc.issues] if isinstance(exc, PlanValidationError) else None
+        return status_of(exc), exc.code, str(exc), details
+    return None
+
+
 def _json(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse(body, status_code=status, headers=headers)
 
@@ -66,14 +80,11 @@ def _json(status: int, body: dict[str, Any], headers: dict[str, str] | None = No
 def install_error_handlers(app: FastAPI) -> None:
     """Answer every error as JSON; an unexpected one is logged and answered 500 without internals."""
 
-    async def api_error(_request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, ApiError)
-        return _json(exc.status, error_body(exc.code, exc.message, exc.details))
-
-    async def toolplan_error(_request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, ToolplanError)
-        details = [i.to_dict() for i in exc.issues] if isinstance(exc, PlanValidationError) else None
-        return _json(status_of(exc), error_body(exc.code, str(exc), details))
+    async def known_error(_request: Request, exc: Exception) -> JSONResponse:
+        parts = coded(exc)
+        assert parts is not None
+        status, code, message, details = parts
+        return _json(status, error_body(code, message, details))
 
     async def invalid_request(_request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
@@ -98,8 +109,8 @@ def install_error_handlers(app: FastAPI) -> None:
         log.exception("toolplan service: unexpected error", exc_info=exc)
         return _json(500, error_body("internal_error", "The service failed unexpectedly; its log has the details."))
 
-    app.add_exception_handler(ApiError, api_error)
-    app.add_exception_handler(ToolplanError, toolplan_error)
+    app.add_exception_handler(ApiError, known_error)
+    app.add_exception_handler(ToolplanError, known_error)
     app.add_exception_handler(RequestValidationError, invalid_request)
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(Exception, unexpected)

@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from .._errors import ToolplanError
 from ..planner import new_id
 from ..store._service import ServiceStore
-from ._errors import ApiError, error_body, status_of
+from ._errors import ApiError, coded, error_body
 
 __all__ = ("Outcome", "idempotent")
 
@@ -23,20 +23,32 @@ Outcome = tuple[int, dict[str, Any]]
 async def _outcome(action: Callable[[str], Awaitable[Outcome]], reserved: str) -> Outcome:
     try:
         return await action(reserved)
-    except ApiError as exc:
-        return exc.status, error_body(exc.code, exc.message, exc.details)
-    except ToolplanError as exc:
-        details = [i.to_dict() for i in getattr(exc, "issues", ())] or None
-        return status_of(exc), error_body(exc.code, str(exc), details)
+    except (ApiError, ToolplanError) as exc:
+        parts = coded(exc)
+        assert parts is not None
+        status, code, message, details = parts
+        return status, error_body(code, message, details)
+
+
+def _worth_keeping(outcome: Outcome) -> bool:
+    """Errors the client can fix (4xx other than 429) are kept; errors worth retrying (429, 5xx) are not."""
+    status = outcome[0]
+    return status < 500 and status != 429
 
 
 async def idempotent(
-    request: Request, data: ServiceStore, prefix: str, action: Callable[[str], Awaitable[Outcome]]
+    request: Request,
+    data: ServiceStore,
+    prefix: str,
+    action: Callable[[str], Awaitable[Outcome]],
+    *,
+    keep: Callable[[Outcome], bool] = _worth_keeping,
 ) -> JSONResponse:
     """Run ``action(id)`` (``id`` a new ``{prefix}_...`` id) once per Idempotency-Key and body.
 
-    A response is kept once it is known, and replayed for a repeat; errors the client can fix (4xx
-    other than 429) are kept too, errors worth retrying (429, 5xx) are not. A repeat that arrives
+    A response is kept once it is known, and replayed for a repeat, when ``keep`` says so: by
+    default errors the client can fix (4xx other than 429) are kept too, errors worth retrying
+    (429, 5xx) are not. A repeat that arrives
     while the first is in progress gets 409. When an earlier attempt died before its response was
     kept, the repeat does the work again with the id that attempt reserved: the action finds what
     that attempt stored under it instead of making a second one.
@@ -67,6 +79,6 @@ async def idempotent(
         assert claimed.status_code is not None
         return JSONResponse(claimed.response, status_code=claimed.status_code, headers={"Idempotent-Replayed": "true"})
     status, body = await _outcome(action, claimed.reserved_id)
-    if status < 500 and status != 429:
+    if keep((status, body)):
         await data.finish_idempotency(api_key, key, status, body)
     return JSONResponse(body, status_code=status)

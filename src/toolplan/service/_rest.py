@@ -9,9 +9,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse
 
-from .._errors import UserError
 from ._core import Service, execution_view
-from ._errors import ApiError
 from ._events import event_stream
 from ._idem import Outcome, idempotent
 
@@ -47,40 +45,16 @@ IdemHeader = Annotated[
 ]
 
 
-def _draft_body(draft: Any) -> dict[str, Any]:
-    return {
-        "request_id": draft.request_id,
-        "plan_id": draft.plan_id,
-        "parent_id": draft.parent_id,
-        "plan": draft.plan.to_dict() if draft.plan is not None else None,
-        "issues": [i.to_dict() | {"severity": i.severity} for i in draft.issues],
-        "valid": draft.valid,
-        "repaired": draft.repaired,
-        "usage": {
-            "requests": draft.usage.requests,
-            "input_tokens": draft.usage.input_tokens,
-            "output_tokens": draft.usage.output_tokens,
-        },
-    }
-
-
 router = APIRouter(prefix="/v1")
 
 
 @router.post("/requests", status_code=201, tags=["requests"])
 async def create_request(body: RequestIn, request: Request, svc: Svc, _key: IdemHeader = None) -> JSONResponse:
     """Plan a question: the request id, the plan id and the plan (422 if it is invalid after one repair)."""
-    planner = svc.need_planner()
-    if len(body.query) > svc.config.max_query_chars:
-        raise UserError(f"query is {len(body.query)} characters, over this service's {svc.config.max_query_chars}.")
+    planner = svc.check_query(body.query)
 
     async def action(_reserved: str) -> Outcome:
-        draft = await planner.plan(body.query)
-        out = _draft_body(draft)
-        if not draft.valid:
-            message = "The model's plan is invalid even after one repair; nothing ran. details has the plan and issues."
-            return 422, {"code": "plan_invalid", "message": message, "details": out}
-        return 201, out
+        return 201, await svc.plan_query(planner, body.query)
 
     return await idempotent(request, svc.data, "req", action)
 
@@ -88,23 +62,7 @@ async def create_request(body: RequestIn, request: Request, svc: Svc, _key: Idem
 @router.get("/requests/{request_id}", tags=["requests"])
 async def get_request(request_id: str, svc: Svc) -> dict[str, Any]:
     """A planning request: its question and every version of its plan (a repair names its parent)."""
-    info = await svc.store.get_request(request_id)
-    return {
-        "request_id": info.request_id,
-        "query": info.query,
-        "plan_id": info.plan_id,
-        "created_at": info.created_at,
-        "versions": [
-            {
-                "plan_id": v.plan_id,
-                "parent_id": v.parent_id,
-                "plan": v.plan.to_dict() if v.plan is not None else None,
-                "issues": [i.to_dict() | {"severity": i.severity} for i in v.issues],
-                "valid": v.valid,
-            }
-            for v in info.versions
-        ],
-    }
+    return await svc.request_view(request_id)
 
 
 @router.get("/requests", tags=["requests"])
@@ -123,10 +81,7 @@ async def execute_request(
     _key: IdemHeader = None,
 ) -> JSONResponse:
     """Run a request's final plan (as ``POST /v1/plans/{plan_id}/executions``)."""
-    info = await svc.store.get_request(request_id)
-    if info.plan_id is None:
-        raise ApiError(422, "plan_invalid", f"Request {request_id!r} has no plan to run.")
-    plan_ref = info.plan_id
+    plan_ref = await svc.plan_of_request(request_id)
 
     async def action(reserved: str) -> Outcome:
         return await svc.execute(reserved, plan_ref, request.state.api_key, wait)
@@ -201,11 +156,7 @@ async def cancel_execution(execution_id: str, request: Request, svc: Svc, _key: 
     """Cancel an execution: a queued one at once, a running one at its process's next look."""
 
     async def action(_reserved: str) -> Outcome:
-        status = await svc.data.request_cancel(execution_id)
-        if status == "running":  # stopped now if it runs here, else by its server at its next look
-            svc.runner.cancel(execution_id)
-            status = "cancelling"
-        return 202, {"execution_id": execution_id, "status": status}
+        return 202, await svc.cancel(execution_id)
 
     return await idempotent(request, svc.data, "cancel", action)
 
@@ -215,9 +166,7 @@ async def resume_execution(execution_id: str, request: Request, svc: Svc, _key: 
     """Resume a cancelled or stopped execution: steps that ended are kept, the rest run."""
 
     async def action(_reserved: str) -> Outcome:
-        status = await svc.data.requeue(execution_id)
-        svc.runner.wake()
-        return 202, {"execution_id": execution_id, "status": status}
+        return 202, await svc.resume(execution_id)
 
     return await idempotent(request, svc.data, "resume", action)
 

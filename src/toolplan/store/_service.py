@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 
-from .._errors import ConcurrencyLimitError, PlanNotFoundError, RunConflictError, StoreError, UserError
+from .._errors import ConcurrencyLimitError, PlanIssue, PlanNotFoundError, RunConflictError, StoreError, UserError
 from .._json import dumps, loads
 from ..execute import RunLimits
 from ..plan import Plan
@@ -98,13 +98,14 @@ class ServiceStore:
 
     # -- plans and executions ----------------------------------------------------------------------
 
-    async def save_plan(self, plan_ref: str, plan: Plan) -> None:
-        """Store a posted plan under ``plan_ref`` (a ``plan_...`` id), valid, with no request."""
+    async def save_plan(self, plan_ref: str, plan: Plan, warnings: Sequence[PlanIssue] = ()) -> None:
+        """Store a posted plan under ``plan_ref`` (a ``plan_...`` id), valid, with no request, and its warnings."""
         body = encode(plan)
+        issues = dumps([i.to_dict() | {"severity": i.severity} for i in warnings])
         now = time.time()
 
         def write(engine: sa.Engine) -> None:
-            row = plan_row(body, now, plan.dialect) | {"id": plan_ref, "valid": 1, "text": None, "issues": "[]"}
+            row = plan_row(body, now, plan.dialect) | {"id": plan_ref, "valid": 1, "text": None, "issues": issues}
             with engine.begin() as conn:
                 conn.execute(sa.insert(t.plans).values(**row))
 
