@@ -215,6 +215,10 @@ def test_a_key_may_have_so_many_executions_at_once(db_url: str, gates: Path) -> 
                 assert c.post(f"/v1/plans/{plan_id}/executions").status_code == 202
             over = c.post(f"/v1/plans/{plan_id}/executions")
             assert over.status_code == 429 and over.json()["code"] == "too_many_executions"
+            keyed = {"Idempotency-Key": "later"}
+            assert c.post(f"/v1/plans/{plan_id}/executions", headers=keyed).status_code == 429
+            again = c.post(f"/v1/plans/{plan_id}/executions", headers=keyed)  # not kept: tried again at once
+            assert again.status_code == 429 and "Idempotent-Replayed" not in again.headers
             (gates / "go").touch()
             done = c.post(f"/v1/plans/{plan_id}/executions", params={"wait": 30})
             while done.status_code == 429:  # the first two are finishing: the limit frees as they end

@@ -48,8 +48,8 @@ async def idempotent(
 
     A response is kept once it is known, and replayed for a repeat, when ``keep`` says so: by
     default errors the client can fix (4xx other than 429) are kept too, errors worth retrying
-    (429, 5xx) are not. A repeat that arrives
-    while the first is in progress gets 409. When an earlier attempt died before its response was
+    (429, 5xx) are not: a retry does the request again, at once. A repeat that arrives while the
+    first is in progress gets 409. When an earlier attempt died before its response was
     kept, the repeat does the work again with the id that attempt reserved: the action finds what
     that attempt stored under it instead of making a second one.
     """
@@ -81,4 +81,6 @@ async def idempotent(
     status, body = await _outcome(action, claimed.reserved_id)
     if keep((status, body)):
         await data.finish_idempotency(api_key, key, status, body)
+    else:  # a retry may try again at once, with the same reserved id
+        await data.release_idempotency(api_key, key)
     return JSONResponse(body, status_code=status)

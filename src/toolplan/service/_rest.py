@@ -28,7 +28,7 @@ class PlanIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     plan: dict[str, Any] | str
-    dialect: Literal["native", "compact", "chaining"] | None = None
+    dialect: Literal["native", "chaining", "batch"] | None = None
 
 
 def service(request: Request) -> Service:

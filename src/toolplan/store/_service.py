@@ -482,6 +482,20 @@ class ServiceStore:
 
         return await self._call(write)  # type: ignore[no-any-return]
 
+    async def release_idempotency(self, api_key: str, key: str) -> None:
+        """Let a retry with ``key`` go ahead at once (its answer was not kept), with the same reserved id."""
+        idem = t.idempotency
+
+        def write(engine: sa.Engine) -> None:
+            with engine.begin() as conn:
+                conn.execute(
+                    sa.update(idem)
+                    .where(idem.c.api_key == api_key, idem.c.key == key, idem.c.status_code.is_(None))
+                    .values(created_at=0.0)  # as if its attempt had died long ago
+                )
+
+        await self._call(write)
+
     async def finish_idempotency(self, api_key: str, key: str, status_code: int, response: Any) -> None:
         """Keep the response of a request made with ``key``, to replay it."""
         idem = t.idempotency
