@@ -175,9 +175,7 @@ class ShellTools(Toolset):
         self.layers: tuple[str, ...] = ()
         """The confinement layers the last command got (e.g. ``("netns", "rlimits", "landlock", ...)``)."""
         self._tool = f"{prefix}run_shell"
-        annotations = ToolAnnotations(
-            destructive=True, timeout=self.limits.wall_time + 15, concurrency=max_parallel
-        )
+        annotations = ToolAnnotations(destructive=True, timeout=self.limits.wall_time + 15, concurrency=max_parallel)
         super().__init__([FunctionTool(self.run_shell, annotations=annotations)], prefix=prefix)
 
     async def run_shell(
@@ -405,7 +403,7 @@ class _PipeReader:
 
 def _stdin_file(data: bytes) -> Any:
     """An unlinked temporary file holding ``data``, at its start: the command's standard input."""
-    f = tempfile.TemporaryFile()
+    f = tempfile.TemporaryFile()  # noqa: SIM115 - handed to the caller, who closes it
     f.write(data)
     f.flush()
     f.seek(0)

@@ -74,9 +74,7 @@ def _confine_self(config: dict[str, Any]) -> list[str]:
     )
     if abi:
         layers.append("landlock")
-    if _confine.apply_seccomp(
-        allow_network=False, processes=True, scoped_signals=abi >= 6, metadata=read_only_root
-    ):
+    if _confine.apply_seccomp(allow_network=False, processes=True, scoped_signals=abi >= 6, metadata=read_only_root):
         layers.append("seccomp")
     return layers
 
@@ -104,7 +102,6 @@ def main(argv: list[str]) -> int:
             report({"ok": False, "error": detail})
         finally:
             os._exit(REFUSED)
-    return REFUSED
 
 
 if __name__ == "__main__":

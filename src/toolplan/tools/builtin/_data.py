@@ -238,7 +238,9 @@ class DataTools(Toolset):
             try:
                 pairs.sort(key=lambda pair: _sort_key(pair[0]), reverse=op.descending)
             except TypeError:
-                raise self._error(f"{where}: the sort keys are of different types; sort by one kind of value.") from None
+                raise self._error(
+                    f"{where}: the sort keys are of different types; sort by one kind of value."
+                ) from None
             return [item for _, item in pairs]
         if isinstance(op, UniqueOp):
             seen: set[str] = set()
@@ -262,9 +264,7 @@ class DataTools(Toolset):
         return value
 
     # -- CSV -----------------------------------------------------------------------------------------
-    def csv_to_json(
-        self, text: str, delimiter: str = ",", header: bool = True, infer_types: bool = False
-    ) -> list[Any]:
+    def csv_to_json(self, text: str, delimiter: str = ",", header: bool = True, infer_types: bool = False) -> list[Any]:
         """Parse CSV text into JSON rows.
 
         Args:

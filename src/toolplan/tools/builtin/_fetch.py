@@ -30,9 +30,9 @@ import ssl
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired
 
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 from ..._errors import OptionalDependencyError, ToolError, UserError
 from ..._json import JSONTextError, loads
@@ -396,7 +396,9 @@ def _check_headers(headers: Mapping[str, str], error: Any) -> dict[str, str]:
     return out
 
 
-def _response(response: httpx.Response, url: httpx.URL, data: bytes, truncated: bool, redirects: list[str]) -> HttpResponse:
+def _response(
+    response: httpx.Response, url: httpx.URL, data: bytes, truncated: bool, redirects: list[str]
+) -> HttpResponse:
     content_type = response.headers.get("content-type", "")
     shown: dict[str, str] = {}
     for name, value in response.headers.multi_items():

@@ -8,9 +8,9 @@ import codecs
 import fnmatch
 import os
 from collections import deque
-from typing import Literal
+from typing import Any, Literal, NotRequired
 
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 from ..._errors import ToolError, UserError
 from .._definition import ToolAnnotations
@@ -143,7 +143,7 @@ class FileTools(Toolset):
         self.max_search_matches = max_search_matches
         self.max_search_bytes = max_search_bytes
         self.max_depth = max_depth
-        functions = [
+        functions: list[FunctionTool[Any]] = [
             FunctionTool(self.read_file, annotations=_READ),
             FunctionTool(self.list_files, annotations=_READ),
             FunctionTool(self.search_files, annotations=_READ),
@@ -192,11 +192,12 @@ class FileTools(Toolset):
             content = base64.b64encode(data).decode("ascii")
             used = len(data)
         else:
-            content, used = _decode_utf8(data, final=not more)
-            if content is None:
+            text, used = _decode_utf8(data, final=not more)
+            if text is None:
                 raise ws.error(
                     f"{ws.show(parts)!r} is not UTF-8 text (at byte {offset + used}); read it with encoding='base64'."
                 )
+            content = text
             more = more or used < len(data)
         result: ReadResult = {
             "path": ws.show(parts),
@@ -295,7 +296,9 @@ class FileTools(Toolset):
             entries.append({"path": rel, "type": _kind(st.st_mode), "size": st.st_size})
         return {"path": ws.show(parts), "entries": entries, "truncated": truncated}
 
-    def _walk(self, parts: list[str], *, recursive: bool, include_hidden: bool) -> list[tuple[str, str, os.stat_result]]:
+    def _walk(
+        self, parts: list[str], *, recursive: bool, include_hidden: bool
+    ) -> list[tuple[str, str, os.stat_result]]:
         """``(relative path, name, lstat)`` of the entries below ``parts``, depth first, by name.
 
         Bounded: it looks at no more than a few times ``max_list_entries`` entries, and no deeper

@@ -73,7 +73,7 @@ class HttpTools(Toolset):
         # A call's own deadline is `timeout`; the tool's timeout is a backstop a little later.
         read = ToolAnnotations(read_only=True, idempotent=True, timeout=timeout + 5)
         write = ToolAnnotations(destructive=True, timeout=timeout + 5)
-        functions = [FunctionTool(self.http_get, annotations=read)]
+        functions: list[FunctionTool[Any]] = [FunctionTool(self.http_get, annotations=read)]
         if not read_only:
             functions.append(FunctionTool(self.http_post, annotations=write))
         super().__init__(functions, prefix=prefix)

@@ -130,11 +130,15 @@ class Workspace:
         dir_fd = self.open_dir(parts[:-1], create=create_dirs)
         try:
             try:
-                fd = os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY, 0o666, dir_fd=dir_fd)
+                fd = os.open(
+                    parts[-1], flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY, 0o666, dir_fd=dir_fd
+                )
             except FileNotFoundError:
                 raise self.error(f"No file {self.show(parts)!r} in the workspace.") from None
             except FileExistsError:
-                raise self.error(f"{self.show(parts)!r} already exists (mode 'create' never replaces a file).") from None
+                raise self.error(
+                    f"{self.show(parts)!r} already exists (mode 'create' never replaces a file)."
+                ) from None
             except OSError as exc:
                 kind = self.kind_at(dir_fd, parts[-1])
                 if kind == "symlink" or exc.errno == errno.ELOOP:
