@@ -52,6 +52,7 @@ _CREDENTIAL_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,256}")
 _TEXT_TYPES = re.compile(r"^(text/|application/([\w.+-]*\+)?(json|xml|javascript|ecmascript|x-www-form-urlencoded))")
 _MAX_HEADERS_SHOWN = 100
+_HOST = re.compile(r"[a-z0-9_.-]{1,253}|[0-9a-f:.]{2,45}")  # a DNS name (IDNA), or an IPv4/IPv6 address
 
 
 def import_httpx() -> Any:
@@ -115,7 +116,7 @@ def _rule(entry: str, httpx: Any) -> _HostRule:
             f"allow_hosts entry {entry!r} is not a host name: use 'api.example.com', 'api.example.com:8443', "
             "'*.example.com' (its subdomains), '127.0.0.1' or '*' (any public host)."
         ) from None
-    if not host or "/" in text or "@" in text:
+    if not _HOST.fullmatch(host) or "/" in text or "@" in text:
         raise UserError(f"allow_hosts entry {entry!r} is not a host name (no scheme, path or user part).")
     return _HostRule(f"*.{host}" if wildcard else host, url.port)
 
