@@ -26,6 +26,7 @@ __all__ = ("DataTools",)
 _MiB = 1024 * 1024
 _PURE = ToolAnnotations(read_only=True, idempotent=True, cost=0.0, timeout=30.0)
 MAX_EXPRESSION_CHARS = 2000
+_LITERAL = re.compile(r"`((?:[^`\\]|\\.)*)`")
 
 
 def _import_jmespath() -> Any:
@@ -160,6 +161,16 @@ class DataTools(Toolset):
     def _compile(self, expression: str) -> jmespath.parser.ParsedResult:
         if len(expression) > MAX_EXPRESSION_CHARS:
             raise self._error(f"The expression is {len(expression)} characters; the limit is {MAX_EXPRESSION_CHARS}.")
+        for literal in _LITERAL.findall(expression):
+            # jmespath accepts a non-JSON literal with a deprecation warning (turned into an error under
+            # -W error): refuse it here, with the way to write it.
+            try:
+                json.loads(literal.replace("\\`", "`"))
+            except ValueError:
+                raise self._error(
+                    f"The literal `{literal[:80]}` in the expression is not JSON: write text as 'text' (a raw "
+                    'string) or `"text"`, numbers as `10`.'
+                ) from None
         jp = self._jmespath
         try:
             parsed: jmespath.parser.ParsedResult = jp.compile(expression)

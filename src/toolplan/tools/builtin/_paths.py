@@ -147,6 +147,10 @@ class Workspace:
                     ) from None
                 if kind == "directory":
                     raise self.error(f"{self.show(parts)!r} is a directory, not a file.") from None
+                if kind == "other":  # a FIFO without a reader (ENXIO), a socket...
+                    raise self.error(
+                        f"{self.show(parts)!r} is not a regular file; only regular files can be used."
+                    ) from None
                 raise self.error(f"{self.show(parts)!r} cannot be opened: {exc.strerror}.") from None
         finally:
             os.close(dir_fd)
