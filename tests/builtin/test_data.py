@@ -17,6 +17,11 @@ ROWS = [
 ]
 
 
+def ops(*items: dict[str, Any]) -> Any:
+    """Operations as plain dicts, as a caller from Python (or a model) writes them."""
+    return list(items)
+
+
 @pytest.fixture
 def data() -> DataTools:
     return DataTools()
@@ -31,24 +36,27 @@ def test_json_query(data: DataTools) -> None:
 
 
 def test_json_transform(data: DataTools) -> None:
-    ops: list[Any] = [
+    steps: list[Any] = [
         {"op": "filter", "where": "team == 'core'"},
         {"op": "sort", "by": "age", "descending": True},
         {"op": "rename", "fields": {"name": "who"}},
         {"op": "pick", "fields": ["who", "age"]},
     ]
-    assert data.json_transform(ROWS, ops) == [{"who": "cy", "age": 41}, {"who": "ada", "age": 36}]
-    grouped = data.json_transform(ROWS, [{"op": "group", "by": "team"}, {"op": "query", "expression": "keys(@)"}])
+    assert data.json_transform(ROWS, steps) == [{"who": "cy", "age": 41}, {"who": "ada", "age": 36}]
+    grouped = data.json_transform(ROWS, ops({"op": "group", "by": "team"}, {"op": "query", "expression": "keys(@)"}))
     assert grouped == ["core", "web"]
-    assert data.json_transform(ROWS, [{"op": "unique", "by": "team"}, {"op": "omit", "fields": ["age"]}]) == [
+    assert data.json_transform(ROWS, ops({"op": "unique", "by": "team"}, {"op": "omit", "fields": ["age"]})) == [
         {"name": "ada", "team": "core"},
         {"name": "bob", "team": "web"},
     ]
-    assert data.json_transform([[1, 2], [3], 4], [{"op": "flatten"}, {"op": "limit", "count": 2, "offset": 1}]) == [2, 3]
+    assert data.json_transform([[1, 2], [3], 4], ops({"op": "flatten"}, {"op": "limit", "count": 2, "offset": 1})) == [
+        2,
+        3,
+    ]
 
 
 def test_csv_round_trip(data: DataTools) -> None:
-    text = "name,age,note\nada,36,\"likes, commas\"\nbob,025,\n"
+    text = 'name,age,note\nada,36,"likes, commas"\nbob,025,\n'
     rows = data.csv_to_json(text, infer_types=True)
     assert rows == [{"name": "ada", "age": 36, "note": "likes, commas"}, {"name": "bob", "age": "025", "note": None}]
     assert data.csv_to_json(text)[1] == {"name": "bob", "age": "025", "note": ""}
@@ -74,7 +82,8 @@ async def test_a_plan_reshapes_without_the_model() -> None:
     plan = {
         "steps": [
             {"id": "people", "tool": "list_people", "arguments": {}},
-            {"id": "seniors", "tool": "json_query", "arguments": {"data": "$ref:people", "expression": "people[?age > `30`]"}},
+            {"id": "seniors", "tool": "json_query",
+             "arguments": {"data": "$ref:people", "expression": "people[?age > `30`]"}},
             {"id": "csv", "tool": "json_to_csv", "arguments": {"rows": "$ref:seniors", "columns": ["name", "age"]}},
         ],
         "output_steps": ["csv"],
@@ -102,13 +111,13 @@ def test_deeply_nested_json_text_is_not_parsed(data: DataTools) -> None:
 
 def test_transform_errors(data: DataTools) -> None:
     with pytest.raises(ToolError, match="needs a list, got an object"):
-        data.json_transform({"a": 1}, [{"op": "sort"}])
+        data.json_transform({"a": 1}, ops({"op": "sort"}))
     with pytest.raises(ToolError, match="different types"):
-        data.json_transform([1, "a", 2], [{"op": "sort"}])
+        data.json_transform([1, "a", 2], ops({"op": "sort"}))
     with pytest.raises(ToolError, match="Invalid operations"):
-        data.json_transform([], [{"op": "drop_database"}])
+        data.json_transform([], ops({"op": "drop_database"}))
     with pytest.raises(ToolError, match="object or a list of objects"):
-        data.json_transform([1, 2], [{"op": "pick", "fields": ["a"]}])
+        data.json_transform([1, 2], ops({"op": "pick", "fields": ["a"]}))
 
 
 async def test_invalid_operations_are_caught_before_the_plan_runs() -> None:

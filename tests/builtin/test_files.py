@@ -57,7 +57,7 @@ def test_reads_in_parts_without_splitting_characters(files: FileTools) -> None:
 
 def test_binary_files(files: FileTools, workspace: Path) -> None:
     (workspace / "b.bin").write_bytes(bytes(range(256)))
-    with pytest.raises(ToolError, match="not UTF-8 text.*encoding='base64'"):
+    with pytest.raises(ToolError, match=r"not UTF-8 text.*encoding='base64'"):
         files.read_file("b.bin")
     got = files.read_file("b.bin", encoding="base64")
     files.write_file("copy.bin", got["content"], encoding="base64")
@@ -78,7 +78,7 @@ def test_annotations_and_options(workspace: Path) -> None:
         assert tools[name].read_only and tools[name].idempotent and not tools[name].destructive
     assert tools["write_file"].destructive and not tools["write_file"].read_only and not tools["write_file"].idempotent
     assert "write_file" not in [d.name for d in FileTools(workspace, read_only=True).definitions()]
-    assert [d.name for d in FileTools(workspace, prefix="ws_").definitions()][0] == "ws_read_file"
+    assert next(d.name for d in FileTools(workspace, prefix="ws_").definitions()) == "ws_read_file"
     with pytest.raises(UserError, match="not a directory"):
         FileTools(workspace / "missing")
 

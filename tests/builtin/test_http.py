@@ -8,9 +8,9 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import make_tls
 from http_server import Server, serve
 
+from conftest import make_tls
 from toolplan import ToolError, UserError, execute_plan
 from toolplan.tools.builtin import HttpTools
 
@@ -77,7 +77,7 @@ async def test_in_a_plan(server: Server) -> None:
 async def test_https_pins_the_address_and_verifies_the_name(tmp_path: Path) -> None:
     server_ctx, client_ctx = make_tls(tmp_path, "localhost")
     names: list[str | None] = []
-    server_ctx.sni_callback = lambda _sock, name, _ctx: names.append(name)  # type: ignore[assignment,misc]
+    server_ctx.sni_callback = lambda _sock, name, _ctx: names.append(name)
     async with serve(server_ctx) as tls:
         http = HttpTools(allow_hosts=[f"localhost:{tls.port}"], allow_private_networks=True, verify=client_ctx)
         got = await http.http_get(tls.url("/json", host="localhost"))
