@@ -8,9 +8,9 @@ from typing import Any
 
 import httpx
 import pytest
+from builtin_support import make_tls
 from http_server import Server, serve
 
-from conftest import make_tls
 from toolplan import ToolError, UserError, execute_plan
 from toolplan.tools.builtin import HttpTools
 

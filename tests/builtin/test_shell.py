@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from builtin_support import needs_shell
 
 import toolplan.sandbox._shell as shell_module
-from conftest import needs_shell
 from toolplan import SandboxError, ToolError, execute_plan
 from toolplan.sandbox import ShellLimits, ShellTools
 
