@@ -202,13 +202,10 @@ class DataTools(Toolset):
         return self._search(self._compile(expression), _parsed(data))
 
     def json_transform(self, data: Any, operations: list[Operation]) -> Any:
-        """Apply a list of operations to JSON data, in order, and return the result.
+        """Apply operations to JSON data, in order, and return the result.
 
-        Operations: {"op": "query", "expression"}, {"op": "pick", "fields"}, {"op": "omit", "fields"},
-        {"op": "rename", "fields": {"old": "new"}}, {"op": "filter", "where"}, {"op": "sort", "by",
-        "descending"}, {"op": "limit", "count", "offset"}, {"op": "unique", "by"}, {"op": "group", "by"},
-        {"op": "flatten"}. Expressions are JMESPath, evaluated on each item for filter, sort, unique
-        and group.
+        Operations (see their schemas): query, pick, omit, rename, filter, sort, limit, unique, group,
+        flatten. Expressions are JMESPath, evaluated on each item for filter, sort, unique and group.
 
         Args:
             data: The JSON data (an object, a list, or a string holding JSON).

@@ -28,7 +28,7 @@ import re
 import socket
 import ssl
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NotRequired
 
@@ -132,6 +132,10 @@ def _blocked(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
 class HttpPolicy:
     """Where requests may go and how much they may take. `HttpTools` holds one; see the module doc.
 
+    Other web tools reuse it: ``await HttpPolicy(allow_hosts=("api.example.com",)).fetch("GET", url)``.
+    Raises `UserError` for an ``allow_hosts`` entry that is not a host, and `OptionalDependencyError`
+    without httpx.
+
     Attributes:
         allow_hosts: Host names (``api.example.com``), with an optional port (``:8443``), wildcards
             for subdomains (``*.example.com``), IP addresses, or ``*`` for any host. Empty: nothing.
@@ -155,20 +159,19 @@ class HttpPolicy:
     max_redirects: int = 5
     verify: ssl.SSLContext | bool = True
     tool: str = "http"
-    _rules: tuple[_HostRule, ...] = field(default=(), repr=False)
+    _rules: tuple[_HostRule, ...] = field(default=(), init=False, repr=False, compare=False)
 
-    @classmethod
-    def build(cls, *, allow_hosts: Iterable[str] = (), **options: Any) -> HttpPolicy:
-        """A policy with its allow-list parsed (raises `UserError` for an entry that is not a host)."""
+    def __post_init__(self) -> None:
         httpx = import_httpx()
-        hosts = (allow_hosts,) if isinstance(allow_hosts, str) else tuple(allow_hosts)
-        policy = cls(allow_hosts=hosts, _rules=tuple(_rule(h, httpx) for h in hosts), **options)
-        if policy.timeout <= 0 or policy.max_response_bytes < 1 or policy.max_request_bytes < 0:
+        hosts: Any = self.allow_hosts  # a tuple by its type; a list or a single name from untyped callers
+        hosts = (hosts,) if isinstance(hosts, str) else tuple(hosts)
+        object.__setattr__(self, "allow_hosts", hosts)
+        object.__setattr__(self, "_rules", tuple(_rule(h, httpx) for h in hosts))
+        if self.timeout <= 0 or self.max_response_bytes < 1 or self.max_request_bytes < 0:
             raise UserError("HttpTools: timeout and max_response_bytes must be positive, max_request_bytes >= 0.")
-        if policy.max_redirects < 0:
+        if self.max_redirects < 0:
             raise UserError("HttpTools: max_redirects must be >= 0.")
-        _check_headers(policy.headers, UserError)
-        return policy
+        _check_headers(self.headers, UserError)
 
     def _error(self, message: str) -> ToolError:
         return ToolError(message, tool=self.tool)

@@ -59,8 +59,8 @@ class HttpTools(Toolset):
         read_only: bool = False,
         prefix: str = "",
     ) -> None:
-        self.policy = HttpPolicy.build(
-            allow_hosts=allow_hosts,
+        self.policy = HttpPolicy(
+            allow_hosts=tuple(allow_hosts) if not isinstance(allow_hosts, str) else (allow_hosts,),
             allow_private_networks=allow_private_networks,
             headers=dict(headers or {}),
             timeout=timeout,
