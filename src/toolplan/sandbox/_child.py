@@ -185,6 +185,7 @@ def main(argv: list[str]) -> int:
     linecache.cache[_FILENAME] = (len(source), None, source.splitlines(True), _FILENAME)
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins, **api}
     namespace["ToolCallError"] = ToolCallError
+    namespace.update(config.get("inputs") or {})  # names checked by the host (identifiers, not the API's)
     error: str | None = None
     kind: str | None = None
     try:

@@ -16,7 +16,7 @@ import resource
 import struct
 from collections.abc import Iterable
 
-__all__ = ("apply_rlimits", "apply_landlock", "apply_seccomp")
+__all__ = ("apply_landlock", "apply_rlimits", "apply_seccomp", "drop_capabilities", "landlock_abi", "read_only_root")
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -29,21 +29,79 @@ def _no_new_privs() -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
 
 
-def apply_rlimits(*, memory: int, cpu_seconds: int, open_files: int, file_size: int) -> None:
-    """Set hard and soft limits; the hard CPU limit is one second above the soft one (SIGXCPU first)."""
+def apply_rlimits(*, memory: int, cpu_seconds: int, open_files: int, file_size: int, processes: int = 0) -> None:
+    """Set hard and soft limits; the hard CPU limit is one second above the soft one (SIGXCPU first).
+
+    ``processes`` is ``RLIMIT_NPROC``: the kernel counts every process (thread) of the real user, and
+    ignores the limit for root. Code mode passes 0 (seccomp forbids new processes anyway).
+    """
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
     resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
-    # Ignored for root (CAP_SYS_RESOURCE); seccomp forbids fork/clone anyway.
-    resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
+
+
+_PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
+_CAP_VERSION_3 = 0x20080522
+
+
+def drop_capabilities() -> None:
+    """Give up every capability for good: bounding set, ambient set, then the process's own sets.
+
+    After this, a program run as root gets no capability from ``execve`` either (its permitted set
+    is limited by the empty bounding set), so root in the sandbox cannot mount, load modules, bypass
+    file permissions or make device nodes. A no-op for a process that has no capabilities.
+    """
+    cap = 0
+    while _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) == 0 or ctypes.get_errno() == 1:  # EPERM: none to drop
+        cap += 1
+        if cap > 63:
+            break
+    _libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = struct.pack("=Ii", _CAP_VERSION_3, 0)
+    data = ctypes.create_string_buffer(24)  # two zeroed {effective, permitted, inheritable}
+    head = ctypes.create_string_buffer(header, len(header))
+    if _libc.syscall(_NR_CAPSET, head, data) != 0:
+        raise OSError(ctypes.get_errno(), "capset failed")
+
+
+# --- mounts ----------------------------------------------------------------------------------------
+_NR_MOUNT, _NR_MOUNT_SETATTR = 165, 442
+_MS_BIND = 4096
+_AT_FDCWD, _AT_RECURSIVE = -100, 0x8000
+_MOUNT_ATTR_RDONLY = 0x1
+
+
+def _mount_setattr(path: str, *, recursive: bool, set_: int = 0, clear: int = 0) -> None:
+    attr = ctypes.create_string_buffer(struct.pack("=QQQQ", set_, clear, 0, 0), 32)
+    flags = _AT_RECURSIVE if recursive else 0
+    if _libc.syscall(_NR_MOUNT_SETATTR, _AT_FDCWD, path.encode(), flags, attr, 32) != 0:
+        raise OSError(ctypes.get_errno(), f"mount_setattr({path!r}) failed")
+
+
+def read_only_root(writable: str) -> None:
+    """In a private mount namespace: make every mount read-only except ``writable`` (bind-mounted on itself).
+
+    Landlock controls opening, creating and removing files, but not changing their metadata (chmod,
+    chown, utime, xattrs); a read-only mount refuses those too (``EROFS``) everywhere but the
+    workspace. The caller must already be in its own mount namespace (``unshare --mount``), with
+    private propagation, and able to mount. Changes the working directory to ``writable``.
+    """
+    path = writable.encode()
+    if _libc.syscall(_NR_MOUNT, path, path, None, _MS_BIND, None) != 0:
+        raise OSError(ctypes.get_errno(), f"bind mount of {writable!r} failed")
+    _mount_setattr("/", recursive=True, set_=_MOUNT_ATTR_RDONLY)
+    _mount_setattr(writable, recursive=False, clear=_MOUNT_ATTR_RDONLY)
+    os.chdir(writable)  # the old working directory is the directory under the new mount
 
 
 # --- Landlock -------------------------------------------------------------------------------------
 _LL_CREATE_RULESET, _LL_ADD_RULE, _LL_RESTRICT_SELF = 444, 445, 446  # same number on every arch
 _LL_RULE_PATH_BENEATH = 1
 _FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+_FS_MAKE_CHAR, _FS_MAKE_BLOCK = 1 << 6, 1 << 11
 _FS_ALL_V1 = (1 << 13) - 1  # execute .. make_sym
 _FS_REFER, _FS_TRUNCATE, _FS_IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
 _NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1
@@ -56,8 +114,18 @@ def landlock_abi() -> int:
     return max(int(version), 0)
 
 
-def apply_landlock(*, read_only: Iterable[str], read_write: Iterable[str], allow_network: bool) -> int:
+def apply_landlock(
+    *,
+    read_only: Iterable[str],
+    read_write: Iterable[str],
+    allow_network: bool,
+    executable: Iterable[str] = (),
+    device_nodes: bool = True,
+) -> int:
     """Allow reading ``read_only`` trees and everything in ``read_write``; deny all other paths.
+
+    ``executable`` trees may be read and their files executed (nothing else may be executed: not
+    even in ``read_write``). ``device_nodes=False`` also forbids making device nodes in ``read_write``.
 
     Returns the ABI version used (0: not applied). From ABI 4 TCP bind/connect are denied unless
     ``allow_network``; from ABI 6 signals and abstract unix sockets outside the sandbox are denied.
@@ -86,7 +154,8 @@ def apply_landlock(*, read_only: Iterable[str], read_write: Iterable[str], allow
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
     try:
         ro = _FS_READ_FILE | _FS_READ_DIR
-        for paths, access in ((read_only, ro), (read_write, fs_all & ~_FS_EXECUTE)):
+        rw = fs_all & ~_FS_EXECUTE & ~(0 if device_nodes else _FS_MAKE_CHAR | _FS_MAKE_BLOCK)
+        for paths, access in ((read_only, ro), (executable, ro | _FS_EXECUTE), (read_write, rw)):
             for path in paths:
                 _landlock_add_path(ruleset, path, access)
         _no_new_privs()
@@ -131,6 +200,19 @@ _X86_64_DENY = {
     297: "rt_tgsigqueueinfo", 434: "pidfd_open", 438: "pidfd_getfd", 304: "open_by_handle_at",
 }  # fmt: skip
 _NR_CLONE, _NR_CLONE3, _NR_SOCKET, _NR_PRLIMIT64, _NR_KILL, _NR_TGKILL = 56, 435, 41, 302, 62, 234
+_NR_CAPSET = 126
+# With processes allowed (the shell): exec and fork are fine, but leaving the process group (which
+# the host kills as a whole) is not, nor is a clone into new namespaces.
+_X86_64_PROCESSES = {59: "execve", 322: "execveat", 57: "fork", 58: "vfork"}
+_X86_64_GROUP = {112: "setsid", 109: "setpgid"}
+# File metadata calls Landlock does not control; denied when no read-only mount refuses them instead.
+_X86_64_METADATA = {
+    90: "chmod", 91: "fchmod", 268: "fchmodat", 452: "fchmodat2", 92: "chown", 93: "fchown", 94: "lchown",
+    260: "fchownat", 132: "utime", 235: "utimes", 261: "futimesat", 280: "utimensat", 188: "setxattr",
+    189: "lsetxattr", 190: "fsetxattr", 197: "removexattr", 198: "lremovexattr", 199: "fremovexattr",
+    463: "setxattrat", 466: "removexattrat",
+}  # fmt: skip
+_CLONE_NEW_NAMESPACES = 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x00020000
 
 
 def _stmt(code: int, k: int) -> bytes:
@@ -144,8 +226,17 @@ def _jump(code: int, k: int, jt: int, jf: int) -> bytes:
 _LD_W_ABS, _JEQ_K, _JSET_K, _JGE_K, _RET_K = 0x20, 0x15, 0x45, 0x35, 0x06
 
 
-def _seccomp_program(*, allow_network: bool, pid: int) -> bytes:
+def _seccomp_program(
+    *, allow_network: bool, pid: int, processes: bool = False, scoped_signals: bool = False, metadata: bool = True
+) -> bytes:
     deny = _RET_ERRNO | _EPERM
+    denied = dict(_X86_64_DENY)
+    if processes:
+        for number in _X86_64_PROCESSES:
+            denied.pop(number)
+        denied.update(_X86_64_GROUP)
+    if not metadata:
+        denied.update(_X86_64_METADATA)
 
     def arg_low(i: int) -> bytes:
         return _stmt(_LD_W_ABS, 16 + 8 * i)
@@ -162,32 +253,52 @@ def _seccomp_program(*, allow_network: bool, pid: int) -> bytes:
         _jump(_JGE_K, 0x40000000, 0, 1),  # x32 ABI syscalls
         _stmt(_RET_K, deny),
     ]
-    for number in _X86_64_DENY:
+    for number in denied:
         prog += [_jump(_JEQ_K, number, 0, 1), _stmt(_RET_K, deny)]
     # clone3 passes its flags in memory seccomp cannot read: ENOSYS makes libc fall back to clone.
     prog += [_jump(_JEQ_K, _NR_CLONE3, 0, 1), _stmt(_RET_K, _RET_ERRNO | _ENOSYS)]
-    # clone: threads only.
-    prog += [_jump(_JEQ_K, _NR_CLONE, 0, 4), arg_low(0), _jump(_JSET_K, _CLONE_THREAD, 0, 1)]
-    prog += [_stmt(_RET_K, _RET_ALLOW), _stmt(_RET_K, deny)]
+    if processes:  # clone: threads and processes, in no new namespace
+        prog += [_jump(_JEQ_K, _NR_CLONE, 0, 4), arg_low(0), _jump(_JSET_K, _CLONE_NEW_NAMESPACES, 0, 1)]
+        prog += [_stmt(_RET_K, deny), _stmt(_RET_K, _RET_ALLOW)]
+    else:  # clone: threads only
+        prog += [_jump(_JEQ_K, _NR_CLONE, 0, 4), arg_low(0), _jump(_JSET_K, _CLONE_THREAD, 0, 1)]
+        prog += [_stmt(_RET_K, _RET_ALLOW), _stmt(_RET_K, deny)]
     # prlimit64: reading is fine, setting (new_limit != NULL) is not.
     prog += [nr, _jump(_JEQ_K, _NR_PRLIMIT64, 0, 5), arg_low(2), _jump(_JEQ_K, 0, 0, 2)]
     prog += [arg_high(2), _jump(_JEQ_K, 0, 1, 0), _stmt(_RET_K, deny)]
-    # kill / tgkill: only this process (or its own group, 0).
-    for call in (_NR_KILL, _NR_TGKILL):
-        prog += [nr, _jump(_JEQ_K, call, 0, 5), arg_low(0), _jump(_JEQ_K, pid, 2, 0)]
-        prog += [_jump(_JEQ_K, 0, 1, 0), _stmt(_RET_K, deny)]
-        prog += [_stmt(_RET_K, _RET_ALLOW)]
+    # kill / tgkill: only this process (or its own group, 0; with processes, its group by -pid too).
+    # Where Landlock scopes signals to the sandbox (ABI 6), the kernel already keeps them inside.
+    if not scoped_signals:
+        group = -pid & 0xFFFFFFFF if processes else pid
+        for call in (_NR_KILL, _NR_TGKILL):
+            prog += [nr, _jump(_JEQ_K, call, 0, 6), arg_low(0), _jump(_JEQ_K, pid, 3, 0)]
+            prog += [_jump(_JEQ_K, group, 2, 0), _jump(_JEQ_K, 0, 1, 0), _stmt(_RET_K, deny)]
+            prog += [_stmt(_RET_K, _RET_ALLOW)]
     if not allow_network:
         prog += [nr, _jump(_JEQ_K, _NR_SOCKET, 0, 1), _stmt(_RET_K, deny)]
     prog.append(_stmt(_RET_K, _RET_ALLOW))
     return b"".join(prog)
 
 
-def apply_seccomp(*, allow_network: bool) -> bool:
-    """Install the filter on this process (and its threads); False where it is not supported."""
+def apply_seccomp(
+    *, allow_network: bool, processes: bool = False, scoped_signals: bool = False, metadata: bool = True
+) -> bool:
+    """Install the filter on this process (and its threads); False where it is not supported.
+
+    ``processes`` lets the process exec programs and fork (the shell), still in its own process
+    group and no new namespace. ``scoped_signals`` says Landlock already keeps signals inside the
+    sandbox, so kill needs no filter of its own. ``metadata=False`` denies chmod, chown, utime and
+    xattr changes (for when no read-only mount protects the files outside the workspace).
+    """
     if platform.machine() not in ("x86_64", "AMD64"):
         return False
-    code = _seccomp_program(allow_network=allow_network, pid=os.getpid())
+    code = _seccomp_program(
+        allow_network=allow_network,
+        pid=os.getpid(),
+        processes=processes,
+        scoped_signals=scoped_signals,
+        metadata=metadata,
+    )
     filters = ctypes.create_string_buffer(code, len(code))
 
     class _Prog(ctypes.Structure):

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._errors import OptionalDependencyError, SandboxError, ToolplanError
@@ -69,20 +70,32 @@ class MontyRunner:
         """The ``execute_code`` description of this runner for the model."""
         return _DESCRIPTION
 
-    async def run(self, code: str, *, call_tool: ToolCaller, limits: CodeLimits | None = None) -> CodeResult:
+    async def run(
+        self,
+        code: str,
+        *,
+        call_tool: ToolCaller,
+        limits: CodeLimits | None = None,
+        inputs: Mapping[str, Any] | None = None,
+    ) -> CodeResult:
         """Run ``code`` in a fresh Monty session; see `CodeRunner.run`.
+
+        ``inputs`` (JSON data by name) are bound as global variables before the code runs.
 
         Raises:
             OptionalDependencyError: ``pydantic-monty`` is not installed.
             SandboxError: The Monty worker could not be started.
         """
         monty = _import_monty()
-        return await _MontyRun(monty, call_tool, limits or self.limits).execute(code, self.binary_path)
+        run = _MontyRun(monty, call_tool, limits or self.limits, dict(inputs) if inputs else None)
+        return await run.execute(code, self.binary_path)
 
 
 class _MontyRun:
-    def __init__(self, monty: Any, call_tool: ToolCaller, limits: CodeLimits) -> None:
-        self.monty, self.call_tool, self.limits = monty, call_tool, limits
+    def __init__(
+        self, monty: Any, call_tool: ToolCaller, limits: CodeLimits, inputs: dict[str, Any] | None = None
+    ) -> None:
+        self.monty, self.call_tool, self.limits, self.inputs = monty, call_tool, limits, inputs
         self.logs = LogBuffer(limits.max_output)
         self.result: Any = None
         self.result_set = False
@@ -146,7 +159,7 @@ class _MontyRun:
     async def _drive(self, session: pydantic_monty.AsyncMontySession, code: str) -> None:
         m = self.monty
         try:
-            snap = await session.feed_start(code, print_callback=self._print)
+            snap = await session.feed_start(code, inputs=self.inputs, print_callback=self._print)
             while not isinstance(snap, m.MontyComplete):
                 if isinstance(snap, m.AsyncFunctionSnapshot):
                     if snap.is_os_function:

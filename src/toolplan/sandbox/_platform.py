@@ -6,9 +6,10 @@ import asyncio
 import os
 import shutil
 
-__all__ = ("network_namespace_prefix",)
+__all__ = ("namespace_prefix", "network_namespace_prefix")
 
 _netns: tuple[str, ...] | None = None
+_prefixes: dict[tuple[bool, bool], tuple[str, ...]] = {}
 
 
 async def _works(argv: tuple[str, ...]) -> bool:
@@ -46,4 +47,29 @@ async def network_namespace_prefix() -> tuple[str, ...]:
                 found = argv
                 break
     _netns = found
+    return found
+
+
+async def namespace_prefix(*, net: bool, mount: bool) -> tuple[str, ...]:
+    """A command prefix running its command in new (empty network and/or private mount) namespaces, or ``()``.
+
+    As root ``unshare [--net] [--mount]``; otherwise with ``--map-root-user`` (unprivileged user
+    namespaces). ``unshare --mount`` makes mount propagation private. Cached per process.
+    """
+    key = (net, mount)
+    if key in _prefixes:
+        return _prefixes[key]
+    unshare = shutil.which("unshare")
+    flags = (*(("--net",) if net else ()), *(("--mount",) if mount else ()))
+    found: tuple[str, ...] = ()
+    if unshare is not None and flags:
+        candidates: list[tuple[str, ...]] = []
+        if os.geteuid() == 0:
+            candidates.append((unshare, *flags, "--"))
+        candidates.append((unshare, "--map-root-user", *flags, "--"))
+        for argv in candidates:
+            if await _works(argv):
+                found = argv
+                break
+    _prefixes[key] = found
     return found

@@ -13,6 +13,7 @@ import sys
 import sysconfig
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -86,8 +87,17 @@ class SubprocessRunner:
         """The ``execute_code`` description of this runner for the model."""
         return _DESCRIPTION
 
-    async def run(self, code: str, *, call_tool: ToolCaller, limits: CodeLimits | None = None) -> CodeResult:
+    async def run(
+        self,
+        code: str,
+        *,
+        call_tool: ToolCaller,
+        limits: CodeLimits | None = None,
+        inputs: Mapping[str, Any] | None = None,
+    ) -> CodeResult:
         """Run ``code`` in a fresh child process and workspace; see `CodeRunner.run`.
+
+        ``inputs`` (JSON data by name) are bound as global variables before the code runs.
 
         Raises:
             SandboxError: The sandbox itself could not be started (not a failure of the code).
@@ -104,7 +114,7 @@ class SubprocessRunner:
                 )
         workspace = await run_in_thread(_make_workspace)
         try:
-            run = _Run(self, code, call_tool, limits, workspace, prefix)
+            run = _Run(self, code, call_tool, limits, workspace, prefix, dict(inputs) if inputs else {})
             result = await run.execute(started)
             self.layers = run.layers
             return result
@@ -134,8 +144,10 @@ class _Run:
         limits: CodeLimits,
         workspace: str,
         prefix: tuple[str, ...],
+        inputs: dict[str, Any] | None = None,
     ) -> None:
         self.runner, self.code, self.call_tool, self.limits = runner, code, call_tool, limits
+        self.inputs = inputs or {}
         self.workspace, self.prefix = workspace, prefix
         self.logs = LogBuffer(limits.max_output)
         self.result: Any = None
@@ -231,6 +243,7 @@ class _Run:
             "seccomp": self.runner.seccomp,
             "audit_hook": self.runner.audit_hook,
             "max_depth": MAX_DEPTH,
+            "inputs": self.inputs,
         }
 
     def _killpg(self) -> None:

@@ -1,0 +1,452 @@
+"""`DataTools`: JMESPath queries, declarative transforms and CSV <-> JSON, without a model round trip."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from ..._errors import OptionalDependencyError, ToolError, UserError
+from ..._json import JSONTextError, loads
+from .._definition import ToolAnnotations
+from .._function import FunctionTool
+from ._toolset import Toolset
+
+if TYPE_CHECKING:
+    import jmespath
+
+__all__ = ("DataTools",)
+
+_MiB = 1024 * 1024
+_PURE = ToolAnnotations(read_only=True, idempotent=True, cost=0.0, timeout=30.0)
+MAX_EXPRESSION_CHARS = 2000
+_LITERAL = re.compile(r"`((?:[^`\\]|\\.)*)`")
+
+
+def _import_jmespath() -> Any:
+    try:
+        import jmespath
+    except ImportError as exc:
+        raise OptionalDependencyError("DataTools", extra="builtin", package="jmespath") from exc
+    return jmespath
+
+
+class _Op(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class QueryOp(_Op):
+    """Replace the data by the result of a JMESPath expression."""
+
+    op: Literal["query"]
+    expression: str = Field(description="JMESPath expression, e.g. 'items[?price > `10`].name'.")
+
+
+class PickOp(_Op):
+    """Keep only these keys of the object (or of each object of a list)."""
+
+    op: Literal["pick"]
+    fields: list[str]
+
+
+class OmitOp(_Op):
+    """Drop these keys of the object (or of each object of a list)."""
+
+    op: Literal["omit"]
+    fields: list[str]
+
+
+class RenameOp(_Op):
+    """Rename keys of the object (or of each object of a list): {"old": "new"}."""
+
+    op: Literal["rename"]
+    fields: dict[str, str]
+
+
+class FilterOp(_Op):
+    """Keep the items of a list for which a JMESPath expression is true, e.g. "age > `30`"."""
+
+    op: Literal["filter"]
+    where: str
+
+
+class SortOp(_Op):
+    """Sort a list by the value of a JMESPath expression (the item itself when omitted)."""
+
+    op: Literal["sort"]
+    by: str | None = None
+    descending: bool = False
+
+
+class LimitOp(_Op):
+    """Keep ``count`` items of a list, from ``offset``."""
+
+    op: Literal["limit"]
+    count: int = Field(ge=0)
+    offset: int = Field(default=0, ge=0)
+
+
+class UniqueOp(_Op):
+    """Drop repeated items of a list (equal items, or items with an equal JMESPath key)."""
+
+    op: Literal["unique"]
+    by: str | None = None
+
+
+class GroupOp(_Op):
+    """Turn a list into {key: [items]} by a JMESPath key (keys become strings)."""
+
+    op: Literal["group"]
+    by: str
+
+
+class FlattenOp(_Op):
+    """Flatten a list of lists by one level."""
+
+    op: Literal["flatten"]
+
+
+Operation = Annotated[
+    QueryOp | PickOp | OmitOp | RenameOp | FilterOp | SortOp | LimitOp | UniqueOp | GroupOp | FlattenOp,
+    Field(discriminator="op"),
+]
+
+
+_OPERATIONS: TypeAdapter[list[Operation]] = TypeAdapter(list[Operation])
+
+
+class DataTools(Toolset):
+    """Pick fields and reshape data inside a plan: JMESPath queries, transforms, CSV and JSON.
+
+    Every function is pure (read-only, idempotent, cost 0), so a plan can chain ``$ref``s through them
+    instead of sending data back to the model. A ``data`` argument that is a string holding JSON
+    (many tools return JSON text) is parsed first. Needs ``pip install "toolplan[builtin]"`` (for
+    ``jmespath``).
+
+    Functions: ``json_query``, ``json_transform``, ``csv_to_json``, ``json_to_csv``.
+
+    Args:
+        max_text_chars: Largest CSV text ``csv_to_json`` reads, and largest CSV ``json_to_csv`` writes.
+        max_rows: Most rows either CSV function handles.
+        prefix: Put in front of every function name (see `Toolset`).
+    """
+
+    def __init__(self, *, max_text_chars: int = 16 * _MiB, max_rows: int = 100_000, prefix: str = "") -> None:
+        if max_text_chars < 1 or max_rows < 1:
+            raise UserError("DataTools: max_text_chars and max_rows must be at least 1.")
+        self._jmespath = _import_jmespath()
+        self.max_text_chars = max_text_chars
+        self.max_rows = max_rows
+        self._tool = f"{prefix}data"
+        super().__init__(
+            [
+                FunctionTool(self.json_query, annotations=_PURE),
+                FunctionTool(self.json_transform, annotations=_PURE),
+                FunctionTool(self.csv_to_json, annotations=_PURE),
+                FunctionTool(self.json_to_csv, annotations=_PURE),
+            ],
+            prefix=prefix,
+        )
+
+    def _error(self, message: str) -> ToolError:
+        return ToolError(message, tool=self._tool)
+
+    # -- JMESPath ------------------------------------------------------------------------------------
+    def _compile(self, expression: str) -> jmespath.parser.ParsedResult:
+        if len(expression) > MAX_EXPRESSION_CHARS:
+            raise self._error(f"The expression is {len(expression)} characters; the limit is {MAX_EXPRESSION_CHARS}.")
+        for literal in _LITERAL.findall(expression):
+            # jmespath accepts a non-JSON literal with a deprecation warning (turned into an error under
+            # -W error): refuse it here, with the way to write it.
+            try:
+                json.loads(literal.replace("\\`", "`"))
+            except ValueError:
+                raise self._error(
+                    f"The literal `{literal[:80]}` in the expression is not JSON: write text as 'text' (a raw "
+                    'string) or `"text"`, numbers as `10`.'
+                ) from None
+        jp = self._jmespath
+        try:
+            parsed: jmespath.parser.ParsedResult = jp.compile(expression)
+        except jp.exceptions.JMESPathError as exc:
+            raise self._error(f"Invalid JMESPath expression {expression!r}: {_one_line(exc)}") from None
+        except RecursionError:
+            raise self._error(f"The JMESPath expression {expression[:80]!r}... is nested too deep.") from None
+        return parsed
+
+    def _search(self, parsed: jmespath.parser.ParsedResult, data: Any) -> Any:
+        jp = self._jmespath
+        try:
+            return parsed.search(data)
+        except jp.exceptions.JMESPathError as exc:
+            raise self._error(f"JMESPath expression {parsed.expression!r} failed: {_one_line(exc)}") from None
+        except RecursionError:
+            raise self._error("The data is nested too deep for this expression.") from None
+
+    def json_query(self, data: Any, expression: str) -> Any:
+        """Select and reshape JSON data with a JMESPath expression.
+
+        Examples: 'items[0].name', 'items[?price > `10`].{name: name, price: price}',
+        'sort_by(items, &price)[-1]', 'length(items)'.
+
+        Args:
+            data: The JSON data (an object, a list, or a string holding JSON).
+            expression: The JMESPath expression.
+        """
+        return self._search(self._compile(expression), _parsed(data))
+
+    def json_transform(self, data: Any, operations: list[Operation]) -> Any:
+        """Apply operations to JSON data, in order, and return the result.
+
+        Operations (see their schemas): query, pick, omit, rename, filter, sort, limit, unique, group,
+        flatten. Expressions are JMESPath, evaluated on each item for filter, sort, unique and group.
+
+        Args:
+            data: The JSON data (an object, a list, or a string holding JSON).
+            operations: The operations, applied one after the other.
+        """
+        value = _parsed(data)
+        if not all(isinstance(op, _Op) for op in operations):  # called from Python with plain dicts
+            try:
+                operations = _OPERATIONS.validate_python(operations)
+            except ValidationError as exc:
+                raise self._error(f"Invalid operations: {_one_line(exc)}") from None
+        for index, op in enumerate(operations):
+            value = self._apply(op, value, index)
+        return value
+
+    def _apply(self, op: Any, value: Any, index: int) -> Any:
+        where = f"Operation {index} ({op.op})"
+        if isinstance(op, QueryOp):
+            return self._search(self._compile(op.expression), value)
+        if isinstance(op, PickOp | OmitOp | RenameOp):
+            return _each_object(value, _key_op(op), where, self._error)
+        if isinstance(op, FlattenOp):
+            items = self._list(value, where)
+            return [x for item in items for x in (item if isinstance(item, list) else [item])]
+        items = self._list(value, where)
+        if isinstance(op, LimitOp):
+            return items[op.offset : op.offset + op.count]
+        if isinstance(op, FilterOp):
+            test = self._compile(op.where)
+            return [item for item in items if _truthy(self._search(test, item))]
+        key = self._compile(op.by) if op.by is not None else None
+
+        def keyed(item: Any) -> Any:
+            return item if key is None else self._search(key, item)
+
+        if isinstance(op, SortOp):
+            pairs = [(keyed(item), item) for item in items]
+            try:
+                pairs.sort(key=lambda pair: _sort_key(pair[0]), reverse=op.descending)
+            except TypeError:
+                raise self._error(
+                    f"{where}: the sort keys are of different types; sort by one kind of value."
+                ) from None
+            return [item for _, item in pairs]
+        if isinstance(op, UniqueOp):
+            seen: set[str] = set()
+            out = []
+            for item in items:
+                mark = _canonical(keyed(item))
+                if mark not in seen:
+                    seen.add(mark)
+                    out.append(item)
+            return out
+        assert isinstance(op, GroupOp)
+        groups: dict[str, list[Any]] = {}
+        for item in items:
+            k = keyed(item)
+            groups.setdefault(k if isinstance(k, str) else _canonical(k), []).append(item)
+        return groups
+
+    def _list(self, value: Any, where: str) -> list[Any]:
+        if not isinstance(value, list):
+            raise self._error(f"{where} needs a list, got {_kind(value)}. Use a 'query' operation to select a list.")
+        return value
+
+    # -- CSV -----------------------------------------------------------------------------------------
+    def csv_to_json(self, text: str, delimiter: str = ",", header: bool = True, infer_types: bool = False) -> list[Any]:
+        """Parse CSV text into JSON rows.
+
+        Args:
+            text: The CSV text.
+            delimiter: The field separator (one character), e.g. ',' or ';' or a tab.
+            header: The first row names the columns: rows become objects. Otherwise rows are lists.
+            infer_types: Turn numbers, true/false and empty fields into numbers, booleans and null.
+        """
+        if len(text) > self.max_text_chars:
+            raise self._error(f"The CSV text is {len(text)} characters; the limit is {self.max_text_chars}.")
+        if len(delimiter) != 1:
+            raise self._error(f"delimiter must be one character, got {delimiter!r}.")
+        reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+        convert: Callable[[str], Any] = _infer if infer_types else str
+        rows: list[Any] = []
+        columns: list[str] | None = None
+        try:
+            for line, row in enumerate(reader, 1):
+                if header and columns is None:
+                    columns = _unique_columns(row)
+                    continue
+                if len(rows) >= self.max_rows:
+                    raise self._error(f"The CSV has more than {self.max_rows} rows; send fewer rows per call.")
+                values = [convert(v) for v in row]
+                if columns is None:
+                    rows.append(values)
+                else:
+                    if len(values) > len(columns):
+                        raise self._error(
+                            f"CSV line {line} has {len(values)} fields but the header has {len(columns)}."
+                        )
+                    rows.append(dict(zip(columns, values + [None] * (len(columns) - len(values)), strict=True)))
+        except csv.Error as exc:
+            raise self._error(f"The CSV text cannot be parsed: {exc}.") from None
+        return rows
+
+    def json_to_csv(self, rows: Any, columns: list[str] | None = None, delimiter: str = ",") -> str:
+        """Write JSON rows as CSV text with a header line.
+
+        Objects become rows under the given columns (default: every key, in first-seen order); lists
+        are written as they are. Nested values are written as compact JSON.
+
+        Args:
+            rows: A list of objects or of lists (or a string holding such JSON).
+            columns: The columns, in order (objects only).
+            delimiter: The field separator (one character).
+        """
+        rows = _parsed(rows)
+        if not isinstance(rows, list):
+            raise self._error(f"rows must be a list of objects or lists, got {_kind(rows)}.")
+        if len(rows) > self.max_rows:
+            raise self._error(f"There are {len(rows)} rows; the limit is {self.max_rows}.")
+        if len(delimiter) != 1:
+            raise self._error(f"delimiter must be one character, got {delimiter!r}.")
+        out = io.StringIO(newline="")
+        writer = csv.writer(out, delimiter=delimiter, lineterminator="\n")
+        if rows and all(isinstance(r, dict) for r in rows):
+            names = columns if columns is not None else list(dict.fromkeys(k for r in rows for k in r))
+            writer.writerow(names)
+            for row in rows:
+                writer.writerow([_cell(row.get(c)) for c in names])
+                self._check_size(out)
+        elif all(isinstance(r, list) for r in rows):
+            if columns is not None:
+                writer.writerow(columns)
+            for row in rows:
+                writer.writerow([_cell(v) for v in row])
+                self._check_size(out)
+        else:
+            raise self._error("rows must be all objects or all lists.")
+        return out.getvalue()
+
+    def _check_size(self, out: io.StringIO) -> None:
+        if out.tell() > self.max_text_chars:
+            raise self._error(f"The CSV would be longer than {self.max_text_chars} characters; send fewer rows.")
+
+
+def _parsed(data: Any) -> Any:
+    """``data``, or the JSON it holds when it is a string of JSON object or array text."""
+    if isinstance(data, str) and data.lstrip()[:1] in ("{", "["):
+        try:
+            return loads(data)
+        except JSONTextError:
+            return data
+    return data
+
+
+def _key_op(op: PickOp | OmitOp | RenameOp) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    if isinstance(op, PickOp):
+        wanted = op.fields
+        return lambda obj: {k: obj[k] for k in wanted if k in obj}
+    if isinstance(op, OmitOp):
+        dropped = set(op.fields)
+        return lambda obj: {k: v for k, v in obj.items() if k not in dropped}
+    names = op.fields
+    return lambda obj: {names.get(k, k): v for k, v in obj.items()}
+
+
+def _each_object(
+    value: Any, fn: Callable[[dict[str, Any]], dict[str, Any]], where: str, error: Callable[[str], ToolError]
+) -> Any:
+    if isinstance(value, dict):
+        return fn(value)
+    if isinstance(value, list) and all(isinstance(v, dict) for v in value):
+        return [fn(v) for v in value]
+    raise error(f"{where} needs an object or a list of objects, got {_kind(value)}.")
+
+
+def _truthy(value: Any) -> bool:
+    # JMESPath's truth: false, null, "", [] and {} are false; every number (0 too) is true.
+    if value is None or value is False:
+        return False
+    return not (isinstance(value, str | list | dict) and not value)
+
+
+def _sort_key(value: Any) -> tuple[int, Any]:
+    # null sorts first; then values of one kind compare as usual (mixed kinds raise TypeError).
+    if value is None:
+        return (0, 0)
+    if isinstance(value, bool | int | float | str):
+        return (1, value)
+    return (2, _canonical(value))
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(type(value), "a number")
+
+
+def _unique_columns(row: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for name in row:
+        n = seen.get(name, 0)
+        seen[name] = n + 1
+        out.append(name if n == 0 else f"{name}_{n + 1}")
+    return out
+
+
+_INT = re.compile(r"-?(?:0|[1-9][0-9]{0,17})")
+_FLOAT = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+(?:[eE][-+]?[0-9]{1,3})?|[eE][-+]?[0-9]{1,3})")
+
+
+def _infer(text: str) -> Any:
+    """A CSV field as JSON: numbers written as JSON numbers (not '007', '1_000' or ' 5'), booleans, null."""
+    if text == "":
+        return None
+    if text in ("true", "false", "TRUE", "FALSE", "True", "False"):
+        return text.lower() == "true"
+    if _INT.fullmatch(text):
+        return int(text)
+    if len(text) <= 40 and _FLOAT.fullmatch(text):
+        number = float(text)
+        if math.isfinite(number):
+            return number
+    return text
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return json.dumps(value)
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300]

@@ -1,0 +1,75 @@
+"""`Toolset`: several tool functions behind one `Tool`, the shape of every built-in toolset."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ..._errors import UnknownToolError, UserError
+from .._definition import ToolDefinition
+from .._function import FunctionTool
+from .._result import ToolResult
+
+__all__ = ("Toolset",)
+
+
+class Toolset:
+    """A multi-function `Tool` made of `FunctionTool`s, usually a class's own methods.
+
+    A subclass builds its functions from bound methods, so each method's signature is the schema the
+    model sees, its docstring the description, and calling the method from Python calls the function
+    directly::
+
+        class Notes(Toolset):
+            def __init__(self, *, prefix: str = "") -> None:
+                super().__init__([FunctionTool(self.add_note, annotations=...)], prefix=prefix)
+
+            def add_note(self, text: str) -> str:
+                \"\"\"Remember a note.\"\"\"
+                ...
+
+    Args:
+        functions: The functions the toolset offers.
+        prefix: Put in front of every function name (``"fs_"`` makes ``fs_read_file``), so two
+            toolsets of one kind, or a toolset and a tool of your own, can share a registry.
+    """
+
+    def __init__(self, functions: Iterable[FunctionTool[Any]], *, prefix: str = "") -> None:
+        self._functions: dict[str, FunctionTool[Any]] = {}
+        for function in functions:
+            if prefix:
+                function = FunctionTool(
+                    function.function,
+                    name=prefix + function.name,
+                    description=function.definition.description,
+                    annotations=function.definition.annotations,
+                )
+            if function.name in self._functions:
+                raise UserError(f"Toolset {type(self).__name__} has two functions named {function.name!r}.")
+            self._functions[function.name] = function
+
+    @property
+    def names(self) -> list[str]:
+        """The names of the functions, as the model sees them (prefix included)."""
+        return list(self._functions)
+
+    def definitions(self) -> Sequence[ToolDefinition]:
+        """One definition per function: name, description, schemas and annotations."""
+        return [function.definition for function in self._functions.values()]
+
+    async def execute(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
+        """Call function ``name`` with ``arguments`` (validated against its schema)."""
+        function = self._functions.get(name)
+        if function is None:
+            raise UnknownToolError(name, self.names)
+        return await function.execute(name, arguments)
+
+    def argument_problems(self, name: str, arguments: Mapping[str, Any], deferred: frozenset[str]) -> list[str]:
+        """Problems with the literal ``arguments`` of function ``name`` (``deferred`` keys come later)."""
+        function = self._functions.get(name)
+        if function is None:
+            return [str(UnknownToolError(name, self.names))]
+        return function.argument_problems(name, arguments, deferred)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(self.names)})"
