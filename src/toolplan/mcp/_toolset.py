@@ -13,7 +13,7 @@ import asyncio
 import contextvars
 import logging
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -163,6 +163,8 @@ class MCPToolset:
         timeout: Default timeout of every call, in seconds (a step's own timeout wins).
         headers: HTTP headers for a URL (e.g. ``{"Authorization": "Bearer ..."}``).
         name: How errors and logs name the server (default: its URL, command or name).
+        on_tools_changed: Called after the server said its tools changed and they were listed again
+            (a registry or agent built before holds the old definitions: build it again).
     """
 
     def __init__(
@@ -175,6 +177,7 @@ class MCPToolset:
         timeout: float | None = None,
         headers: Mapping[str, str] | None = None,
         name: str | None = None,
+        on_tools_changed: Callable[[MCPToolset], None] | None = None,
     ) -> None:
         if isinstance(server, str) and not server.startswith(("http://", "https://")):
             raise UserError(
@@ -194,12 +197,14 @@ class MCPToolset:
         self.timeout = timeout
         self.headers = dict(headers or {})
         self.name = name or _label(server)
+        self.on_tools_changed = on_tools_changed
         self._tools: dict[str, RemoteTool] = {}
         self._listed = False
         self.skipped: dict[str, str] = {}
         """Tools of the server left out, by the server's name: why (an invalid or taken name)."""
         self._conn: _Connection | None = None
         self._lock: asyncio.Lock | None = None  # the server's mutation lock (made in the running loop)
+        self._lock_loop: asyncio.AbstractEventLoop | None = None
 
     @classmethod
     def stdio(
@@ -273,8 +278,9 @@ class MCPToolset:
         if tool.hints.read_only or self.parallel_mutations:
             result = await self._call(tool.remote, args, meta)
         else:
-            if self._lock is None:
-                self._lock = asyncio.Lock()
+            loop = asyncio.get_running_loop()
+            if self._lock is None or self._lock_loop is not loop:  # a lock serves one event loop
+                self._lock, self._lock_loop = asyncio.Lock(), loop
             async with self._lock:
                 result = await self._call(tool.remote, args, meta)
         return convert_result(result, name)
@@ -493,7 +499,8 @@ class MCPToolset:
             log.warning("MCP server %s: tool %r is left out: %s.", self.name, remote, why)
         self._tools, self.skipped, self._listed = listed, skipped, True
 
-    async def _relist(self, client: Client, done: asyncio.Future[None] | None = None) -> None:
+    async def _relist(self, client: Client, done: asyncio.Future[None] | None = None) -> bool:
+        """List again; True if that worked (``done`` is told either way)."""
         try:
             await self._list(client)
         except Exception as exc:
@@ -501,9 +508,10 @@ class MCPToolset:
                 done.set_exception(MCPConnectionError(f"Listing the tools of {self.name!r} failed: {_describe(exc)}"))
             else:
                 log.warning("MCP server %s: listing its tools again failed: %s", self.name, _describe(exc))
-            return
+            return False
         if done is not None and not done.done():
             done.set_result(None)
+        return True
 
     async def _on_message(self, message: Any) -> None:
         """The SDK's message handler: a changed tool list is listed again (by the owner)."""
@@ -519,7 +527,8 @@ class MCPToolset:
             while True:
                 await conn.relist.wait()
                 conn.relist.clear()
-                await self._relist(client)
+                if await self._relist(client) and self.on_tools_changed is not None:
+                    self.on_tools_changed(self)
 
         async def subscribe() -> None:
             try:
