@@ -404,11 +404,12 @@ class MCPToolset:
                 self._conn = None
 
     async def _serve(self, client: Client, conn: _Connection, tg: asyncio.TaskGroup) -> None:
-        running: set[asyncio.Task[None]] = set()
+        running: set[asyncio.Task[Any]] = set()
         while True:
             job = await conn.jobs.get()
             if job is None:
                 break
+            task: asyncio.Task[Any]
             if isinstance(job, _Refresh):
                 task = tg.create_task(self._relist(client, job.done))
             elif job.future.done():  # cancelled before it started
@@ -418,8 +419,8 @@ class MCPToolset:
             running.add(task)
             task.add_done_callback(running.discard)
         closed = MCPConnectionError(f"The MCP toolset {self.name!r} was closed while the call ran.")
-        for task in running:
-            task.cancel()
+        for running_task in running:
+            running_task.cancel()
         self._drain(conn, closed)
 
     async def _run(self, client: Client, conn: _Connection, job: _Job) -> None:
