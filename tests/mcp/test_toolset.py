@@ -73,7 +73,9 @@ async def test_names_are_prefixed_and_checked() -> None:
 async def test_every_page_of_the_listing_is_read() -> None:
     pages = {None: ("a", "p2"), "p2": ("b", "p3"), "p3": ("c", None)}
 
-    async def list_tools(ctx: ServerRequestContext[Any], params: mt.PaginatedRequestParams | None) -> mt.ListToolsResult:
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: mt.PaginatedRequestParams | None
+    ) -> mt.ListToolsResult:
         name, cursor = pages[params.cursor if params else None]
         return mt.ListToolsResult(tools=[mt.Tool(name=name, input_schema={"type": "object"})], next_cursor=cursor)
 
@@ -108,7 +110,9 @@ async def test_a_changed_tool_list_is_listed_again() -> None:
 def test_results_map_to_outputs_and_typed_parts() -> None:
     text = mt.TextContent(text='{"a": [1, 2]}')
     image = mt.ImageContent(data="aGk=", mime_type="image/png")
-    resource = mt.EmbeddedResource(resource=mt.TextResourceContents(uri="file:///x.txt", text="hello", mime_type="text/plain"))
+    resource = mt.EmbeddedResource(
+        resource=mt.TextResourceContents(uri="file:///x.txt", text="hello", mime_type="text/plain")
+    )
     link = mt.ResourceLink(uri="file:///y", name="y")
     assert convert_result(mt.CallToolResult(content=[text], structured_content={"n": 1}), "t").content == {"n": 1}
     assert convert_result(mt.CallToolResult(content=[text]), "t").content == '{"a": [1, 2]}'
@@ -194,7 +198,9 @@ async def test_meta_carries_the_idempotency_key_and_trace_context() -> None:
     )
     async with MCPToolset(kv_server()) as toolset:
         with trace.use_span(span):
-            result = await execute_plan({"steps": [{"id": "m", "tool": "meta", "arguments": {}}]}, [toolset], run_id="r1")
+            result = await execute_plan(
+                {"steps": [{"id": "m", "tool": "meta", "arguments": {}}]}, [toolset], run_id="r1"
+            )
         outside = await toolset.execute("meta", {})  # not a plan step: no key
     meta = result.outputs["m"]
     assert meta[IDEMPOTENCY_META_KEY] == "r1:m" and meta["toolplan/step"] == "m" and meta["toolplan/attempt"] == 1
@@ -210,7 +216,7 @@ async def test_an_empty_idempotency_argument_is_filled() -> None:
         return idempotency_key
 
     @server.tool()
-    def book(idempotencyKey: str = "") -> str:  # noqa: N803 - the camelCase spelling is filled too
+    def book(idempotencyKey: str = "") -> str:  # the camelCase spelling is filled too
         return idempotencyKey
 
     plan = {
@@ -247,7 +253,9 @@ async def test_a_step_timeout_cancels_the_call_on_the_server() -> None:
         return "never"
 
     async with MCPToolset(server) as toolset:
-        result = await execute_plan({"steps": [{"id": "h", "tool": "hang", "arguments": {}, "timeout": 0.2}]}, [toolset])
+        result = await execute_plan(
+            {"steps": [{"id": "h", "tool": "hang", "arguments": {}, "timeout": 0.2}]}, [toolset]
+        )
         assert result.steps["h"].status == "timed_out"
         await cancelled.wait()
         started.clear()

@@ -304,7 +304,7 @@ async def serve_http(
     sock: socket.socket | None = None,
     log_level: str = "warning",
 ) -> None:
-    """Serve ``server`` over streamable HTTP at ``http://HOST:PORT/mcp`` until cancelled.
+    """Serve ``server`` over streamable HTTP at ``http://HOST:PORT/mcp`` until cancelled (a graceful stop).
 
     Args:
         server: What `create_server` made.
@@ -329,5 +329,12 @@ async def serve_http(
     app: Any = server.streamable_http_app(streamable_http_path=path, host=host)
     if token:
         app = _BearerAuth(app, token)
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on")
-    await uvicorn.Server(config).serve(sockets=[sock] if sock is not None else None)
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=5)
+    userver = uvicorn.Server(config)
+    serving = asyncio.ensure_future(userver.serve(sockets=[sock] if sock is not None else None))
+    try:
+        await asyncio.shield(serving)
+    except asyncio.CancelledError:  # cancelled: stop as on Ctrl-C (open streams close, the lifespan ends)
+        userver.should_exit = True
+        await serving
+        raise
