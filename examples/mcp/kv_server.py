@@ -75,7 +75,7 @@ def keys() -> list[str]:
 
 
 @server.tool(annotations=READ_ONLY)
-def echo(value: str) -> str:
+async def echo(value: str) -> str:
     """``value`` itself (to measure the cost of a call)."""
     return value
 
