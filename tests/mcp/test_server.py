@@ -40,7 +40,7 @@ def forget(city: str) -> str:
     return f"forgot {city}"
 
 
-PLAN = {
+PLAN: dict[str, Any] = {
     "steps": [
         {"id": "oslo", "tool": "get_weather", "arguments": {"city": "Oslo"}},
         {"id": "rome", "tool": "get_weather", "arguments": {"city": "Rome"}},
@@ -53,10 +53,10 @@ PLAN = {
 
 async def test_the_served_plan_tool_answers_with_structured_output_and_progress() -> None:
     server = create_server([get_weather, compare])
-    progress: list[tuple[float, float | None, str | None]] = []
+    seen: list[tuple[float, float | None, str | None]] = []
 
-    async def on_progress(done: float, total: float | None, message: str | None) -> None:
-        progress.append((done, total, message))
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
 
     async with Client(server) as client:
         listed = {t.name: t for t in (await client.list_tools()).tools}
@@ -71,9 +71,10 @@ async def test_the_served_plan_tool_answers_with_structured_output_and_progress(
     assert body is not None
     assert body["status"] == "failed" and body["outputs"] == {"cmp": "second"}
     assert body["errors"]["sea"]["kind"] == "infrastructure" and "under the sea" in body["errors"]["sea"]["message"]
-    assert len(progress) >= 3
-    assert progress[0] == (0, 4, "plan started: 4 steps") and progress[-1][:2] == (4, 4)
-    assert [p[0] for p in progress] == sorted(p[0] for p in progress)
+    assert len(seen) >= 3
+    done = [p[0] for p in seen]
+    assert done[0] == 0 and done[-1] == 4 and done == sorted(done)
+    assert {p[1] for p in seen} == {4} and seen[0][2] == "plan started: 4 steps"
 
 
 async def test_plan_annotations_come_from_the_catalogue() -> None:

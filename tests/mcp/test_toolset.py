@@ -298,7 +298,9 @@ async def test_mutations_take_turns_and_reads_overlap() -> None:
         running["write"] -= 1
         return "w"
 
-    steps = [{"id": f"{k}{i}", "tool": k, "arguments": {}} for k in ("read", "write") for i in range(2)]
+    steps: list[dict[str, Any]] = [
+        {"id": f"{k}{i}", "tool": k, "arguments": {}} for k in ("read", "write") for i in range(2)
+    ]
     async with MCPToolset(server) as locked:
         result = await execute_plan({"steps": steps}, [locked])
         assert result.ok and most == {"read": 2, "write": 1}
@@ -364,7 +366,11 @@ async def test_a_call_connects_lazily_and_a_failed_connect_is_an_infrastructure_
 async def test_a_ready_client_and_agents_take_toolsets() -> None:
     async with Client(kv_server()) as client, MCPToolset(client) as toolset:
         assert (await toolset.execute("get", {"key": "none"})).content == {"result": None}
-        agent = Agent(TestModel(call_tools=["put"]), tools=[toolset, tool(lambda x: x, name="same")])
+
+        def same(x: int) -> int:
+            return x
+
+        agent = Agent(TestModel(call_tools=["put"]), tools=[toolset, tool(same)])
         assert {"get", "put", "meta", "same"} <= set(agent.registry.names)
         result = await agent.run("store something")
         assert result.output
