@@ -5,12 +5,9 @@ from __future__ import annotations
 import socket
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-KV_SERVER = ROOT / "examples" / "mcp" / "kv_server.py"
+from mcp_support import KV_SERVER
 
 
 @pytest.fixture

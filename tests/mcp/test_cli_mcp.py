@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 from mcp import Client, StdioServerParameters
-
-from conftest import KV_SERVER, ROOT
+from mcp_support import KV_SERVER, ROOT
 
 pytestmark = pytest.mark.slow  # subprocesses that import the MCP SDK
 
