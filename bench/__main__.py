@@ -9,7 +9,7 @@ from pathlib import Path
 
 from . import common
 
-BENCHMARKS = ("overhead", "instructions", "makespan", "roundtrips", "local_model", "streaming", "durable")
+BENCHMARKS = ("overhead", "instructions", "makespan", "roundtrips", "local_model", "streaming", "durable", "mcp")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -501,6 +501,38 @@ def _durable_skip_reason(d: dict[str, Any], backend: str, name: str) -> str:
     return str(d["backends"][backend]["skipped"].get(name, "not run"))
 
 
+MCP_LABELS = {
+    "direct": "the tool's function, called directly",
+    "sdk_inprocess": "MCP SDK client, in-process server",
+    "toolset_inprocess": "toolplan MCPToolset, in-process server",
+    "sdk_stdio": "MCP SDK client, stdio server",
+    "toolset_stdio": "toolplan MCPToolset, stdio server",
+    "plan_stdio": "one plan of N parallel steps, stdio server (per step)",
+}
+
+
+def mcp_section(d: dict[str, Any]) -> list[str]:
+    out = ["## 6. MCP tools: per-call overhead", "", _machine(d), ""]
+    out.append(
+        f"An `echo` tool, {d['calls']} calls per sample (sequential, except the plan), median of {d['reps']} "
+        f"repetitions; mcp {d['versions'].get('mcp')}. Load average (1 min) before and after: "
+        f"{d.get('load_average_before', ['?'])[0]}, {d.get('load_average_after', ['?'])[0]}."
+    )
+    out += ["", "| how the tool is called | µs per call |", "|---|---:|"]
+    for name, label in MCP_LABELS.items():
+        out.append(f"| {label} | {d['us_per_call'][name]['median']:,.1f} |")
+    added = d["added_us_per_call"]
+    out += [
+        "",
+        f"- MCPToolset (owner task, queue, future) over the SDK's own client: "
+        f"{added['toolset_over_sdk_inprocess']:+,.1f} µs in process, {added['toolset_over_sdk_stdio']:+,.1f} µs "
+        "over stdio.",
+        f"- The SDK itself over a direct call: {added['sdk_inprocess_over_direct']:,.0f} µs in process, "
+        f"{added['sdk_stdio_over_direct']:,.0f} µs over stdio.",
+    ]
+    return out
+
+
 def write_report(out_dir: Path) -> Path:
     lines = [
         "# toolplan benchmark results",
@@ -517,6 +549,7 @@ def write_report(out_dir: Path) -> Path:
         ("local_model", local_model_section),
         ("streaming", streaming_section),
         ("durable", durable_section),
+        ("mcp", mcp_section),
     ):
         data = _load(out_dir, name)
         if data is not None:

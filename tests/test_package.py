@@ -30,6 +30,7 @@ LAYERS = [
     "sandbox",
     "models",
     "agent",
+    "mcp",
     "store",
     "planner",
     "testing",
@@ -89,7 +90,7 @@ def test_import_toolplan_loads_no_optional_dependency() -> None:
     code = (
         "import sys, toolplan\n"
         "bad = [m for m in ('openai', 'anthropic', 'pydantic_monty', 'llama_cpp', 'typer', 'rich', 'jsonschema',"
-        " 'sqlalchemy', 'psycopg')"
+        " 'sqlalchemy', 'psycopg', 'mcp', 'anyio')"
         " if m in sys.modules]\n"
         "print(','.join(bad))"
     )

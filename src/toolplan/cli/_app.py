@@ -39,6 +39,8 @@ _USAGE = {
     "serve": "--tools FILE.py[:NAME] --db URL [OPTIONS]",
     "create": "NAME --db URL [OPTIONS]",
     "revoke": "KEY_ID --db URL",
+    "mcp tools": "--stdio CMD | --url URL [OPTIONS]",
+    "mcp serve": "--tools FILE.py[:NAME] [OPTIONS]",
 }
 
 
@@ -46,7 +48,8 @@ class _Command(typer.core.TyperCommand):
     """A command whose usage line is `_USAGE`'s and whose arguments are listed by name only."""
 
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
-        usage = _USAGE.get(self.name or "")
+        parent = ctx.parent.info_name if ctx.parent is not None else None
+        usage = _USAGE.get(f"{parent} {self.name}") or _USAGE.get(self.name or "")
         return [usage] if usage is not None else super().collect_usage_pieces(ctx)
 
     def format_options(self, ctx: Any, formatter: Any) -> None:
@@ -246,13 +249,23 @@ def run(
         ),
     ] = None,
     rerun_unknown: RerunUnknownOpt = False,
+    mcp_stdio: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--mcp-stdio", metavar="CMD", help='Also the tools of this MCP server, run over stdio: "python server.py".'
+        ),
+    ] = None,
+    mcp_url: Annotated[
+        list[str] | None,
+        typer.Option("--mcp-url", metavar="URL", help="Also the tools of this MCP server over streamable HTTP."),
+    ] = None,
 ) -> NoReturn:
-    """Run a plan with the tools of a Python file.
+    """Run a plan with the tools of a Python file and of MCP servers.
 
     Exit code 0 when every step succeeded, 1 when some failed, 2 when the plan or an input is invalid.
     """
-    if tools is None:
-        _fail("run needs the tools to call: pass --tools FILE.py[:NAME].")
+    if tools is None and not mcp_stdio and not mcp_url:
+        _fail("run needs the tools to call: pass --tools FILE.py[:NAME] (or --mcp-stdio CMD, --mcp-url URL).")
     if rerun_unknown and db is None:
         _fail("--rerun-unknown applies when resuming a stored run: pass --db URL and --run-id ID as well.")
     if run_id is not None:
@@ -268,6 +281,10 @@ def run(
     )
     with _stdout_to_stderr(as_json):
         data, registry = _inputs(plan, tools)
+        if mcp_stdio or mcp_url:
+            from ._mcp import connect_mcp
+
+            registry = connect_mcp(registry, mcp_stdio or (), mcp_url or ())
         assert registry is not None
         report = _validate(data, registry, dialect, max_steps)
     if not report.ok:
@@ -313,6 +330,13 @@ def _step_tools(report: ValidationReport) -> dict[str, str]:
 
 async def _go(data: Any, registry: ToolRegistry, db: str | None, **options: Any) -> PlanResult:
     """`execute_plan`, in a store when ``db`` is given (the run id is announced before anything runs)."""
+    from ._mcp import open_toolsets
+
+    async with open_toolsets(registry):  # MCP servers (--mcp-stdio, --mcp-url) connect before the run starts
+        return await _go_connected(data, registry, db, **options)
+
+
+async def _go_connected(data: Any, registry: ToolRegistry, db: str | None, **options: Any) -> PlanResult:
     if db is None:
         return await execute_plan(data, registry, **options)
     from ..store import new_run_id, open_store
@@ -459,6 +483,9 @@ def _add_runs() -> None:
 
     app.command("serve", cls=_Command, short_help="Serve the planner API (REST, GraphQL) over a store.")(serve_command)
     app.add_typer(keys_app, name="keys", help="Make, list and revoke the planner service's API keys.")
+    from ._mcp import mcp_app
+
+    app.add_typer(mcp_app, name="mcp", help="List an MCP server's tools, or serve tools and plans over MCP.")
 
 
 _add_runs()

@@ -1,0 +1,270 @@
+"""``toolplan mcp tools`` and ``toolplan mcp serve``, and the MCP servers of ``toolplan run``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shlex
+import sys
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.table import Table
+
+from .._errors import OptionalDependencyError, ToolplanError
+from ..tools import ToolRegistry
+from ._app import JsonOpt, ToolsOpt, _Command, _fail, _out
+from ._loader import CliInputError, load_tools
+from ._render import print_json, say
+
+if TYPE_CHECKING:
+    from ..mcp import MCPToolset
+
+__all__ = ("connect_mcp", "mcp_app", "open_toolsets")
+
+mcp_app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+StdioOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--mcp-stdio",
+        metavar="CMD",
+        help='An MCP server to start and speak to over stdio, e.g. "python server.py" (repeatable).',
+    ),
+]
+UrlOpt = Annotated[
+    list[str] | None,
+    typer.Option("--mcp-url", metavar="URL", help="An MCP server over streamable HTTP (repeatable)."),
+]
+TokenOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        metavar="TOKEN",
+        envvar="TOOLPLAN_MCP_TOKEN",
+        help="Bearer token (sent to --url servers; required of clients by serve). Default: $TOOLPLAN_MCP_TOKEN.",
+    ),
+]
+
+
+def _toolsets(stdio: Sequence[str], urls: Sequence[str], token: str | None = None) -> list[MCPToolset]:
+    """Unconnected toolsets for the servers given on the command line."""
+    try:
+        from ..mcp import MCPToolset
+    except OptionalDependencyError as exc:
+        _fail(str(exc))
+    out: list[MCPToolset] = []
+    for command in stdio:
+        try:
+            argv = shlex.split(command)
+        except ValueError as exc:
+            _fail(f"--mcp-stdio {command!r} is not a command line: {exc}. Quote it as one argument.")
+        if not argv:
+            _fail('--mcp-stdio needs a command, e.g. --mcp-stdio "python server.py".')
+        out.append(MCPToolset.stdio(argv, name=command))
+    for url in urls:
+        if not url.startswith(("http://", "https://")):
+            _fail(f'--mcp-url {url!r} is not an http(s) URL. For a command, use --mcp-stdio "CMD".')
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        out.append(MCPToolset(url, headers=headers))
+    return out
+
+
+async def _connect_all(toolsets: Sequence[MCPToolset]) -> None:
+    """Connect every toolset (at once) and list its tools; close them all again."""
+    try:
+        async with asyncio.TaskGroup() as tg:
+            for ts in toolsets:
+                tg.create_task(ts.connect())
+    finally:
+        for ts in toolsets:
+            await ts.aclose()
+
+
+def connect_mcp(registry: ToolRegistry | None, stdio: Sequence[str], urls: Sequence[str]) -> ToolRegistry:
+    """``registry`` plus the tools of the MCP servers given to ``toolplan run``.
+
+    The servers are listed now (and their connections closed); each connects again, in the run's
+    event loop, on its first call.
+    """
+    toolsets = _toolsets(stdio, urls, os.environ.get("TOOLPLAN_MCP_TOKEN"))
+    _list_or_fail(toolsets)
+    out = ToolRegistry()
+    try:
+        if registry is not None:
+            out.add_all(registry)
+        for ts in toolsets:
+            out.add(ts)
+    except ToolplanError as exc:
+        _fail(f"{exc.message} (MCP tools collide with each other or with --tools; rename one side)")
+    return out
+
+
+@contextlib.asynccontextmanager
+async def open_toolsets(registry: ToolRegistry) -> AsyncIterator[None]:
+    """Connect the MCP toolsets among ``registry``'s tools (all at once) for a run, and close them after it."""
+    module = sys.modules.get("toolplan.mcp")  # not imported: no MCP toolset can be among the tools
+    if module is None:
+        yield
+        return
+    owners = {id(o): o for name in registry if isinstance(o := registry.owner(name), module.MCPToolset)}
+    toolsets: list[MCPToolset] = list(owners.values())
+    try:
+        async with asyncio.TaskGroup() as tg:
+            for ts in toolsets:
+                tg.create_task(ts.connect())
+        yield
+    finally:
+        for ts in toolsets:
+            await ts.aclose()
+
+
+def _list_or_fail(toolsets: Sequence[MCPToolset]) -> None:
+    try:
+        asyncio.run(_connect_all(toolsets))
+    except* ToolplanError as group:
+        _fail(" ".join(str(group.exceptions[0]).split()))
+
+
+@mcp_app.command("tools", cls=_Command, short_help="List an MCP server's tools with the annotations toolplan maps.")
+def tools_command(
+    stdio: Annotated[
+        str | None, typer.Option("--stdio", metavar="CMD", help="Start this MCP server and speak over stdio.")
+    ] = None,
+    url: Annotated[str | None, typer.Option("--url", metavar="URL", help="An MCP server over streamable HTTP.")] = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List an MCP server's tools: toolplan's name, how toolplan schedules it, and what the server claims.
+
+    read_only tools run at once; the others of one server take turns; idempotent ones may be retried.
+    Hints of a URL's server are not believed (untrusted): its tools are neither.
+    """
+    if (stdio is None) == (url is None):
+        _fail('mcp tools needs one server: --stdio "CMD" or --url URL.')
+    (toolset,) = _toolsets([stdio] if stdio else [], [url] if url else [], token)
+    _list_or_fail([toolset])
+    rows: list[dict[str, Any]] = []
+    for d in toolset.definitions():
+        a, hints = d.annotations, toolset.hints(d.name)
+        rows.append(
+            {
+                "name": d.name,
+                "server_name": toolset.remote_name(d.name),
+                "description": d.description,
+                "read_only": a.read_only,
+                "idempotent": a.idempotent,
+                "destructive": a.destructive,
+                "hints": hints.to_dict(),
+                "hints_trusted": toolset.trusted,
+            }
+        )
+    if as_json:
+        print_json(_out, {"server": toolset.name, "tools": rows, "skipped": toolset.skipped})
+        return
+    trust = "trusted" if toolset.trusted else "not trusted (a URL): its tools are neither read-only nor idempotent"
+    say(_out, f"{len(rows)} tool{'s' if len(rows) != 1 else ''} of {toolset.name} (hints {trust})")
+    table = Table("tool", "read_only", "idempotent", "destructive", "open_world", "description")
+    for row in rows:
+        yes = {True: "yes", False: "no"}
+        table.add_row(
+            row["name"],
+            yes[row["read_only"]],
+            yes[row["idempotent"]],
+            yes[row["destructive"]],
+            yes[row["hints"]["open_world"]],
+            (row["description"] or "").split("\n", 1)[0][:60],
+        )
+    _out.print(table)
+    for remote, why in toolset.skipped.items():
+        say(_out, f"Left out {remote!r}: {why}.", "yellow")
+
+
+@mcp_app.command("serve", cls=_Command, short_help="Serve tools and execute_tool_plan as an MCP server.")
+def serve_command(
+    tools: ToolsOpt = None,
+    upstream: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--mcp-upstream",
+            metavar="URL|CMD",
+            help="Also serve the tools of this MCP server (a URL, or a command run over stdio); repeatable.",
+        ),
+    ] = None,
+    transport: Annotated[
+        str, typer.Option("--transport", metavar="stdio|streamable-http", help="How clients connect.")
+    ] = "stdio",
+    host: Annotated[str, typer.Option("--host", metavar="ADDRESS", help="streamable-http: address.")] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option("--port", metavar="PORT", min=0, max=65535, help="streamable-http: port.")
+    ] = 8000,
+    token: TokenOpt = None,
+) -> None:
+    """Serve each tool and execute_tool_plan (one plan over all of them) to MCP clients.
+
+    With --mcp-upstream, one execute_tool_plan reaches the tools of several MCP servers. Over
+    streamable-http the endpoint is http://HOST:PORT/mcp; a bearer token is required when HOST is
+    not a loopback address.
+    """
+    if transport not in ("stdio", "streamable-http"):
+        _fail(f"--transport {transport!r}: use stdio or streamable-http.")
+    if tools is None and not upstream:
+        _fail("mcp serve needs tools: pass --tools FILE.py[:NAME], --mcp-upstream URL|CMD, or both.")
+    try:
+        from ..mcp import create_server, serve_http, serve_stdio
+        from ..mcp._server import is_loopback  # shared: the rule serve_http enforces, checked before anything starts
+    except OptionalDependencyError as exc:
+        _fail(str(exc))
+    if transport == "streamable-http" and not token and not is_loopback(host):
+        _fail(
+            f"--host {host} reaches beyond this machine: pass --token TOKEN (or set TOOLPLAN_MCP_TOKEN); clients "
+            "send it as 'Authorization: Bearer TOKEN'. Or bind 127.0.0.1."
+        )
+    try:
+        registry = load_tools(tools) if tools is not None else None
+    except CliInputError as exc:
+        _fail(exc.message)
+    specs = list(upstream or ())
+    urls = [s for s in specs if s.startswith(("http://", "https://"))]
+    toolsets = _toolsets([s for s in specs if s not in urls], urls)
+
+    async def main() -> None:
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for ts in toolsets:
+                    tg.create_task(ts.connect())
+            catalogue = ToolRegistry()
+            if registry is not None:
+                catalogue.add_all(registry)
+            for ts in toolsets:
+                catalogue.add(ts)
+            server = create_server(catalogue)
+            if transport == "stdio":
+                await serve_stdio(server)
+            else:
+                say(_err_console(), f"toolplan MCP server on http://{host}:{port}/mcp ({len(catalogue)} tools)")
+                await serve_http(server, host=host, port=port, token=token)
+        finally:
+            for ts in toolsets:
+                await ts.aclose()
+
+    try:
+        asyncio.run(main())
+    except* ToolplanError as group:
+        _fail(" ".join(str(group.exceptions[0]).split()))
+    except* KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+def _err_console() -> Any:
+    from ._app import _err
+
+    return _err

@@ -1,0 +1,340 @@
+"""toolplan as an MCP server: each tool, and ``execute_tool_plan`` over all of them (a plan gateway).
+
+Built on the SDK's low-level ``Server``: toolplan's tools come with JSON Schemas already. A plan's
+call reports progress once when it starts and once per finished step, and answers with structured
+output (``status``, ``outputs``, ``errors``). With upstream MCP toolsets among the tools, any MCP
+client gets one ``execute_tool_plan`` over many servers' tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import ipaddress
+import secrets
+import socket
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from typing import Any
+
+import mcp.types as mt
+from mcp.server import Server
+from mcp.server.context import ServerRequestContext
+
+from .._errors import PlanValidationError, ToolplanError, UserError
+from .._json import dumps
+from .._tasks import task_group
+from ..agent import PLAN_TOOL_NAME, PlanTool
+from ..execute import PlanEvent, PlanResult, PlanStarted, RunLimits, StepFinished, ToolInvoker
+from ..execute._result import cap_text  # shared: the cap the model-facing text uses
+from ..plan import META_TOOL_NAMES
+from ..tools import ToolDefinition, ToolRegistry, ToolsLike
+from ._convert import mcp_annotations
+
+__all__ = ("PLAN_OUTPUT_SCHEMA", "create_server", "serve_http", "serve_stdio")
+
+_BUDGET_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "Limits on the plan: steps that would exceed them end not_run.",
+    "properties": {
+        "max_tool_calls": {"type": "integer", "minimum": 0},
+        "max_tool_calls_per_tool": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},
+        "max_cost": {"type": "number", "minimum": 0},
+        "max_latency": {"type": "number", "exclusiveMinimum": 0, "description": "Seconds."},
+    },
+}
+
+PLAN_OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "status": {"type": "string", "enum": ["succeeded", "failed", "cancelled", "invalid"]},
+        "outputs": {"type": "object", "description": "Output step id -> its value (long values are cut)."},
+        "errors": {
+            "type": "object",
+            "description": "Step id -> why it did not succeed.",
+            "additionalProperties": {
+                "type": "object",
+                "properties": {
+                    "status": {"type": "string"},
+                    "kind": {"type": "string"},
+                    "message": {"type": "string"},
+                },
+                "required": ["status", "kind", "message"],
+            },
+        },
+        "issues": {"type": "array", "description": "Why an invalid plan was rejected (nothing ran)."},
+    },
+    "required": ["status", "outputs", "errors"],
+}
+
+
+def _object_schema(schema: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """An output schema MCP clients accept (an object at the root), else None (no structured output)."""
+    if schema is None or schema.get("type") != "object":
+        return None
+    return dict(schema)
+
+
+def _plan_annotations(definitions: list[ToolDefinition]) -> mt.ToolAnnotations:
+    """``execute_tool_plan``'s hints from the catalogue: read-only only if every tool is, and so on."""
+    annotations = [d.annotations for d in definitions]
+    read_only = bool(annotations) and all(a.read_only for a in annotations)
+    return mt.ToolAnnotations(
+        title="Run a tool plan",
+        read_only_hint=read_only,
+        destructive_hint=False if read_only else any(a.destructive for a in annotations),
+        idempotent_hint=bool(annotations) and all(a.read_only or a.idempotent for a in annotations),
+    )
+
+
+class _Gateway:
+    """The handlers of one served catalogue."""
+
+    def __init__(self, tools: ToolsLike, limits: RunLimits | None, max_value_chars: int) -> None:
+        registry = ToolRegistry.of(tools).without(*META_TOOL_NAMES)
+        self.registry = registry
+        self.limits = limits or RunLimits()
+        self.max_value_chars = max_value_chars
+        self.plan_tool = PlanTool(registry, limits=self.limits, max_value_chars=max_value_chars)
+        self.listing = self._listing()
+
+    def _listing(self) -> list[mt.Tool]:
+        definitions = self.registry.definitions()
+        out = [
+            mt.Tool(
+                name=d.name,
+                description=d.description or None,
+                input_schema=dict(d.parameters_json_schema),
+                output_schema=_object_schema(d.output_json_schema),
+                annotations=mcp_annotations(d.annotations),
+            )
+            for d in definitions
+        ]
+        plan = self.plan_tool.definitions()[0]
+        schema = dict(plan.parameters_json_schema)
+        schema["properties"] = {**schema["properties"], "budget": _BUDGET_SCHEMA}
+        out.append(
+            mt.Tool(
+                name=PLAN_TOOL_NAME,
+                description=plan.description,
+                input_schema=schema,
+                output_schema=PLAN_OUTPUT_SCHEMA,
+                annotations=_plan_annotations(definitions),
+            )
+        )
+        return out
+
+    async def list_tools(
+        self, ctx: ServerRequestContext[Any], params: mt.PaginatedRequestParams | None
+    ) -> mt.ListToolsResult:
+        return mt.ListToolsResult(tools=self.listing)
+
+    async def call_tool(self, ctx: ServerRequestContext[Any], params: mt.CallToolRequestParams) -> mt.CallToolResult:
+        arguments = dict(params.arguments or {})
+        if params.name == PLAN_TOOL_NAME:
+            return await self._plan(ctx, arguments)
+        return await self._tool(params.name, arguments)
+
+    async def _tool(self, name: str, arguments: dict[str, Any]) -> mt.CallToolResult:
+        if name not in self.registry:
+            known = ", ".join([*self.registry.names, PLAN_TOOL_NAME])
+            return _error(f"Unknown tool {name[:100]!r}. Known tools: {known}.")
+        problems = self.registry.argument_problems(name, arguments)
+        if problems:
+            return _error(f"Invalid arguments for {name!r}: " + "; ".join(problems))
+        invoker = ToolInvoker.for_limits(self.registry, self.limits)
+        outcome = await invoker.call(
+            name, arguments, timeout=invoker.timeout_for(name), run_id=f"mcp_{secrets.token_hex(8)}", step_id="call"
+        )
+        if outcome.error is not None:
+            return _error(cap_text(outcome.error.message, self.max_value_chars))
+        output = outcome.output
+        structured = output if isinstance(output, dict) and self._has_output_schema(name) else None
+        text = output if isinstance(output, str) else dumps(output)
+        return mt.CallToolResult(content=[mt.TextContent(text=text)], structured_content=structured)
+
+    def _has_output_schema(self, name: str) -> bool:
+        return _object_schema(self.registry.definition(name).output_json_schema) is not None
+
+    async def _plan(self, ctx: ServerRequestContext[Any], arguments: dict[str, Any]) -> mt.CallToolResult:
+        events: asyncio.Queue[PlanEvent | None] = asyncio.Queue()
+        async with task_group() as tg:
+            tg.create_task(_report_progress(ctx, events))
+            try:
+                result = await self.plan_tool.run(arguments, on_event=events.put_nowait)
+            except PlanValidationError as exc:
+                issues = [i.to_dict() for i in exc.issues]
+                body = {"status": "invalid", "outputs": {}, "errors": {}, "issues": issues}
+                return mt.CallToolResult(
+                    content=[mt.TextContent(text=exc.message)], structured_content=body, is_error=True
+                )
+            except ToolplanError as exc:  # a limit out of range, a store that failed: said, not raised
+                return _error(exc.message)
+            finally:
+                events.put_nowait(None)
+        body = self._plan_body(result)
+        return mt.CallToolResult(content=[mt.TextContent(text=dumps(body))], structured_content=body)
+
+    def _plan_body(self, result: PlanResult) -> dict[str, Any]:
+        limit = self.max_value_chars
+        errors = {
+            sid: {"status": step.status, "kind": step.error.kind, "message": cap_text(step.error.message, limit)}
+            for sid, step in result.steps.items()
+            if step.error is not None
+        }
+        return {"status": result.status, "outputs": result.summary(max_value_chars=limit)["outputs"], "errors": errors}
+
+
+async def _report_progress(ctx: ServerRequestContext[Any], events: asyncio.Queue[PlanEvent | None]) -> None:
+    """Progress notifications of a plan: when it starts, then one per finished step."""
+    total: float | None = None
+    done = 0
+    while (event := await events.get()) is not None:
+        if isinstance(event, PlanStarted):
+            total = len(event.steps)
+            message = f"plan started: {total} step{'s' if total != 1 else ''}"
+        elif isinstance(event, StepFinished):
+            done += 1
+            message = f"step {event.result.id!r} ({event.result.tool}) {event.result.status}"
+        else:
+            continue
+        with contextlib.suppress(Exception):  # a client that stopped listening does not stop the plan
+            await ctx.session.report_progress(done, total, message)
+
+
+def _error(message: str) -> mt.CallToolResult:
+    return mt.CallToolResult(content=[mt.TextContent(text=message)], is_error=True)
+
+
+def create_server(
+    tools: ToolsLike,
+    *,
+    name: str = "toolplan",
+    limits: RunLimits | None = None,
+    max_value_chars: int = 4000,
+    instructions: str | None = None,
+) -> Server[Any]:
+    """An MCP server offering ``tools`` and ``execute_tool_plan`` over them.
+
+    Args:
+        tools: The catalogue: functions, `Tool` objects (connected `MCPToolset` s among them), a registry.
+        name: The server's name, as clients show it.
+        limits: Limits of every plan and call (a plan's own merge in; the tighter wins).
+        max_value_chars: Longest value (and error message) in a result.
+        instructions: What the server tells clients about itself (default: when to plan).
+
+    Serve it with `serve_stdio` or `serve_http`, or connect to it in-process (``mcp.Client(server)``).
+    """
+    gateway = _Gateway(tools, limits, max_value_chars)
+    return Server(
+        name,
+        instructions=instructions
+        or f"Call {PLAN_TOOL_NAME} to run several tool calls in one turn: independent steps run in parallel.",
+        on_list_tools=gateway.list_tools,
+        on_call_tool=gateway.call_tool,
+    )
+
+
+async def serve_stdio(server: Server[Any]) -> None:
+    """Serve ``server`` over this process's stdin and stdout until stdin closes."""
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+def is_loopback(host: str) -> bool:
+    """True for addresses only this machine reaches (127.0.0.0/8, ::1, localhost)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+_ASGIApp = Callable[
+    [MutableMapping[str, Any], Callable[[], Awaitable[Any]], Callable[[MutableMapping[str, Any]], Awaitable[None]]],
+    Awaitable[None],
+]
+
+
+class _BearerAuth:
+    """Every HTTP request needs ``Authorization: Bearer <token>`` (compared in constant time)."""
+
+    def __init__(self, app: _ASGIApp, token: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(
+        self,
+        scope: MutableMapping[str, Any],
+        receive: Callable[[], Awaitable[Any]],
+        send: Callable[[MutableMapping[str, Any]], Awaitable[None]],
+    ) -> None:
+        if scope["type"] == "http":
+            given = next((v for k, v in scope.get("headers", ()) if k == b"authorization"), b"")
+            if not hmac.compare_digest(given, self.expected):
+                body = dumps(
+                    {
+                        "code": "unauthorized",
+                        "message": "Missing or wrong bearer token: send 'Authorization: Bearer <token>' with the "
+                        "token the server was started with (--token or TOOLPLAN_MCP_TOKEN).",
+                        "details": {},
+                    }
+                ).encode()
+                headers = [
+                    (b"content-type", b"application/json"),
+                    (b"www-authenticate", b"Bearer"),
+                    (b"content-length", str(len(body)).encode()),
+                ]
+                await send({"type": "http.response.start", "status": 401, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+async def serve_http(
+    server: Server[Any],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    token: str | None = None,
+    path: str = "/mcp",
+    sock: socket.socket | None = None,
+    log_level: str = "warning",
+) -> None:
+    """Serve ``server`` over streamable HTTP at ``http://HOST:PORT/mcp`` until cancelled (a graceful stop).
+
+    Args:
+        server: What `create_server` made.
+        host: The address to listen on.
+        port: The port to listen on.
+        token: A bearer token every request must carry. Required when ``host`` is not a loopback
+            address: toolplan never serves tools to the network without authentication.
+        path: Where the MCP endpoint is.
+        sock: A bound socket to serve on instead of ``host:port`` (tests bind port 0 first).
+        log_level: uvicorn's log level.
+
+    Raises:
+        UserError: ``host`` reaches beyond this machine and no ``token`` was given.
+    """
+    import uvicorn
+
+    if not token and not is_loopback(host):
+        raise UserError(
+            f"Serving MCP on {host} reaches beyond this machine: give a bearer token (--token, or "
+            "TOOLPLAN_MCP_TOKEN) that clients send as 'Authorization: Bearer <token>', or bind 127.0.0.1."
+        )
+    app: Any = server.streamable_http_app(streamable_http_path=path, host=host)
+    if token:
+        app = _BearerAuth(app, token)
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=5)
+    userver = uvicorn.Server(config)
+    serving = asyncio.ensure_future(userver.serve(sockets=[sock] if sock is not None else None))
+    try:
+        await asyncio.shield(serving)
+    except asyncio.CancelledError:  # cancelled: stop as on Ctrl-C (open streams close, the lifespan ends)
+        userver.should_exit = True
+        await serving
+        raise

@@ -1,0 +1,107 @@
+"""``toolplan mcp tools``, ``toolplan mcp serve`` and ``toolplan run --mcp-stdio``, as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp_support import KV_SERVER, ROOT
+
+pytestmark = pytest.mark.slow  # subprocesses that import the MCP SDK
+
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))}
+KV = shlex.join([sys.executable, str(KV_SERVER)])
+
+
+def toolplan(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "toolplan", *args],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        cwd=cwd,
+        timeout=90,
+        check=False,
+    )
+
+
+def test_mcp_tools_lists_the_mapped_annotations() -> None:
+    done = toolplan("mcp", "tools", "--stdio", KV, "--json")
+    assert done.returncode == 0, done.stderr
+    listing = json.loads(done.stdout)
+    tools = {t["name"]: t for t in listing["tools"]}
+    assert set(tools) == {"get", "put", "keys", "echo", "stats", "sleep"}
+    assert (tools["get"]["read_only"], tools["get"]["idempotent"]) == (True, True)
+    assert (tools["put"]["read_only"], tools["put"]["destructive"]) == (False, False)
+    assert tools["put"]["hints"] == {"read_only": False, "destructive": False, "idempotent": True, "open_world": True}
+    table = toolplan("mcp", "tools", "--stdio", KV)
+    assert table.returncode == 0 and "hints trusted" in table.stdout and "read_only" in table.stdout
+
+
+def test_mcp_tools_says_what_is_wrong() -> None:
+    assert "one server" in toolplan("mcp", "tools").stderr
+    missing = toolplan("mcp", "tools", "--stdio", "/nonexistent/server")
+    assert missing.returncode == 2 and missing.stderr.startswith("Error: Cannot connect to the MCP server")
+    assert "Traceback" not in missing.stderr
+    assert "not an http(s) URL" in toolplan("mcp", "tools", "--url", "localhost:8000").stderr
+
+
+def test_run_a_plan_over_a_stdio_server() -> None:
+    done = toolplan("run", str(ROOT / "examples" / "mcp" / "plan.json"), "--mcp-stdio", KV, "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["status"] == "succeeded"
+    assert result["outputs"] == {"a": {"result": "apples"}, "b": {"result": "bananas"}, "all": {"result": ["a", "b"]}}
+
+
+def test_serve_over_stdio_with_an_upstream_server(tmp_path: Path) -> None:
+    tools = tmp_path / "tools.py"
+    tools.write_text(
+        textwrap.dedent(
+            """
+            def shout(text: str) -> str:
+                \"\"\"Upper-case a text.\"\"\"
+                return text.upper()
+            """
+        ),
+        encoding="utf-8",
+    )
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "toolplan", "mcp", "serve", "--tools", str(tools), "--mcp-upstream", KV],
+        env={"PYTHONPATH": ENV["PYTHONPATH"]},
+        cwd=str(tmp_path),
+    )
+
+    async def session() -> tuple[list[str], object]:
+        async with Client(params) as client:
+            names = [t.name for t in (await client.list_tools()).tools]
+            plan = {
+                "steps": [
+                    {"id": "save", "tool": "put", "arguments": {"key": "greeting", "value": "hello"}},
+                    {"id": "read", "tool": "get", "arguments": {"key": "greeting"}, "depends_on": ["save"]},
+                    {"id": "loud", "tool": "shout", "arguments": {"text": "$ref:read.result"}},
+                ],
+                "output_steps": ["loud"],
+            }
+            result = await client.call_tool("execute_tool_plan", plan)
+            return names, result.structured_content
+
+    import asyncio
+
+    names, body = asyncio.run(session())
+    assert names == ["shout", "get", "put", "keys", "echo", "stats", "sleep", "execute_tool_plan"]
+    assert body == {"status": "succeeded", "outputs": {"loud": "HELLO"}, "errors": {}}
+
+
+def test_serve_refuses_the_network_without_a_token() -> None:
+    done = toolplan("mcp", "serve", "--mcp-upstream", KV, "--transport", "streamable-http", "--host", "0.0.0.0")
+    assert done.returncode == 2 and "--token" in done.stderr and "Traceback" not in done.stderr
+    assert "--transport" in toolplan("mcp", "serve", "--mcp-upstream", KV, "--transport", "sse").stderr
