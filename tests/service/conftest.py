@@ -120,6 +120,7 @@ class ProcessServer:
     env: dict[str, str]
     port: int = 0
     process: subprocess.Popen[bytes] | None = None
+    args: tuple[str, ...] = ()  # more options of `toolplan serve`
 
     @property
     def url(self) -> str:
@@ -131,7 +132,7 @@ class ProcessServer:
                 s.bind(("127.0.0.1", 0))
                 self.port = s.getsockname()[1]
         command = [sys.executable, "-m", "toolplan", "serve", "--tools", str(HERE / "svc_tools.py"), "--db"]
-        command += [self.db_url, "--port", str(self.port), "--api-key-file", str(self.key_file)]
+        command += [self.db_url, "--port", str(self.port), "--api-key-file", str(self.key_file), *self.args]
         self.process = subprocess.Popen(command, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         with httpx.Client(timeout=1) as c:
             for _ in range(600):  # up to a minute for the process to import and bind

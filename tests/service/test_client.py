@@ -354,6 +354,26 @@ def test_a_stream_that_cannot_reconnect_says_where_to_take_up(
         _stop(server)
 
 
+@pytest.mark.slow
+def test_the_per_key_limit_is_429_and_serve_can_raise_it(
+    db_url: str, key_file: Path, process_env: dict[str, str], gates: Path
+) -> None:
+    server = ProcessServer(db_url, key_file, process_env, args=("--max-active-per-key", "1")).start()
+    try:
+        with Client(server.url, key_file.read_text().strip(), retry=FAST) as c:
+            plan_id = c.create_plan(GATED).plan_id
+            first = c.execute(plan_id)
+            with pytest.raises(ServiceError) as info:
+                c.execute(plan_id)
+            assert (info.value.code, info.value.status) == ("too_many_executions", 429)  # not retried
+            assert [e.execution_id for e in c.list_executions()] == [first.execution_id]
+            (gates / "open").touch()
+            list(c.events(first.execution_id))
+            assert c.execute(plan_id, wait=30).ok  # room again
+    finally:
+        _stop(server)
+
+
 def test_the_client_imports_neither_the_service_nor_fastapi() -> None:
     code = (
         "import sys, toolplan.client\n"

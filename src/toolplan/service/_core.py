@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .._errors import PlanValidationError, RunConflictError
+from .._json import json_safe
 from ..models import Model
 from ..plan import validate_plan
 from ..planner import Planner
@@ -127,5 +128,5 @@ def execution_view(info: RunInfo) -> dict[str, Any]:
         "calls": s.calls,
         "cancel_requested": s.cancel_requested,
         "steps": steps,
-        "outputs": result.to_dict()["outputs"] if finished else {},
+        "outputs": json_safe(result.outputs) if finished else {},  # not to_dict(): no critical path per read
     }

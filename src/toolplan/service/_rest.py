@@ -33,7 +33,7 @@ class PlanIn(BaseModel):
     dialect: Literal["native", "compact", "chaining"] | None = None
 
 
-def service(request: Request) -> Service:
+async def service(request: Request) -> Service:  # async: FastAPI would run a plain def in a worker thread
     svc: Service = request.app.state.service
     return svc
 
