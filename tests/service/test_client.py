@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -372,6 +373,24 @@ def test_the_per_key_limit_is_429_and_serve_can_raise_it(
             assert c.execute(plan_id, wait=30).ok  # room again
     finally:
         _stop(server)
+
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "client.md"
+
+
+@pytest.mark.parametrize("number", [0, 1])
+def test_the_examples_of_docs_client_md_run_against_a_service(server: ThreadServer, number: int) -> None:
+    import re
+
+    blocks = re.findall(r'^```python test="skip"\n(.*?)^```', DOCS.read_text(), re.DOTALL | re.MULTILINE)
+    assert len(blocks) == 2
+    env = {**os.environ, "TOOLPLAN_URL": server.url, "TOOLPLAN_API_KEY": server.key}
+    done = subprocess.run([sys.executable, "-c", blocks[number]], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    if number == 0:
+        assert "succeeded {'b': 13}" in done.stdout and "422 invalid_plan" in done.stdout
+    else:
+        assert "{'a': 4}" in done.stdout and "True" in done.stdout
 
 
 def test_the_client_imports_neither_the_service_nor_fastapi() -> None:
