@@ -355,6 +355,9 @@ def run_backend(backend: Backend, *, clients: int, seconds: float) -> dict[str, 
             "error_samples": tally.error_samples,
             "wrong": len(tally.wrong),
             "wrong_samples": tally.wrong[:10],
+            "server_cpu_ms_per_plan": (
+                row["server"]["cpu_s"] * 1e3 / tally.completed if tally.completed and row["server"]["cpu_s"] else None
+            ),
             "client_cpu_s": round(client_cpu, 2),
             "load_average": {"before": list(load_before), "after": list(load_after)},
         }
