@@ -118,9 +118,9 @@ class ProcessServer:
     db_url: str
     key_file: Path
     env: dict[str, str]
+    args: list[str] = field(default_factory=list)
     port: int = 0
     process: subprocess.Popen[bytes] | None = None
-    args: tuple[str, ...] = ()  # more options of `toolplan serve`
 
     @property
     def url(self) -> str:

@@ -359,7 +359,7 @@ def test_a_stream_that_cannot_reconnect_says_where_to_take_up(
 def test_the_per_key_limit_is_429_and_serve_can_raise_it(
     db_url: str, key_file: Path, process_env: dict[str, str], gates: Path
 ) -> None:
-    server = ProcessServer(db_url, key_file, process_env, args=("--max-active-per-key", "1")).start()
+    server = ProcessServer(db_url, key_file, process_env, args=["--max-active-per-key", "1"]).start()
     try:
         with Client(server.url, key_file.read_text().strip(), retry=FAST) as c:
             plan_id = c.create_plan(GATED).plan_id
