@@ -9,7 +9,17 @@ from pathlib import Path
 
 from . import common
 
-BENCHMARKS = ("overhead", "instructions", "makespan", "roundtrips", "local_model", "streaming", "durable", "mcp")
+BENCHMARKS = (
+    "overhead",
+    "instructions",
+    "makespan",
+    "roundtrips",
+    "local_model",
+    "streaming",
+    "durable",
+    "mcp",
+    "service",
+)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -34,6 +44,15 @@ def parser() -> argparse.ArgumentParser:
         nargs="*",
         choices=["sqlite", "postgresql"],
         help="durable: the databases to run on (default both; PostgreSQL is skipped when unreachable)",
+    )
+    p.add_argument(
+        "--seconds", type=float, default=None, help="service: how long the clients run (default 30; --quick 3)"
+    )
+    p.add_argument("--clients", type=int, default=None, help="service: concurrent clients (default 50; --quick 5)")
+    p.add_argument(
+        "--postgres",
+        action="store_true",
+        help="service: also run on PostgreSQL (a fresh database on $TOOLPLAN_TEST_POSTGRES_URL's server)",
     )
     p.add_argument(
         "--langgraph-max", type=int, default=10_000, help="overhead: largest plan given to LangGraph (default 10000)"

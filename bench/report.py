@@ -533,6 +533,58 @@ def mcp_section(d: dict[str, Any]) -> list[str]:
     return out
 
 
+def _pct(d: dict[str, Any], key: str) -> str:
+    """``p50 / p99`` of a latency measure in ms, or "-" when nothing was measured."""
+    m = d.get(key) or {}
+    return f"{m['p50']:,.1f} / {m['p99']:,.1f}" if m.get("n") else "-"
+
+
+def service_section(d: dict[str, Any]) -> list[str]:
+    s = d["settings"]
+    out = ["## 7. Planner service under load", "", _machine(d), ""]
+    out.append(
+        f"{s['clients']} concurrent clients for {s['seconds']:g} s against {s['server']}; {s['client']}; "
+        f"{s['keys']}. Each client loops: {s['loop']} (poll_s = {s['poll_s']:g}); plans: {s['plan']}. "
+        f"{s['idempotency'][0].upper()}{s['idempotency'][1:]}. Latencies in ms, p50 / p99. After the run the "
+        "store itself is read: every execution a client got must be stored and succeeded with the output the "
+        "client computed, and nothing a client did not get may exist. The clients and the server share the "
+        "machine: the load average (1 min) before and after the run is shown with the server's CPU time per plan."
+    )
+    out += [
+        "",
+        "| database | plans/s | plans | requests/s | status read | create | execute | create + execute "
+        "| create to seen finished | errors | lost | extra | server CPU per plan (ms) | load avg before / after |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    verdicts: list[bool] = []
+    for r in d["runs"]:
+        if r.get("skipped"):
+            out.append(f"| {r['backend']} | skipped: {r['skipped']} |" + " |" * 13)
+            continue
+        v = r["verified"]
+        extra = v["extra_executions"] + v["extra_plans"] + v["duplicate_execution_rows"]
+        load = r["load_average"]
+        cpu = r.get("server_cpu_ms_per_plan")
+        verdicts.append(r["errors"] == 0 and r["wrong"] == 0 and v["ok"])
+        out.append(
+            f"| {r['backend']} | {r['plans_per_s']:,.1f} | {r['plans_completed']:,} | {r['requests_per_s']:,.0f} "
+            f"| {_pct(r, 'status_read_ms')} | {_pct(r, 'create_ms')} | {_pct(r, 'execute_ms')} "
+            f"| {_pct(r, 'create_and_execute_ms')} | {_pct(r, 'end_to_end_ms')} | {r['errors']} "
+            f"| {v['lost'] + r['wrong']} | {extra} | {'-' if cpu is None else f'{cpu:.0f}'} "
+            f"| {load['before'][0]:.2f} / {load['after'][0]:.2f} |"
+        )
+    target = "- Target: no error and nothing lost or doubled, on every database run: "
+    out += ["", target + (_ok(all(verdicts)) if verdicts else "not measured (every database was skipped)") + "."]
+    for r in d["runs"]:
+        for sample in (
+            r.get("error_samples", []) + r.get("wrong_samples", []) + r.get("verified", {}).get("lost_samples", [])
+        ):
+            out.append(f"- {r['backend']}: {sample}")
+        for line in r.get("server", {}).get("log_problems", []):
+            out.append(f"- {r['backend']} server log: {line[:200]}")
+    return out
+
+
 def write_report(out_dir: Path) -> Path:
     lines = [
         "# toolplan benchmark results",
@@ -550,6 +602,7 @@ def write_report(out_dir: Path) -> Path:
         ("streaming", streaming_section),
         ("durable", durable_section),
         ("mcp", mcp_section),
+        ("service", service_section),
     ):
         data = _load(out_dir, name)
         if data is not None:

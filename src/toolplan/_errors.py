@@ -10,21 +10,22 @@ ToolplanError                      root; every error toolplan raises on purpose
 │   └── ToolError                  a tool call failed (raised inside tools or code to fail a call)
 │       ├── InvalidArgumentsError  the arguments do not match the tool's schema
 │       └── UnknownToolError       a call named a tool that is not registered
-└── RunError                       a run failed for a reason outside the model's control
-    ├── ToolOutputError            a tool returned output that cannot become JSON data (binary bytes)
-    ├── ToolTimeoutError           a tool call exceeded its timeout
-    ├── LimitExceededError         a limit or budget was exhausted (max calls, cost, deadline)
-    ├── UsageLimitExceeded         an agent run hit max_iterations, its deadline or budget; `.result` is what it got
-    ├── ModelHTTPError             a model provider answered with an error status
-    │   └── ModelAuthError         the provider rejected the credentials (never retried)
-    ├── ModelConnectionError       the provider could not be reached or timed out
-    ├── UnexpectedModelBehavior    a model (or test model) did something the run cannot continue with
-    │   └── OutputValidationError  the final answer did not match output_type, output_retries times
-    ├── SandboxError               a code runner failed or killed the code (the limit is named)
-    └── StoreError                 the store (database) failed or refused; durable runs stop, resumable
-        ├── RunNotFoundError       no stored run has that id
-        ├── PlanNotFoundError      no stored plan or planning request has that id
-        └── RunConflictError       the run id is taken: another plan, or another live process runs it
+├── RunError                       a run failed for a reason outside the model's control
+│   ├── ToolOutputError            a tool returned output that cannot become JSON data (binary bytes)
+│   ├── ToolTimeoutError           a tool call exceeded its timeout
+│   ├── LimitExceededError         a limit or budget was exhausted (max calls, cost, deadline)
+│   ├── UsageLimitExceeded         an agent run hit max_iterations, its deadline or budget; `.result` is what it got
+│   ├── ModelHTTPError             a model provider answered with an error status
+│   │   └── ModelAuthError         the provider rejected the credentials (never retried)
+│   ├── ModelConnectionError       the provider could not be reached or timed out
+│   ├── UnexpectedModelBehavior    a model (or test model) did something the run cannot continue with
+│   │   └── OutputValidationError  the final answer did not match output_type, output_retries times
+│   ├── SandboxError               a code runner failed or killed the code (the limit is named)
+│   └── StoreError                 the store (database) failed or refused; durable runs stop, resumable
+│       ├── RunNotFoundError       no stored run has that id
+│       ├── PlanNotFoundError      no stored plan or planning request has that id
+│       └── RunConflictError       the run id is taken: another plan, or another live process runs it
+└── ServiceError                   a planner service answered with an error, or was unreachable (client)
 ```
 
 Messages say what happened and then what to do about it. Constructors have no side effects.
@@ -60,6 +61,7 @@ __all__ = (
     "RunConflictError",
     "RunNotFoundError",
     "SandboxError",
+    "ServiceError",
     "StoreError",
     "ToolError",
     "ToolOutputError",
@@ -357,6 +359,34 @@ class ConcurrencyLimitError(StoreError):
     """An API key has as many executions queued or running as it may: wait for one, or cancel one."""
 
     code = "too_many_executions"
+
+
+class ServiceError(ToolplanError):
+    """A planner service answered with an error, or could not be reached (`toolplan.client`).
+
+    Attributes:
+        code: The service's stable code (``"run_not_found"``, ``"invalid_plan"``, ``"unauthorized"``,
+            ...); ``"unreachable"`` when no answer came after the client's retries.
+        message: The service's message, which says what to do.
+        details: The answer's ``details`` (every issue of an invalid plan, say), or None.
+        status: The HTTP status, or None when there was no answer.
+    """
+
+    code = "service_error"
+
+    def __init__(self, code: str, message: str, details: Any = None, status: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code  # type: ignore[misc]  # the service's code, per instance
+        self.details = details
+        self.status = status
+
+    def __str__(self) -> str:
+        where = f"{self.status} " if self.status is not None else ""
+        return f"[{where}{self.code}] {self.message}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"code", "message", "details"}``: the body the service answered."""
+        return {"code": self.code, "message": self.message, "details": self.details}
 
 
 def _rebuild(cls: type[ToolplanError], args: tuple[Any, ...], state: dict[str, Any]) -> ToolplanError:

@@ -1,33 +1,17 @@
-"""A real uvicorn server on 127.0.0.1 for the service tests: in a thread of this process, or as a
-``toolplan serve`` subprocess (for kill -9 and restarts)."""
+"""Fixtures of the service tests (the servers themselves are in svc_support.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import os
-import signal
-import socket
-import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
-import uvicorn
 
-from toolplan.models import Model
-from toolplan.service import Service, ServiceConfig, create_app
-from toolplan.store import open_store
-from toolplan.store._service import ServiceStore
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-from svc_tools import TOOLS  # noqa: E402
+from svc_support import ThreadServer
 
 
 @pytest.fixture
@@ -40,66 +24,6 @@ def gates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return directory
 
 
-def make_key(url: str, name: str = "test") -> str:
-    async def go() -> str:
-        async with open_store(url) as store:
-            _, secret = await ServiceStore(store).create_key(name)
-            return secret
-
-    return asyncio.run(go())
-
-
-@dataclass
-class ThreadServer:
-    """`create_app(Service(...))` under uvicorn in a thread; ``url`` and a ``client`` with a key."""
-
-    db_url: str
-    model: Model | None = None
-    config: ServiceConfig = field(default_factory=lambda: ServiceConfig(poll_interval=0.05))
-    key: str = ""
-    url: str = ""
-    _server: Any = None
-    _thread: threading.Thread | None = None
-
-    def start(self) -> ThreadServer:
-        if not self.key:
-            self.key = make_key(self.db_url)
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(128)  # connections wait in the backlog until uvicorn accepts (none is refused)
-        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        ready = threading.Event()
-
-        def run() -> None:
-            async def main() -> None:
-                store = open_store(self.db_url, lease=2.0)
-                service = Service(store, TOOLS, model=self.model, config=self.config)
-                config = uvicorn.Config(create_app(service), log_level="warning", lifespan="on")
-                self._server = uvicorn.Server(config)
-                ready.set()
-                try:
-                    await self._server.serve(sockets=[sock])
-                finally:
-                    await store.close()
-
-            asyncio.run(main())
-
-        self._thread = threading.Thread(target=run, daemon=True)
-        self._thread.start()
-        ready.wait(10)
-        return self
-
-    def client(self, *, key: str | None = None) -> httpx.Client:
-        headers = {"X-API-Key": self.key if key is None else key}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(30)
-
-
 @pytest.fixture
 def db_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'service.db'}"
@@ -110,54 +34,6 @@ def server(db_url: str, gates: Path) -> Iterator[ThreadServer]:
     s = ThreadServer(db_url).start()
     yield s
     s.stop()
-
-
-@dataclass
-class ProcessServer:
-    """``toolplan serve`` in a subprocess (killable with SIGKILL)."""
-
-    db_url: str
-    key_file: Path
-    env: dict[str, str]
-    port: int = 0
-    process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> ProcessServer:
-        if not self.port:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                self.port = s.getsockname()[1]
-        command = [sys.executable, "-m", "toolplan", "serve", "--tools", str(HERE / "svc_tools.py"), "--db"]
-        command += [self.db_url, "--port", str(self.port), "--api-key-file", str(self.key_file)]
-        self.process = subprocess.Popen(command, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        with httpx.Client(timeout=1) as c:
-            for _ in range(600):  # up to a minute for the process to import and bind
-                if self.process.poll() is not None:
-                    raise RuntimeError(f"toolplan serve exited: {self.process.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
-                try:
-                    if c.get(f"{self.url}/healthz").status_code == 200:
-                        return self
-                except httpx.TransportError:
-                    threading.Event().wait(0.1)
-        raise RuntimeError("toolplan serve did not answer within a minute")
-
-    def kill(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(30)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(30)
 
 
 @pytest.fixture

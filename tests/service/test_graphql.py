@@ -11,8 +11,8 @@ from typing import Any
 
 import httpx
 import pytest
+from svc_support import ThreadServer
 
-from conftest import ThreadServer
 from toolplan.models import AssistantMessage, ToolCall
 from toolplan.planner import SUBMIT_TOOL_NAME
 from toolplan.service import ServiceConfig

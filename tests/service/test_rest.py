@@ -7,8 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-
-from conftest import ThreadServer
+from svc_support import ThreadServer
 
 CHAIN = {
     "steps": [

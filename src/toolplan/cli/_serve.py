@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -62,6 +63,16 @@ def serve_command(
     slots: Annotated[
         int, typer.Option("--slots", metavar="N", min=1, max=10_000, help="Executions run at once here.")
     ] = 16,
+    max_active_per_key: Annotated[
+        int | None,
+        typer.Option(
+            "--max-active-per-key",
+            min=1,
+            max=1_000_000,
+            metavar="N",
+            help="Executions one API key may have queued or running at once; more are answered 429 (default 32).",
+        ),
+    ] = None,
 ) -> None:
     """Serve the planner API (REST under /v1, GraphQL at /graphql, OpenAPI at /docs) until stopped.
 
@@ -95,9 +106,10 @@ def serve_command(
                 f"`toolplan keys create --db {store.url_shown} NAME` (or pass --api-key-file FILE)."
             )
         say(_out, f"toolplan service on http://{host}:{port} (API docs: /docs), store {store.url_shown}")
-        await serve(
-            store, registry, model=model_obj, api_keys=keys, config=ServiceConfig(slots=slots), host=host, port=port
-        )
+        config = ServiceConfig(slots=slots)
+        if max_active_per_key is not None:
+            config = dataclasses.replace(config, max_active_per_key=max_active_per_key)
+        await serve(store, registry, model=model_obj, api_keys=keys, config=config, host=host, port=port)
 
     _with_store(db, run)
 

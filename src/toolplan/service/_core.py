@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .._errors import PlanIssue, PlanValidationError, RunConflictError, UserError
+from .._json import json_safe
 from ..models import Model
 from ..plan import validate_plan
 from ..planner import PlanDraft, Planner
@@ -198,7 +199,7 @@ def execution_view(info: RunInfo) -> dict[str, Any]:
         "calls": s.calls,
         "cancel_requested": s.cancel_requested,
         "steps": steps,
-        "outputs": result.to_dict()["outputs"] if finished else {},
+        "outputs": json_safe(result.outputs) if finished else {},  # not to_dict(): no critical path per read
     }
 
 

@@ -31,7 +31,7 @@ class PlanIn(BaseModel):
     dialect: Literal["native", "chaining", "batch"] | None = None
 
 
-def service(request: Request) -> Service:
+async def service(request: Request) -> Service:  # async: FastAPI would run a plain def in a worker thread
     svc: Service = request.app.state.service
     return svc
 

@@ -107,12 +107,20 @@ class Runner:
         """Wait up to ``timeout`` seconds for the execution to finish; returns its status then."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        while True:
-            status = await self.data.status_of(run_id)
-            left = deadline - loop.time()
-            if status in FINISHED or left <= 0:
-                return status
-            ended = self._ended.setdefault(run_id, asyncio.Event()) if run_id in self.tasks else asyncio.Event()
-            with contextlib.suppress(TimeoutError):  # ended here, or a look at the store (run elsewhere)
-                async with asyncio.timeout(min(left, self.config.poll_interval)):
-                    await ended.wait()
+        # Registered before the execution is claimed (it may be claimed here just after): `_execute` sets it.
+        ended = self._ended.setdefault(run_id, asyncio.Event())
+        try:
+            while True:
+                status = await self.data.status_of(run_id)
+                left = deadline - loop.time()
+                if status in FINISHED or left <= 0:
+                    return status
+                if ended.is_set():  # it stopped here since that look (finished, or queued again): look again
+                    ended = self._ended.setdefault(run_id, asyncio.Event())
+                    continue
+                with contextlib.suppress(TimeoutError):  # ended here, or a look at the store (run elsewhere)
+                    async with asyncio.timeout(min(left, self.config.poll_interval)):
+                        await ended.wait()
+        finally:
+            if run_id not in self.tasks and self._ended.get(run_id) is ended:
+                del self._ended[run_id]  # not running here: nothing would set it

@@ -1,0 +1,225 @@
+"""`AsyncClient`: the planner service's API from asyncio code (the same operations as `Client`)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, TypeVar
+
+import httpx
+from httpx_sse import aconnect_sse
+
+from ..plan import Plan
+from . import _calls as calls
+from ._calls import DEFAULT_RETRY, DEFAULT_TIMEOUT, Call, Page, RetryPolicy
+from ._types import (
+    FINISHED,
+    Event,
+    Execution,
+    ExecutionSummary,
+    Planned,
+    PlanSummary,
+    Request,
+    RequestSummary,
+    StoredPlan,
+)
+
+__all__ = ("AsyncClient",)
+
+T = TypeVar("T")
+
+
+class AsyncClient:
+    """A client of a toolplan planner service for asyncio code: `Client`'s operations, awaited.
+
+    Listings and `events` are async iterators. Leaving `events` early (``break``) closes its
+    connection when the iterator is closed: wrap it in ``contextlib.aclosing`` to do that at once.
+
+    ```python
+    from toolplan.client import AsyncClient
+
+    async with AsyncClient("http://127.0.0.1:8000", api_key="tpk_...") as client:
+        stored = await client.create_plan({"steps": [{"id": "a", "tool": "add", "arguments": {"a": 1, "b": 2}}]})
+        execution = await client.execute(stored.plan_id)
+        async for event in client.events(execution.execution_id):
+            print(event.seq, event.type, event.step_id)
+        print((await client.get_execution(execution.execution_id)).outputs)  # {'a': 3}
+    ```
+
+    Args:
+        base_url: Where the service answers, e.g. ``http://127.0.0.1:8000``.
+        api_key: A key of the service (``toolplan keys create``), sent as ``X-API-Key``.
+        timeout: Seconds to connect, to send, and to wait for an answer (a call with ``wait=`` waits
+            that much longer).
+        retry: How requests and event streams are retried.
+        transport: An httpx transport to send through instead of the network (tests, proxies).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        options = calls.http_options(base_url, api_key, timeout)
+        self.base_url: str = options["base_url"]
+        self.retry = retry
+        self._timeout: httpx.Timeout = options["timeout"]
+        self._http = httpx.AsyncClient(transport=transport, **options)
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connections (the client cannot be used after)."""
+        await self._http.aclose()
+
+    # -- sending -----------------------------------------------------------------------------------
+
+    async def _send(self, call: Call[T]) -> T:
+        timeout = call.timeout(self._timeout)
+        attempts = self.retry.attempts
+        for attempt in range(attempts):
+            try:
+                response = await self._http.request(
+                    call.method, call.path, params=call.params, json=call.body, headers=call.headers(), timeout=timeout
+                )
+            except httpx.TransportError as exc:
+                if attempt + 1 == attempts:
+                    raise calls.unreachable(self.base_url, attempts, exc) from exc
+            else:
+                if attempt + 1 == attempts or not calls.retryable(response):
+                    return calls.answer(call, response)
+            await asyncio.sleep(self.retry.delay(attempt))
+        raise AssertionError("not reached")  # pragma: no cover
+
+    def _pages(self, make: Callable[[str | None], Call[Page[T]]]) -> AsyncIterator[T]:
+        first = make(None)  # arguments are checked now, not at the first step of the iteration
+
+        async def pages() -> AsyncIterator[T]:
+            page = await self._send(first)
+            while True:
+                for item in page.items:
+                    yield item
+                if page.next_cursor is None:
+                    return
+                page = await self._send(make(page.next_cursor))
+
+        return pages()
+
+    # -- requests (questions to plan) --------------------------------------------------------------
+
+    async def plan(self, query: str, *, idempotency_key: str | None = None) -> Planned:
+        """As `Client.plan`: a question to a stored, valid plan (``POST /v1/requests``)."""
+        return await self._send(calls.plan(query, idempotency_key))
+
+    async def get_request(self, request_id: str) -> Request:
+        """As `Client.get_request`."""
+        return await self._send(calls.get_request(request_id))
+
+    def list_requests(self, *, page_size: int = 50) -> AsyncIterator[RequestSummary]:
+        """As `Client.list_requests`: every planning request, newest first."""
+        return self._pages(lambda cursor: calls.list_requests(page_size, cursor))
+
+    async def execute_request(
+        self, request_id: str, *, wait: float = 0, idempotency_key: str | None = None
+    ) -> Execution:
+        """As `Client.execute_request`."""
+        return await self._send(calls.execute_request(request_id, wait, idempotency_key))
+
+    # -- plans -------------------------------------------------------------------------------------
+
+    async def create_plan(
+        self,
+        plan: Mapping[str, Any] | str | Plan,
+        *,
+        dialect: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> StoredPlan:
+        """As `Client.create_plan`: validate and store a plan (``POST /v1/plans``)."""
+        return await self._send(calls.create_plan(plan, dialect, idempotency_key))
+
+    async def get_plan(self, plan_id: str) -> StoredPlan:
+        """As `Client.get_plan`."""
+        return await self._send(calls.get_plan(plan_id))
+
+    def list_plans(self, *, request_id: str | None = None, page_size: int = 50) -> AsyncIterator[PlanSummary]:
+        """As `Client.list_plans`."""
+        return self._pages(lambda cursor: calls.list_plans(page_size, cursor, request_id))
+
+    # -- executions --------------------------------------------------------------------------------
+
+    async def execute(self, plan_id: str, *, wait: float = 0, idempotency_key: str | None = None) -> Execution:
+        """As `Client.execute`: run a stored plan, waiting up to ``wait`` seconds for its end."""
+        return await self._send(calls.execute(plan_id, wait, idempotency_key))
+
+    async def get_execution(self, execution_id: str) -> Execution:
+        """As `Client.get_execution`."""
+        return await self._send(calls.get_execution(execution_id))
+
+    def list_executions(
+        self, *, status: str | None = None, plan_id: str | None = None, page_size: int = 50
+    ) -> AsyncIterator[ExecutionSummary]:
+        """As `Client.list_executions`: every execution, newest first (all pages)."""
+        return self._pages(lambda cursor: calls.list_executions(page_size, cursor, status, plan_id))
+
+    async def cancel(self, execution_id: str, *, idempotency_key: str | None = None) -> str:
+        """As `Client.cancel`."""
+        return await self._send(calls.cancel(execution_id, idempotency_key))
+
+    async def resume(self, execution_id: str, *, idempotency_key: str | None = None) -> str:
+        """As `Client.resume`."""
+        return await self._send(calls.resume(execution_id, idempotency_key))
+
+    def events(self, execution_id: str, *, after: int = 0) -> AsyncIterator[Event]:
+        """As `Client.events`: the events after ``after``, live, reconnecting from the last one seen."""
+        path = calls.events_path(execution_id)
+        return self._events(execution_id, path, after)
+
+    async def _events(self, execution_id: str, path: str, after: int) -> AsyncIterator[Event]:
+        last, failures, why = after, 0, ""
+        timeout = calls.stream_timeout(self._timeout)
+        while True:
+            try:
+                headers = {"Last-Event-ID": str(last)}
+                async with aconnect_sse(self._http, "GET", path, headers=headers, timeout=timeout) as source:
+                    response = source.response
+                    if not response.is_success:
+                        await response.aread()
+                        if not calls.retryable(response):
+                            raise calls.error_of(response)
+                        why = f"the service answered {response.status_code}"
+                    else:
+                        async for sse in source.aiter_sse():
+                            if not sse.data:
+                                continue
+                            event = calls.event_of(sse.data)
+                            if event.seq <= last:  # never twice
+                                continue
+                            last, failures = event.seq, 0
+                            yield event
+                            if event.final:
+                                return
+                        if await self._finished(execution_id):  # it ended earlier: no later event will come
+                            return
+                        why = "the stream ended before the execution did"
+            except httpx.TransportError as exc:
+                why = f"{type(exc).__name__}: {exc}"
+            failures += 1
+            if failures > self.retry.reconnects:
+                raise calls.stream_lost(execution_id, last, failures - 1, why)
+            await asyncio.sleep(self.retry.delay(failures - 1))
+
+    async def _finished(self, execution_id: str) -> bool:
+        response = await self._http.get(calls.get_execution(execution_id).path)  # one try: a failure means reconnect
+        if not response.is_success:
+            if calls.retryable(response):
+                return False
+            raise calls.error_of(response)
+        return str(response.json().get("status")) in FINISHED

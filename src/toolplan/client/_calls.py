@@ -1,0 +1,333 @@
+"""The client's operations, written once for `Client` and `AsyncClient`.
+
+Each operation is a `Call`: the request to send (method, path, query, body, idempotency key) and how
+to read a successful answer. The two clients only send calls, retry them by `RetryPolicy`, and follow
+event streams; what a call means lives here.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar
+from urllib.parse import quote
+
+import httpx
+
+from .._errors import ServiceError, UserError
+from .._version import __version__
+from ..plan import Plan
+from ._types import Event, Execution, ExecutionSummary, Planned, PlanSummary, Request, RequestSummary, StoredPlan
+
+__all__ = ("DEFAULT_RETRY", "DEFAULT_TIMEOUT", "Call", "Page", "RetryPolicy")
+
+T = TypeVar("T")
+
+DEFAULT_TIMEOUT = 30.0  # seconds to connect, send, or wait for an answer (plus ``wait`` where a call has one)
+STREAM_READ_TIMEOUT = 45.0  # the service pings an event stream every 15 s: silence this long means it is gone
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+KEY_HEADER = "X-API-Key"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryPolicy:
+    """How a client retries what failed on the way (never what the service refused).
+
+    A request is sent again when no answer came (connection refused or dropped, a timeout), or when
+    the service answered 502/503/504 or "this Idempotency-Key is in use" (409). A POST is sent again
+    with the same ``Idempotency-Key``, so a retry never does the work twice. An event stream that
+    drops is reopened from the last event seen (``Last-Event-ID``).
+
+    Attributes:
+        attempts: Tries of one request, the first included.
+        reconnects: Reopenings of an event stream in a row without a new event before giving up.
+        backoff: Seconds before the first retry; each next one waits twice as long (with jitter).
+        max_backoff: The longest wait between two tries.
+    """
+
+    attempts: int = 4
+    reconnects: int = 10
+    backoff: float = 0.1
+    max_backoff: float = 2.0
+
+    def __post_init__(self) -> None:
+        for name in ("attempts", "reconnects"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < (1 if name == "attempts" else 0):
+                raise UserError(f"RetryPolicy.{name} must be a whole number (attempts at least 1), not {value!r}.")
+        for name in ("backoff", "max_backoff"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 600:
+                raise UserError(f"RetryPolicy.{name} must be seconds from 0 to 600, not {value!r}.")
+
+    def delay(self, retry: int) -> float:
+        """Seconds to wait before retry number ``retry`` (0 for the first): doubling, capped, with jitter."""
+        wait: float = min(self.max_backoff, self.backoff * 2.0 ** min(retry, 30))
+        return wait * random.uniform(0.5, 1.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    """One page of a listing and the cursor of the next (None on the last)."""
+
+    items: list[T]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Call(Generic[T]):
+    """One operation: the request, and how its successful answer is read."""
+
+    method: Literal["GET", "POST"]
+    path: str
+    read: Callable[[Any], T]
+    params: dict[str, Any] = field(default_factory=dict[str, Any])
+    body: Any = None
+    idempotency_key: str | None = None
+    wait: float = 0.0  # seconds the service may hold the answer back (added to the read timeout)
+
+    def headers(self) -> dict[str, str]:
+        return {IDEMPOTENCY_HEADER: self.idempotency_key} if self.idempotency_key is not None else {}
+
+    def timeout(self, base: httpx.Timeout) -> httpx.Timeout:
+        if not self.wait or base.read is None:
+            return base
+        return httpx.Timeout(base.connect, read=base.read + self.wait, write=base.write, pool=base.pool)
+
+
+def _id(value: str, what: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise UserError(f"{what} must be a non-empty string (an id the service gave), not {value!r}.")
+    return quote(value, safe="")
+
+
+def _key(idempotency_key: str | None) -> str:
+    if idempotency_key is None:
+        return str(uuid.uuid4())
+    if not isinstance(idempotency_key, str) or not 1 <= len(idempotency_key) <= 255:
+        raise UserError(f"idempotency_key must be a string of 1 to 255 characters, not {idempotency_key!r}.")
+    return idempotency_key
+
+
+def _wait(wait: float) -> dict[str, Any]:
+    if isinstance(wait, bool) or not isinstance(wait, int | float) or wait < 0:
+        raise UserError(f"wait must be seconds (0 or more), not {wait!r}.")
+    return {"wait": wait} if wait else {}
+
+
+def _status(data: Any) -> str:
+    return str(data["status"])
+
+
+def _page(read: Callable[[Any], T]) -> Callable[[Any], Page[T]]:
+    def page(data: Any) -> Page[T]:
+        return Page([read(row) for row in data["items"]], data.get("next_cursor"))
+
+    return page
+
+
+DEFAULT_RETRY = RetryPolicy()
+
+
+def http_options(base_url: str, api_key: str, timeout: float) -> dict[str, Any]:
+    """What both clients give their httpx client (checked once)."""
+    if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+        raise UserError(f"base_url must be the service's http:// or https:// URL, not {base_url!r}.")
+    if not isinstance(api_key, str) or not api_key.strip():
+        raise UserError("api_key must be an API key of the service (make one with `toolplan keys create`).")
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+        raise UserError(f"timeout must be seconds (more than 0), not {timeout!r}.")
+    return {
+        "base_url": base_url.rstrip("/"),
+        "headers": {KEY_HEADER: api_key, "User-Agent": f"toolplan-client/{__version__}"},
+        "timeout": httpx.Timeout(timeout),
+    }
+
+
+def stream_timeout(base: httpx.Timeout) -> httpx.Timeout:
+    """An event stream may be quiet between pings: its read timeout is at least `STREAM_READ_TIMEOUT`."""
+    read = max(base.read or 0.0, STREAM_READ_TIMEOUT)
+    return httpx.Timeout(base.connect, read=read, write=base.write, pool=base.pool)
+
+
+# -- the operations --------------------------------------------------------------------------------
+
+
+def plan(query: str, idempotency_key: str | None) -> Call[Planned]:
+    return Call(
+        method="POST",
+        path="/v1/requests",
+        read=Planned.from_json,
+        body={"query": query},
+        idempotency_key=_key(idempotency_key),
+    )
+
+
+def get_request(request_id: str) -> Call[Request]:
+    return Call(method="GET", path=f"/v1/requests/{_id(request_id, 'request_id')}", read=Request.from_json)
+
+
+def list_requests(page_size: int, cursor: str | None) -> Call[Page[RequestSummary]]:
+    return _list("/v1/requests", RequestSummary.from_json, page_size, cursor, {})
+
+
+def create_plan(
+    plan: Mapping[str, Any] | str | Plan, dialect: str | None, idempotency_key: str | None
+) -> Call[StoredPlan]:
+    source: Any = plan.to_dict() if isinstance(plan, Plan) else plan
+    if not isinstance(source, Mapping | str):
+        raise UserError(f"plan must be a plan as a dict, its JSON text, or a toolplan.Plan, not {type(plan).__name__}.")
+    body: dict[str, Any] = {"plan": dict(source) if isinstance(source, Mapping) else source}
+    if dialect is not None:
+        body["dialect"] = dialect
+    return Call(
+        method="POST", path="/v1/plans", read=StoredPlan.from_json, body=body, idempotency_key=_key(idempotency_key)
+    )
+
+
+def get_plan(plan_id: str) -> Call[StoredPlan]:
+    return Call(method="GET", path=f"/v1/plans/{_id(plan_id, 'plan_id')}", read=StoredPlan.from_json)
+
+
+def list_plans(page_size: int, cursor: str | None, request_id: str | None) -> Call[Page[PlanSummary]]:
+    return _list("/v1/plans", PlanSummary.from_json, page_size, cursor, {"request_id": request_id})
+
+
+def execute(plan_id: str, wait: float, idempotency_key: str | None) -> Call[Execution]:
+    return Call(
+        method="POST",
+        path=f"/v1/plans/{_id(plan_id, 'plan_id')}/executions",
+        read=Execution.from_json,
+        params=_wait(wait),
+        idempotency_key=_key(idempotency_key),
+        wait=wait,
+    )
+
+
+def execute_request(request_id: str, wait: float, idempotency_key: str | None) -> Call[Execution]:
+    return Call(
+        method="POST",
+        path=f"/v1/requests/{_id(request_id, 'request_id')}/executions",
+        read=Execution.from_json,
+        params=_wait(wait),
+        idempotency_key=_key(idempotency_key),
+        wait=wait,
+    )
+
+
+def get_execution(execution_id: str) -> Call[Execution]:
+    return Call(method="GET", path=f"/v1/executions/{_id(execution_id, 'execution_id')}", read=Execution.from_json)
+
+
+def list_executions(
+    page_size: int, cursor: str | None, status: str | None, plan_id: str | None
+) -> Call[Page[ExecutionSummary]]:
+    return _list(
+        "/v1/executions", ExecutionSummary.from_json, page_size, cursor, {"status": status, "plan_id": plan_id}
+    )
+
+
+def cancel(execution_id: str, idempotency_key: str | None) -> Call[str]:
+    path = f"/v1/executions/{_id(execution_id, 'execution_id')}/cancel"
+    return Call(method="POST", path=path, read=_status, idempotency_key=_key(idempotency_key))
+
+
+def resume(execution_id: str, idempotency_key: str | None) -> Call[str]:
+    path = f"/v1/executions/{_id(execution_id, 'execution_id')}/resume"
+    return Call(method="POST", path=path, read=_status, idempotency_key=_key(idempotency_key))
+
+
+def events_path(execution_id: str) -> str:
+    return f"/v1/executions/{_id(execution_id, 'execution_id')}/events"
+
+
+def _list(
+    path: str, read: Callable[[Any], T], page_size: int, cursor: str | None, filters: dict[str, str | None]
+) -> Call[Page[T]]:
+    if isinstance(page_size, bool) or not isinstance(page_size, int) or not 1 <= page_size <= 200:
+        raise UserError(f"page_size must be a whole number from 1 to 200, not {page_size!r}.")
+    params: dict[str, Any] = {"limit": page_size, **{k: v for k, v in filters.items() if v is not None}}
+    if cursor is not None:
+        params["cursor"] = cursor
+    return Call(method="GET", path=path, read=_page(read), params=params)
+
+
+# -- answers ---------------------------------------------------------------------------------------
+
+
+def error_of(response: httpx.Response) -> ServiceError:
+    """The `ServiceError` of an error answer (read already)."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("code"), str) and isinstance(body.get("message"), str):
+        return ServiceError(body["code"], body["message"], body.get("details"), response.status_code)
+    text = " ".join(response.text.split())[:200]
+    return ServiceError(
+        "http_error",
+        f"The service answered {response.status_code} without a JSON error body ({text!r}): check that "
+        "base_url points at a toolplan service (`toolplan serve`).",
+        None,
+        response.status_code,
+    )
+
+
+def retryable(response: httpx.Response) -> bool:
+    """An error answer worth sending again (the same request, the same Idempotency-Key)."""
+    status = response.status_code
+    if status in (502, 504):
+        return True
+    if status not in (409, 503):
+        return False
+    try:
+        code = str(response.json().get("code"))
+    except (ValueError, AttributeError):
+        return status == 503
+    return code == "idempotency_key_in_use" if status == 409 else code != "no_model"
+
+
+def answer(call: Call[T], response: httpx.Response) -> T:
+    """The value of a successful answer; `ServiceError` for an error answer."""
+    if not response.is_success:
+        raise error_of(response)
+    try:
+        data = response.json()
+        return call.read(data)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ServiceError(
+            "invalid_answer",
+            f"{call.method} {call.path} answered {response.status_code} with a body this client cannot read "
+            f"({type(exc).__name__}: {exc}): is the service a toolplan of the same version?",
+            None,
+            response.status_code,
+        ) from exc
+
+
+def unreachable(base_url: str, tries: int, exc: Exception) -> ServiceError:
+    return ServiceError(
+        "unreachable",
+        f"No answer from the service at {base_url} after {tries} tr{'y' if tries == 1 else 'ies'} "
+        f"({type(exc).__name__}: {exc or 'no detail'}). Check that it runs (`toolplan serve`) and that "
+        "base_url is right.",
+        None,
+        None,
+    )
+
+
+def stream_lost(execution_id: str, last: int, tries: int, why: str) -> ServiceError:
+    return ServiceError(
+        "stream_lost",
+        f"The event stream of {execution_id} dropped and {tries} reconnections in a row brought no new event "
+        f"({why}). The last event seen is {last}: call events({execution_id!r}, after={last}) once the service "
+        "is back.",
+        {"execution_id": execution_id, "last_event_id": last},
+        None,
+    )
+
+
+def event_of(data: str) -> Event:
+    return Event.from_json(json.loads(data))
