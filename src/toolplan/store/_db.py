@@ -116,6 +116,35 @@ class Database:
         self._queue.put(_Call(fn, future, loop))
         return await future
 
+    async def read(self, fn: Callable[[sa.Engine], Any]) -> Any:
+        """Run the read-only ``fn(engine)`` on a worker thread, with a pooled connection of its own.
+
+        Reads go beside the database thread, not behind its queue of writes: a service answering
+        status reads while its executions commit does both at once. Until the database is open (its
+        schema checked), a read goes through the database thread, which opens it.
+        """
+        if not self.opened:
+            return await self.call(lambda engine, _raw: fn(engine))
+        try:
+            return await asyncio.to_thread(fn, self.engine)
+        except ToolplanError:
+            raise
+        except Exception as exc:  # the database failed, or holds something no toolplan wrote
+            raise StoreError(f"The store failed: {_describe(exc)}") from exc
+
+    async def transact(self, fn: Callable[[sa.Engine], Any]) -> Any:
+        """Run ``fn(engine)``, a transaction of its own that no journal write waits behind.
+
+        On PostgreSQL it runs on a worker thread with a pooled connection, beside the database
+        thread, so independent transactions (a service's queueing, claims, idempotency records)
+        commit concurrently. SQLite has one writer: there it runs on the database thread, which
+        also spares it the "database is locked" of a transaction that reads, then writes, while
+        another connection commits.
+        """
+        if self.engine.dialect.name == "sqlite":
+            return await self.call(lambda engine, _raw: fn(engine))
+        return await self.read(fn)
+
     def call_sync(self, fn: Callable[[sa.Engine, Any], Any]) -> Any:
         """`call` for synchronous code (the CLI's listings)."""
         self._start()

@@ -94,7 +94,10 @@ class ServiceStore:
         self.store = store
 
     async def _call(self, fn: Any) -> Any:
-        return await self.store.db.call(lambda engine, _raw: fn(engine))
+        return await self.store.db.transact(fn)
+
+    async def _read(self, fn: Any) -> Any:
+        return await self.store.db.read(fn)
 
     # -- plans and executions ----------------------------------------------------------------------
 
@@ -206,7 +209,7 @@ class ServiceStore:
                 "created_at": row["created_at"],
             }
 
-        return await self._call(read)  # type: ignore[no-any-return]
+        return await self._read(read)  # type: ignore[no-any-return]
 
     async def request_cancel(self, run_id: str) -> str:
         """Cancel an execution: a queued one at once; a running one by asking its process (its next poll).
@@ -259,7 +262,7 @@ class ServiceStore:
                 )
                 return [r[0] for r in rows]
 
-        return await self._call(read)  # type: ignore[no-any-return]
+        return await self._read(read)  # type: ignore[no-any-return]
 
     async def requeue(self, run_id: str, *, unless_cancel_asked: bool = False) -> str:
         """Queue a cancelled execution again (resume), for a worker to take up where it stopped.
@@ -317,7 +320,7 @@ class ServiceStore:
                 raise _not_found(run_id)
             return str(status)
 
-        return await self._call(read)  # type: ignore[no-any-return]
+        return await self._read(read)  # type: ignore[no-any-return]
 
     # -- listings ----------------------------------------------------------------------------------
 
@@ -364,7 +367,7 @@ class ServiceStore:
                     r["valid"] = bool(r["valid"]) if r["valid"] is not None else True
             return Page(items=rows, next_cursor=cursor_out)
 
-        return await self._call(read)  # type: ignore[no-any-return]
+        return await self._read(read)  # type: ignore[no-any-return]
 
     # -- API keys ----------------------------------------------------------------------------------
 
@@ -395,7 +398,7 @@ class ServiceStore:
                     for r in rows
                 ]
 
-        return await self._call(read)  # type: ignore[no-any-return]
+        return await self._read(read)  # type: ignore[no-any-return]
 
     async def revoke_key(self, key_id: str) -> None:
         """Revoke a key: the service refuses it from its next request.
@@ -427,7 +430,7 @@ class ServiceStore:
             with engine.connect() as conn:
                 return conn.execute(sa.select(k.c.hash).where(k.c.id == key_id, k.c.revoked_at.is_(None))).scalar()
 
-        stored = await self._call(read)
+        stored = await self._read(read)
         if stored is None:
             hmac.compare_digest(_hash(secret), _hash(""))  # the same work either way
             return None

@@ -345,7 +345,7 @@ class Store:
         with ``dead_local``, also a running one whose process, on this machine, is gone (no need to
         wait out its lease). Cancelled runs are left alone (someone stopped them), as are runs in ``skip``.
         """
-        return await self.db.call(lambda engine, _raw: self._claim_next(engine, set(skip), dead_local))  # type: ignore[no-any-return]
+        return await self.db.transact(lambda engine: self._claim_next(engine, set(skip), dead_local))  # type: ignore[no-any-return]
 
     def _claim_next(self, engine: sa.Engine, skip: set[str], dead_local: bool) -> str | None:
         now = time.time()
@@ -440,7 +440,7 @@ class Store:
                 versions=versions,
             )
 
-        return await self.db.call(read)  # type: ignore[no-any-return]
+        return await self.db.read(lambda engine: read(engine, None))  # type: ignore[no-any-return]
 
     async def get_plan(self, plan_id: str) -> Plan:
         """A stored plan, by id (a planner's ``plan_...`` id, or an execution's plan id).
@@ -457,7 +457,7 @@ class Store:
                 raise PlanNotFoundError(f"No plan {plan_id!r} {what}.", plan_id=plan_id)
             return decode(body)  # type: ignore[no-any-return]
 
-        return await self.db.call(read)  # type: ignore[no-any-return]
+        return await self.db.read(lambda engine: read(engine, None))  # type: ignore[no-any-return]
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -488,7 +488,7 @@ class Store:
                 raise _not_found(run_id)
             return decode(row[0]), decode(row[1])
 
-        return await self.db.call(read)  # type: ignore[no-any-return]
+        return await self.db.read(lambda engine: read(engine, None))  # type: ignore[no-any-return]
 
     async def get_run(self, run_id: str) -> RunInfo:
         """Everything stored about ``run_id``.
@@ -496,11 +496,11 @@ class Store:
         Raises:
             RunNotFoundError: no run has that id.
         """
-        return await self.db.call(lambda engine, _raw: _load_info(engine, run_id))  # type: ignore[no-any-return]
+        return await self.db.read(lambda engine: _load_info(engine, run_id))  # type: ignore[no-any-return]
 
     async def list_runs(self, *, limit: int = 50, status: str | None = None) -> list[RunSummary]:
         """The most recent runs first (at most ``limit``), optionally only those with ``status``."""
-        return await self.db.call(lambda engine, _raw: _list(engine, limit, status))  # type: ignore[no-any-return]
+        return await self.db.read(lambda engine: _list(engine, limit, status))  # type: ignore[no-any-return]
 
     async def events(self, run_id: str, *, after: int = 0, limit: int = 10_000) -> list[StoredEvent]:
         """The run's events numbered above ``after``, in order."""
@@ -523,7 +523,7 @@ class Store:
                     for r in rows
                 ]
 
-        return await self.db.call(read)  # type: ignore[no-any-return]
+        return await self.db.read(lambda engine: read(engine, None))  # type: ignore[no-any-return]
 
 
 def new_run_id() -> str:
