@@ -125,6 +125,18 @@ async def test_metadata_outside_is_refused_without_a_mount_namespace(workspace: 
     assert fingerprint(outside) == before
 
 
+@pytest.mark.skipif(shutil.which("chattr", path="/usr/bin:/bin") is None, reason="no chattr here")
+@pytest.mark.parametrize("mount_namespace", [None, False], ids=["read-only-root", "seccomp-only"])
+async def test_inode_flags_of_system_files_cannot_change(workspace: Path, mount_namespace: bool | None) -> None:
+    """chattr's ioctl works on a file opened read-only, and the shell may read /usr: still refused."""
+    shell = ShellTools(workspace, mount_namespace=mount_namespace)
+    # -d clears the nodump flag, which a system program does not have: a no-op had it gone through.
+    code, _, err = await run(shell, "chattr -d /usr/bin/true")
+    if "Inappropriate ioctl" in err or "not supported" in err:
+        pytest.skip(f"no inode flags on this file system: {err}")
+    assert code != 0 and ("Operation not permitted" in err or "Read-only file system" in err), err
+
+
 async def test_dropped_programs_cannot_be_executed(shell: ShellTools) -> None:
     code, _, err = await run(shell, "cp /bin/true ./mytrue && chmod +x mytrue && ./mytrue")
     assert code != 0 and "Permission denied" in err

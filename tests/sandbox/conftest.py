@@ -1,15 +1,12 @@
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sandbox_fakes import FakeTools
+from sandbox_fakes import HAS_MONTY, FakeTools
 
 from toolplan.sandbox import CodeLimits, CodeRunner, MontyRunner, SubprocessRunner
-
-HAS_MONTY = importlib.util.find_spec("pydantic_monty") is not None
 
 
 @pytest.fixture

@@ -1,11 +1,18 @@
-"""Fakes shared by the sandbox tests (a tool registry standing in for the executor)."""
+"""Fakes shared by the sandbox tests (a tool registry standing in for the executor).
+
+A module of its own, not ``conftest``: ``conftest`` module names clash when several test folders
+run in one session (``pytest tests/sandbox tests/builtin``).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 from typing import Any
 
 from toolplan import ToolError, UnknownToolError
+
+HAS_MONTY = importlib.util.find_spec("pydantic_monty") is not None
 
 
 class FakeTools:

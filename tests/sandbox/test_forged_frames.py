@@ -11,9 +11,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from sandbox_fakes import FakeTools
+from sandbox_fakes import HAS_MONTY, FakeTools
 
-from conftest import HAS_MONTY
 from toolplan.sandbox import CodeLimits, CodeRunner, MontyRunner, SubprocessRunner
 
 RUNNER = SubprocessRunner()

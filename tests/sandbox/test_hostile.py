@@ -1,7 +1,8 @@
 """Hostile code: each attempt is refused or killed with a clear message, and the host is unharmed.
 
 The subprocess runner is tested with all layers, with the kernel layers alone (no audit hook) and with
-the audit hook alone (no Landlock, seccomp or network namespace), so each layer is shown to hold.
+the audit hook alone (no Landlock, seccomp, network or mount namespace), so each layer is shown to
+hold. File metadata (chmod, chown, utime, xattrs) has tests of its own in ``test_metadata``.
 """
 
 from __future__ import annotations
@@ -14,14 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sandbox_fakes import FakeTools
+from sandbox_fakes import HAS_MONTY, FakeTools
 
-from conftest import HAS_MONTY
 from toolplan.sandbox import CodeLimits, CodeRunner, MontyRunner, SubprocessRunner
 
 FULL = SubprocessRunner()
 KERNEL_ONLY = SubprocessRunner(audit_hook=False)
-HOOK_ONLY = SubprocessRunner(landlock=False, seccomp=False, network_namespace=False)
+HOOK_ONLY = SubprocessRunner(landlock=False, seccomp=False, network_namespace=False, mount_namespace=False)
 
 
 def _layers() -> Iterator[Any]:
@@ -37,7 +37,10 @@ def confined(request: pytest.FixtureRequest) -> SubprocessRunner:
 
 
 def _refused(error: str | None) -> bool:
-    return error is not None and ("PermissionError" in error or "Operation not permitted" in error)
+    """Refused by the audit hook or Landlock (PermissionError), seccomp (EPERM) or the read-only root (EROFS)."""
+    return error is not None and any(
+        sign in error for sign in ("PermissionError", "Operation not permitted", "Read-only file system")
+    )
 
 
 # -- files --------------------------------------------------------------------------------------------

@@ -4,7 +4,8 @@ Run as a script (``python -I -S -B _child.py FD``) by `SubprocessRunner`, never 
 toolplan. FD is one end of a socketpair to the host; the host's first message holds the code, limits and paths. Messages
 both ways are a 4-byte big-endian length and a UTF-8 JSON object.
 
-Order matters: import what the code may need, apply rlimits, Landlock and seccomp (kernel layers,
+Order matters: import what the code may need, apply the kernel layers (``_confine.confine``, the
+same code that confines the shell: rlimits, a read-only root, no capabilities, Landlock, seccomp;
 irreversible), then install the audit hook (in-interpreter guard with readable error messages), then
 run the code. Printed output goes to stdout/stderr, which the host reads and caps.
 """
@@ -158,22 +159,23 @@ def main(argv: list[str]) -> int:
     workspace: str = config["workspace"]
     read_roots = tuple(config["read_roots"])
     allow_network = bool(config["allow_network"])
-    layers: list[str] = []
     import _guard  # type: ignore[import-not-found,unused-ignore]  # noqa: F401  (before Landlock)
 
-    _confine.apply_rlimits(
+    layers = _confine.confine(
+        workspace=workspace,
+        read_only=read_roots,
+        read_write=(workspace,),
+        allow_network=allow_network,
+        mount_namespace=bool(config.get("mount_namespace", False)),
         memory=config["memory"],
         cpu_seconds=config["cpu_seconds"],
         open_files=config["open_files"],
         file_size=config["file_size"],
+        landlock=config.get("landlock", True),
+        seccomp=config.get("seccomp", True),
     )
-    layers.append("rlimits")
-    if config.get("landlock", True) and _confine.apply_landlock(
-        read_only=read_roots, read_write=(workspace,), allow_network=allow_network
-    ):
-        layers.append("landlock")
-    if config.get("seccomp", True) and _confine.apply_seccomp(allow_network=allow_network):
-        layers.append("seccomp")
+    if missing := [layer for layer in config.get("require", ()) if layer not in layers]:
+        raise RuntimeError(f"this machine does not offer {', '.join(missing)} (layers: {', '.join(layers)})")
     if config.get("audit_hook", True):
         _install_audit_hook(workspace, read_roots, allow_network)
         layers.append("audit_hook")

@@ -2,9 +2,14 @@
 
 Runs inside the child process only (stdlib, no toolplan imports). Every layer is irreversible once
 applied: rlimits (with setrlimit/prlimit blocked by seccomp afterwards, so even root cannot raise
-them), Landlock (file-system and TCP access rules), and a seccomp-BPF filter (no exec, no new
-processes, no sockets, no ptrace, no namespaces, no signals to other processes). A layer the kernel
-does not offer is skipped and reported, never faked.
+them), a read-only root (in a private mount namespace: every mount but the workspace read-only),
+no capabilities, Landlock (file-system and TCP access rules), and a seccomp-BPF filter (no exec, no
+new processes, no sockets, no ptrace, no namespaces or mounts, no signals to other processes; no file
+metadata changes where there is no read-only root). A layer the kernel does not offer is skipped and
+reported, never faked.
+
+`confine` applies them all, in order; both sandbox children (code mode's `_child` and the shell's
+launcher `_shell_child`) call it, so they are confined by the same code.
 """
 
 from __future__ import annotations
@@ -16,7 +21,15 @@ import resource
 import struct
 from collections.abc import Iterable
 
-__all__ = ("apply_landlock", "apply_rlimits", "apply_seccomp", "drop_capabilities", "landlock_abi", "read_only_root")
+__all__ = (
+    "apply_landlock",
+    "apply_rlimits",
+    "apply_seccomp",
+    "confine",
+    "drop_capabilities",
+    "landlock_abi",
+    "read_only_root",
+)
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -198,6 +211,8 @@ _X86_64_DENY = {
     175: "init_module", 313: "finit_module", 176: "delete_module", 169: "reboot", 167: "swapon",
     168: "swapoff", 160: "setrlimit", 200: "tkill", 424: "pidfd_send_signal", 129: "rt_sigqueueinfo",
     297: "rt_tgsigqueueinfo", 434: "pidfd_open", 438: "pidfd_getfd", 304: "open_by_handle_at",
+    428: "open_tree", 429: "move_mount", 430: "fsopen", 431: "fsconfig", 432: "fsmount", 433: "fspick",
+    442: "mount_setattr", 467: "open_tree_attr",
 }  # fmt: skip
 _NR_CLONE, _NR_CLONE3, _NR_SOCKET, _NR_PRLIMIT64, _NR_KILL, _NR_TGKILL = 56, 435, 41, 302, 62, 234
 _NR_CAPSET = 126
@@ -210,8 +225,30 @@ _X86_64_METADATA = {
     90: "chmod", 91: "fchmod", 268: "fchmodat", 452: "fchmodat2", 92: "chown", 93: "fchown", 94: "lchown",
     260: "fchownat", 132: "utime", 235: "utimes", 261: "futimesat", 280: "utimensat", 188: "setxattr",
     189: "lsetxattr", 190: "fsetxattr", 197: "removexattr", 198: "lremovexattr", 199: "fremovexattr",
-    463: "setxattrat", 466: "removexattrat",
+    463: "setxattrat", 466: "removexattrat", 469: "file_setattr",
 }  # fmt: skip
+_NR_IOCTL = 16
+
+
+def _iow(kind: str, number: int, size: int, *, read: bool = False) -> int:
+    """An ioctl command number, as the kernel's ``_IOW`` (or ``_IOR``) macro makes it."""
+    return ((2 if read else 1) << 30) | (size << 16) | (ord(kind) << 8) | number
+
+
+# The ioctls that change an inode's flags or attributes through any file descriptor, even one
+# opened read-only (chattr's flags: nodump, noatime, ...; generation numbers; project ids; verity;
+# encryption): denied with the metadata calls. A read-only mount refuses them too (EROFS).
+_METADATA_IOCTLS = {
+    _iow("f", 2, 8): "FS_IOC_SETFLAGS",
+    _iow("f", 2, 4): "FS_IOC32_SETFLAGS",
+    _iow("v", 2, 8): "FS_IOC_SETVERSION",
+    _iow("v", 2, 4): "FS_IOC32_SETVERSION",
+    _iow("f", 4, 8): "EXT4_IOC_SETVERSION",
+    _iow("f", 4, 4): "EXT4_IOC32_SETVERSION",
+    _iow("X", 32, 28): "FS_IOC_FSSETXATTR",
+    _iow("f", 133, 128): "FS_IOC_ENABLE_VERITY",
+    _iow("f", 19, 12, read=True): "FS_IOC_SET_ENCRYPTION_POLICY",
+}
 _CLONE_NEW_NAMESPACES = 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x00020000
 
 
@@ -223,7 +260,7 @@ def _jump(code: int, k: int, jt: int, jf: int) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k & 0xFFFFFFFF)
 
 
-_LD_W_ABS, _JEQ_K, _JSET_K, _JGE_K, _RET_K = 0x20, 0x15, 0x45, 0x35, 0x06
+_LD_W_ABS, _JA, _JEQ_K, _JSET_K, _JGE_K, _RET_K = 0x20, 0x05, 0x15, 0x45, 0x35, 0x06
 
 
 def _seccomp_program(
@@ -274,6 +311,11 @@ def _seccomp_program(
             prog += [nr, _jump(_JEQ_K, call, 0, 6), arg_low(0), _jump(_JEQ_K, pid, 3, 0)]
             prog += [_jump(_JEQ_K, group, 2, 0), _jump(_JEQ_K, 0, 1, 0), _stmt(_RET_K, deny)]
             prog += [_stmt(_RET_K, _RET_ALLOW)]
+    if not metadata:  # ioctl: the inode attribute setters (the command is the low word of arg 1)
+        commands = list(_METADATA_IOCTLS)
+        prog += [nr, _jump(_JEQ_K, _NR_IOCTL, 0, len(commands) + 3), arg_low(1)]
+        prog += [_jump(_JEQ_K, cmd, len(commands) - i, 0) for i, cmd in enumerate(commands)]
+        prog += [_stmt(_JA, 1), _stmt(_RET_K, deny)]
     if not allow_network:
         prog += [nr, _jump(_JEQ_K, _NR_SOCKET, 0, 1), _stmt(_RET_K, deny)]
     prog.append(_stmt(_RET_K, _RET_ALLOW))
@@ -288,7 +330,8 @@ def apply_seccomp(
     ``processes`` lets the process exec programs and fork (the shell), still in its own process
     group and no new namespace. ``scoped_signals`` says Landlock already keeps signals inside the
     sandbox, so kill needs no filter of its own. ``metadata=False`` denies chmod, chown, utime and
-    xattr changes (for when no read-only mount protects the files outside the workspace).
+    xattr changes, and the ioctls that set inode flags (for when no read-only mount protects the
+    files outside the workspace; the workspace loses them too).
     """
     if platform.machine() not in ("x86_64", "AMD64"):
         return False
@@ -310,3 +353,77 @@ def apply_seccomp(
     if _libc.syscall(nr_seccomp, seccomp_set_mode_filter, tsync, ctypes.byref(prog)) != 0:
         raise OSError(ctypes.get_errno(), "seccomp(SECCOMP_SET_MODE_FILTER) failed")
     return True
+
+
+# --- all layers -----------------------------------------------------------------------------------
+def confine(
+    *,
+    workspace: str,
+    read_only: Iterable[str],
+    read_write: Iterable[str],
+    executable: Iterable[str] = (),
+    allow_network: bool,
+    mount_namespace: bool,
+    memory: int,
+    cpu_seconds: int,
+    open_files: int,
+    file_size: int,
+    processes: int | None = None,
+    device_nodes: bool = True,
+    landlock: bool = True,
+    seccomp: bool = True,
+) -> list[str]:
+    """Confine this process for good, in the one order that works; returns the layers it got.
+
+    1. rlimits (``processes=None``: no processes of its own, code mode; a number: ``RLIMIT_NPROC``,
+       and exec and fork allowed, the shell);
+    2. a read-only root, when ``mount_namespace`` says the process is in a private mount namespace
+       (needs the capabilities dropped next; a failure is not fatal: seccomp covers it, step 5);
+    3. no capabilities, so nothing (not root) can remount, undo the read-only root or bypass
+       file permissions;
+    4. Landlock, unless ``landlock=False`` (tests of the other layers alone): read ``read_only``,
+       read and run ``executable``, read and write ``read_write``; nothing else;
+    5. seccomp, unless ``seccomp=False``; without the read-only root it also denies every file
+       metadata change (chmod, chown, utime, xattrs, inode flags), which Landlock does not control.
+
+    Layer names: ``rlimits``, ``read_only_root``, ``no_capabilities``, ``landlock``, ``seccomp``;
+    with seccomp and no read-only root, ``no_metadata_calls`` too.
+    """
+    layers: list[str] = []
+    apply_rlimits(
+        memory=memory, cpu_seconds=cpu_seconds, open_files=open_files, file_size=file_size, processes=processes or 0
+    )
+    layers.append("rlimits")
+    read_only_mounts = False
+    if mount_namespace:
+        try:
+            read_only_root(workspace)
+            read_only_mounts = True
+            layers.append("read_only_root")
+        except OSError:
+            pass  # seccomp denies metadata changes instead
+    drop_capabilities()
+    layers.append("no_capabilities")
+    abi = 0
+    if landlock:
+        abi = apply_landlock(
+            read_only=read_only,
+            read_write=read_write,
+            executable=executable,
+            allow_network=allow_network,
+            device_nodes=device_nodes,
+        )
+        if abi:
+            layers.append("landlock")
+    # With processes of its own, signals to them are the sandbox's business: where Landlock scopes
+    # signals to the sandbox (ABI 6) the kernel keeps them inside. Without, seccomp allows only itself.
+    if seccomp and apply_seccomp(
+        allow_network=allow_network,
+        processes=processes is not None,
+        scoped_signals=processes is not None and abi >= 6,
+        metadata=read_only_mounts,
+    ):
+        layers.append("seccomp")
+        if not read_only_mounts:
+            layers.append("no_metadata_calls")
+    return layers

@@ -6,9 +6,10 @@ import asyncio
 import os
 import shutil
 
-__all__ = ("namespace_prefix", "network_namespace_prefix")
+from .._errors import SandboxError
 
-_netns: tuple[str, ...] | None = None
+__all__ = ("namespace_prefix", "prefix_layers", "sandbox_prefix")
+
 _prefixes: dict[tuple[bool, bool], tuple[str, ...]] = {}
 
 
@@ -24,30 +25,6 @@ async def _works(argv: tuple[str, ...]) -> bool:
     except OSError:
         return False
     return await proc.wait() == 0
-
-
-async def network_namespace_prefix() -> tuple[str, ...]:
-    """A command prefix that runs its command in a new, empty network namespace, or ``()``.
-
-    As root ``unshare --net``; otherwise ``unshare --map-root-user --net`` (needs unprivileged user
-    namespaces). The answer is cached for the life of the process.
-    """
-    global _netns
-    if _netns is not None:
-        return _netns
-    unshare = shutil.which("unshare")
-    found: tuple[str, ...] = ()
-    candidates: list[tuple[str, ...]] = []
-    if unshare is not None:
-        if os.geteuid() == 0:
-            candidates.append((unshare, "--net", "--"))
-        candidates.append((unshare, "--map-root-user", "--net", "--"))
-        for argv in candidates:
-            if await _works(argv):
-                found = argv
-                break
-    _netns = found
-    return found
 
 
 async def namespace_prefix(*, net: bool, mount: bool) -> tuple[str, ...]:
@@ -73,3 +50,36 @@ async def namespace_prefix(*, net: bool, mount: bool) -> tuple[str, ...]:
                 break
     _prefixes[key] = found
     return found
+
+
+async def sandbox_prefix(*, network: bool | None, mount: bool | None, what: str) -> tuple[str, ...]:
+    """The ``unshare`` prefix of a sandbox child: a private mount namespace and an empty network one.
+
+    The mount namespace is where the child makes every mount but its workspace read-only
+    (``_confine.read_only_root``); the network namespace leaves it only a down loopback. Each is
+    ``None``: used where the platform allows it, ``True``: required (`SandboxError` naming ``what``
+    when unavailable), ``False``: not used. Shared by `SubprocessRunner` and `ShellTools`.
+    """
+    net = network is not False
+    prefix: tuple[str, ...] = ()
+    if mount is not False:
+        prefix = await namespace_prefix(net=net, mount=True)
+    if not prefix and net:
+        prefix = await namespace_prefix(net=True, mount=False)
+    if mount and "--mount" not in prefix:
+        raise SandboxError(
+            f"{what} needs a private mount namespace (mount_namespace=True) but `unshare --mount` is not "
+            "permitted here; run as root or allow unprivileged user namespaces, or pass mount_namespace=None."
+        )
+    if network and "--net" not in prefix:
+        raise SandboxError(
+            f"{what} needs an empty network namespace (network_namespace=True) but `unshare --net` is "
+            "not permitted here; run as root or allow unprivileged user namespaces, or pass "
+            "network_namespace=None (seccomp still refuses sockets)."
+        )
+    return prefix
+
+
+def prefix_layers(prefix: tuple[str, ...]) -> tuple[str, ...]:
+    """The layers a prefix from `sandbox_prefix` gives (``netns``), as the children report theirs."""
+    return ("netns",) if "--net" in prefix else ()

@@ -21,7 +21,7 @@ from .._errors import SandboxError, ToolError, UserError
 from .._threads import run_in_thread
 from ..tools import FunctionTool, ToolAnnotations
 from ..tools.builtin import Toolset
-from ._platform import namespace_prefix
+from ._platform import prefix_layers, sandbox_prefix
 from ._types import LogBuffer
 
 __all__ = ("ShellLimits", "ShellResult", "ShellTools", "shell_confinement_problem")
@@ -228,24 +228,7 @@ class ShellTools(Toolset):
 
     async def _prefix(self) -> tuple[str, ...]:
         """``unshare`` with a private mount namespace (for the read-only root) and an empty network one."""
-        net = self.network_namespace is not False
-        prefix: tuple[str, ...] = ()
-        if self.mount_namespace is not False:
-            prefix = await namespace_prefix(net=net, mount=True)
-        if not prefix and net:
-            prefix = await namespace_prefix(net=True, mount=False)
-        if self.mount_namespace and "--mount" not in prefix:
-            raise SandboxError(
-                "run_shell needs a private mount namespace (mount_namespace=True) but `unshare --mount` is not "
-                "permitted here; run as root or allow unprivileged user namespaces, or pass mount_namespace=None."
-            )
-        if self.network_namespace and "--net" not in prefix:
-            raise SandboxError(
-                "run_shell needs an empty network namespace (network_namespace=True) but `unshare --net` is "
-                "not permitted here; run as root or allow unprivileged user namespaces, or pass "
-                "network_namespace=None (seccomp still refuses sockets)."
-            )
-        return prefix
+        return await sandbox_prefix(network=self.network_namespace, mount=self.mount_namespace, what="run_shell")
 
     def _config(self, command: str, wall: float, prefix: tuple[str, ...]) -> dict[str, Any]:
         lim = self.limits
@@ -354,7 +337,7 @@ class _ShellRun:
         except ValueError:
             self.refusal = "the sandbox launcher sent an unreadable report"
             return
-        self.layers = (*(("netns",) if self.prefix else ()), *last.get("layers", ()))
+        self.layers = (*prefix_layers(self.prefix), *last.get("layers", ()))
         if not last.get("ok"):
             self.refusal = str(last.get("error", "unknown failure"))[:500]
 

@@ -42,40 +42,24 @@ def _threads_of(uid: int) -> int:
 
 
 def _confine_self(config: dict[str, Any]) -> list[str]:
-    layers: list[str] = []
     processes = int(config["processes"])
     uid = os.getuid()
     if uid != 0:  # root is never held to RLIMIT_NPROC: the wall-time kill of the group bounds it instead
         processes += _threads_of(uid)
-    _confine.apply_rlimits(
+    layers: list[str] = _confine.confine(
+        workspace=config["workspace"],
+        read_only=config["read_only"],
+        read_write=config["read_write"],
+        executable=config["executable"],
+        allow_network=False,
+        mount_namespace=bool(config["mount_namespace"]),
         memory=int(config["memory"]),
         cpu_seconds=int(config["cpu_seconds"]),
         open_files=int(config["open_files"]),
         file_size=int(config["file_size"]),
         processes=processes,
-    )
-    layers.append("rlimits")
-    read_only_root = False
-    if config["mount_namespace"]:
-        try:
-            _confine.read_only_root(config["workspace"])
-            read_only_root = True
-            layers.append("read_only_root")
-        except OSError:
-            pass  # seccomp denies metadata changes instead
-    _confine.drop_capabilities()
-    layers.append("no_capabilities")
-    abi = _confine.apply_landlock(
-        read_only=config["read_only"],
-        read_write=config["read_write"],
-        executable=config["executable"],
-        allow_network=False,
         device_nodes=False,
     )
-    if abi:
-        layers.append("landlock")
-    if _confine.apply_seccomp(allow_network=False, processes=True, scoped_signals=abi >= 6, metadata=read_only_root):
-        layers.append("seccomp")
     return layers
 
 

@@ -22,7 +22,7 @@ from .._threads import run_in_thread
 from ._bounds import MAX_DEPTH
 from ._calls import call_problem, encode_reply
 from ._frames import CallFrame, DoneFrame, Frame, ParallelFrame, ProtocolViolation, ReadyFrame, ResultFrame
-from ._platform import network_namespace_prefix
+from ._platform import prefix_layers, sandbox_prefix
 from ._protocol import MessageTooLarge, TruncatedFrame, encode, read_frame
 from ._types import CodeLimits, CodeResult, LogBuffer, ToolCaller
 
@@ -45,17 +45,26 @@ only place you can write; files elsewhere, network, subprocesses and ctypes are 
 class SubprocessRunner:
     """Runs model code in a child CPython process under layered confinement.
 
-    Layers, strongest first: a network namespace (``unshare -n``, where permitted), Landlock
-    (file-system and TCP rules), seccomp-BPF (no exec, fork, sockets, ptrace, namespaces), rlimits
-    (memory, CPU, files, file size), a wall-time kill of the whole process group, a scrubbed
-    environment and a fresh workspace; plus an audit hook inside the interpreter for clear refusals
-    (not a boundary on its own). See ``docs/code-mode.md`` for the threat model.
+    Layers, strongest first: a network namespace (``unshare -n``, where permitted), a read-only
+    root (a private mount namespace where every mount but the workspace is read-only, so file
+    metadata outside it cannot change either), no capabilities (even for root), Landlock (file-system
+    and TCP rules), seccomp-BPF (no exec, fork, sockets, ptrace, namespaces, mounts; no chmod, chown,
+    utime or xattr calls where there is no read-only root), rlimits (memory, CPU, files, file size),
+    a wall-time kill of the whole process group, a scrubbed environment and a fresh workspace; plus
+    an audit hook inside the interpreter for clear refusals (not a boundary on its own). The kernel
+    layers are applied by the same code as `ShellTools`'. See ``docs/code-mode.md`` for the threat
+    model.
 
     Args:
         limits: Defaults for `run` when it is given none.
         python: The interpreter to run; defaults to the current one.
         network_namespace: ``None`` uses one when the platform allows it, ``False`` never, ``True``
             requires it (`run` raises `SandboxError` if it is unavailable).
+        mount_namespace: Run in a private mount namespace where every mount but the workspace is
+            read-only: ``None`` where the platform allows it, ``True`` requires it (`run` raises
+            `SandboxError` without it), ``False`` never. Without it seccomp refuses chmod, chown,
+            utime and xattr changes everywhere, so the code cannot change file modes or times even
+            in the workspace (``shutil.copy`` of a file fails, for one).
         landlock: Apply Landlock rules when the kernel supports them.
         seccomp: Apply the seccomp filter (x86-64 only).
         audit_hook: Install the in-interpreter guard. Turn it off only to test the kernel layers
@@ -70,6 +79,7 @@ class SubprocessRunner:
         limits: CodeLimits | None = None,
         python: str | None = None,
         network_namespace: bool | None = None,
+        mount_namespace: bool | None = None,
         landlock: bool = True,
         seccomp: bool = True,
         audit_hook: bool = True,
@@ -77,11 +87,12 @@ class SubprocessRunner:
         self.limits = limits or CodeLimits()
         self.python = python or sys.executable
         self.network_namespace = network_namespace
+        self.mount_namespace = mount_namespace
         self.landlock = landlock
         self.seccomp = seccomp
         self.audit_hook = audit_hook
         self.layers: tuple[str, ...] = ()
-        """The confinement layers the last run actually got (e.g. ``("netns", "landlock", ...)``)."""
+        """The confinement layers the last run actually got (e.g. ``("netns", "read_only_root", ...)``)."""
 
     def describe(self) -> str:
         """The ``execute_code`` description of this runner for the model."""
@@ -104,14 +115,8 @@ class SubprocessRunner:
         """
         limits = limits or self.limits
         started = time.monotonic()
-        prefix: tuple[str, ...] = ()
-        if self.network_namespace is not False and not limits.allow_network:
-            prefix = await network_namespace_prefix()
-            if not prefix and self.network_namespace:
-                raise SandboxError(
-                    "A network namespace was required but `unshare -n` is not permitted here. "
-                    "Run as root or allow unprivileged user namespaces, or pass network_namespace=None."
-                )
+        network = False if limits.allow_network else self.network_namespace
+        prefix = await sandbox_prefix(network=network, mount=self.mount_namespace, what="SubprocessRunner")
         workspace = await run_in_thread(_make_workspace)
         try:
             run = _Run(self, code, call_tool, limits, workspace, prefix, dict(inputs) if inputs else {})
@@ -239,6 +244,8 @@ class _Run:
             "cpu_seconds": max(1, math.ceil(lim.effective_cpu_time)),
             "open_files": lim.max_open_files,
             "file_size": lim.max_file_size,
+            "mount_namespace": "--mount" in self.prefix,
+            "require": ["read_only_root"] if self.runner.mount_namespace else [],
             "landlock": self.runner.landlock,
             "seccomp": self.runner.seccomp,
             "audit_hook": self.runner.audit_hook,
@@ -316,7 +323,7 @@ class _Run:
             if self.ready:
                 return "a second 'ready' frame"
             self.ready = True
-            self.layers = (*(("netns",) if self.prefix else ()), *frame.layers)
+            self.layers = (*prefix_layers(self.prefix), *frame.layers)
             return None
         if not self.ready:
             return f"a {frame.op!r} frame before 'ready'"
