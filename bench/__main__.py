@@ -19,6 +19,7 @@ BENCHMARKS = (
     "durable",
     "mcp",
     "service",
+    "planner",
 )
 
 
@@ -28,7 +29,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--quick",
         action="store_true",
-        help="tiny sizes and few repetitions, no instructions or local_model (< 1 minute on 2 idle cores)",
+        help="tiny sizes and few repetitions, no instructions, local_model or planner (< 1 minute on 2 idle cores)",
     )
     p.add_argument("--out", default=str(common.RESULTS_DIR), help="results directory (default bench/results)")
     p.add_argument("--reps", type=int, default=None, help="repetitions per contender (default per benchmark)")

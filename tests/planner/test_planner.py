@@ -9,8 +9,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from toolplan import UserError, execute_plan, tool
-from toolplan.models import AssistantMessage, ToolCall, ToolReturnMessage, UserMessage
+from toolplan import PlanValidationError, UserError, execute_plan, tool
+from toolplan.models import AssistantMessage, ForceTool, ToolCall, ToolReturnMessage, UserMessage
 from toolplan.planner import SUBMIT_TOOL_NAME, Planner, new_id, plan_schema
 from toolplan.testing import ScriptedModel
 from toolplan.tools import ToolRegistry
@@ -54,7 +54,7 @@ async def test_a_valid_plan_takes_one_request_and_runs() -> None:
     assert re.fullmatch(r"plan_\d{13}_[0-9a-z]{8}", draft.plan_id)
     request = model.requests[0]
     assert [t.name for t in request.tools] == [SUBMIT_TOOL_NAME]
-    assert request.settings is not None and request.settings.tool_choice == "required"
+    assert request.settings is not None and request.settings.tool_choice == ForceTool(SUBMIT_TOOL_NAME)
     assert "get_weather(city)" in str(request.messages[0].content)
     assert draft.plan is not None
     result = await execute_plan(draft.plan, TOOLS)
@@ -171,3 +171,72 @@ async def test_hostile_model_output_ends_in_an_invalid_draft_not_an_exception() 
     )
     draft = await Planner(ScriptedModel([nested, nested]), TOOLS).plan("Plan something")
     assert not draft.valid and draft.errors  # a coded issue from validation, nothing raised
+
+
+@tool
+def note(text: str) -> str:
+    """Write a note."""
+    return text
+
+
+async def test_a_chaining_planner_delivers_the_valid_plan_in_the_chaining_dialect() -> None:
+    model = ScriptedModel([submit(GOOD)])
+    draft = await Planner(model, TOOLS, dialect="chaining").plan("Is Oslo warmer than Rome?")
+    assert draft.valid and draft.dialect == "chaining" and draft.plan is not None
+    assert draft.document == {
+        "tools": [
+            {"name": "get_weather", "parameters": {"city": "Oslo"}},
+            {"name": "get_weather", "parameters": {"city": "Rome"}},
+            {
+                "name": "compare",
+                "parameters": {"x": "{{get_weather.temp}}", "y": "{{get_weather_2.temp}}"},
+                "dependsOn": ["get_weather", "get_weather_2"],
+            },
+        ],
+        "executionOrder": ["get_weather", "get_weather", "compare"],
+        "output_steps": ["compare"],
+        "failure_mode": "fail_forward",
+    }
+    assert draft.as_dialect("chaining") == draft.document and draft.as_dialect("native") == GOOD
+    result = await execute_plan(draft.document, TOOLS)
+    assert result.outputs == {"compare": "second is warmer"}
+    native = await Planner(ScriptedModel([submit(GOOD)]), TOOLS).plan("Is Oslo warmer than Rome?")
+    assert native.dialect == "native" and native.document == GOOD
+
+
+async def test_a_valid_plan_the_chaining_dialect_cannot_say_is_repaired() -> None:
+    # Valid natively: '{{get_weather.city}}' names no step, so it is text. In chaining the first
+    # get_weather step is named 'get_weather' and the text would insert its output: not a plan to deliver.
+    clash = {
+        "steps": [
+            {"id": "w", "tool": "get_weather", "arguments": {"city": "Oslo"}},
+            {"id": "n", "tool": "note", "arguments": {"text": "Keep {{get_weather.city}} as text"}},
+        ]
+    }
+    fixed = {
+        "steps": [
+            {"id": "w", "tool": "get_weather", "arguments": {"city": "Oslo"}},
+            {"id": "n", "tool": "note", "arguments": {"text": "Weather in {{w.city}}"}},
+        ]
+    }
+    model = ScriptedModel([submit(clash), submit(fixed, "p2")])
+    draft = await Planner(model, [get_weather, note], dialect="chaining").plan("Note Oslo's weather")
+    first, _ = draft.versions
+    assert not first.valid and [i.code for i in first.issues if i.severity == "error"] == ["not_expressible"]
+    back = model.requests[1].messages[-1]
+    assert isinstance(back, ToolReturnMessage) and "[not_expressible] step 'n':" in back.content
+    assert draft.valid and draft.repaired and draft.document is not None
+    assert draft.document["tools"][1]["parameters"] == {"text": "Weather in {{get_weather.city}}"}
+    # The same plan is fine for a native planner, which delivers it as written.
+    native = await Planner(ScriptedModel([submit(clash)]), [get_weather, note]).plan("Note Oslo's weather")
+    assert native.valid and not native.repaired and native.document == clash
+
+
+async def test_an_invalid_draft_has_no_document_and_as_dialect_says_why() -> None:
+    draft = await Planner(ScriptedModel([submit(BAD), submit(BAD, "p2")]), TOOLS, dialect="chaining").plan("?")
+    assert not draft.valid and draft.document is None
+    with pytest.raises(PlanValidationError) as invalid:
+        draft.as_dialect("native")
+    assert "unknown_tool" in {i.code for i in invalid.value.issues}
+    with pytest.raises(UserError, match="'native' or 'chaining' dialect, not 'batch'"):
+        Planner(ScriptedModel([]), TOOLS, dialect="batch")  # type: ignore[arg-type]

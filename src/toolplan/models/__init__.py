@@ -24,6 +24,7 @@ from ._model import Model as Model
 from ._model import infer_model as infer_model
 from ._openai import OpenAIModel as OpenAIModel
 from ._retry import is_transient as is_transient
+from ._settings import ForceTool as ForceTool
 from ._settings import ModelSettings as ModelSettings
 from ._settings import ModelSettingsLike as ModelSettingsLike
 from ._settings import RetryConfig as RetryConfig
@@ -33,6 +34,7 @@ __all__ = (
     "AnthropicModel",
     "AssistantMessage",
     "FinishReason",
+    "ForceTool",
     "Model",
     "ModelMessage",
     "ModelResponse",

@@ -31,7 +31,7 @@ from ._messages import (
 )
 from ._model import Model
 from ._retry import Endpoint, connection_error, error_detail, retry_call, retry_stream, status_error
-from ._settings import ModelSettings, ModelSettingsLike, RetryConfig
+from ._settings import ForceTool, ModelSettings, ModelSettingsLike, RetryConfig, check_forced_tool
 from ._streaming import StreamBuilder
 
 if TYPE_CHECKING:
@@ -230,7 +230,11 @@ class AnthropicModel(Model):
                 for t in tools
             ]
             if s.tool_choice is not None or s.parallel_tool_calls is False:
-                choice: dict[str, Any] = dict(_TOOL_CHOICE[s.tool_choice or "auto"])
+                if isinstance(s.tool_choice, ForceTool):
+                    check_forced_tool(s.tool_choice, [d.name for d in tools])
+                    choice: dict[str, Any] = {"type": "tool", "name": s.tool_choice.name}
+                else:
+                    choice = dict(_TOOL_CHOICE[s.tool_choice or "auto"])
                 if s.parallel_tool_calls is False and choice["type"] != "none":
                     choice["disable_parallel_tool_use"] = True
                 kwargs["tool_choice"] = choice

@@ -30,7 +30,7 @@ from ._messages import (
 )
 from ._model import Model
 from ._retry import Endpoint, connection_error, error_detail, retry_call, retry_stream, status_error
-from ._settings import ModelSettings, ModelSettingsLike, RetryConfig
+from ._settings import ForceTool, ModelSettings, ModelSettingsLike, RetryConfig, check_forced_tool
 from ._streaming import StreamBuilder
 
 if TYPE_CHECKING:
@@ -227,7 +227,10 @@ class OpenAIModel(Model):
             kwargs["tools"] = [_tool(t) for t in tools]
             if s.parallel_tool_calls is not None:
                 kwargs["parallel_tool_calls"] = s.parallel_tool_calls
-            if s.tool_choice is not None:
+            if isinstance(s.tool_choice, ForceTool):
+                check_forced_tool(s.tool_choice, [d.name for d in tools])
+                kwargs["tool_choice"] = {"type": "function", "function": {"name": s.tool_choice.name}}
+            elif s.tool_choice is not None:
                 kwargs["tool_choice"] = s.tool_choice
         if stream:
             kwargs["stream"] = True

@@ -3,17 +3,40 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 from .._errors import UserError
 
-__all__ = ("ModelSettings", "ModelSettingsLike", "RetryConfig", "ToolChoice")
+__all__ = ("ForceTool", "ModelSettings", "ModelSettingsLike", "RetryConfig", "ToolChoice")
 
-ToolChoice: TypeAlias = Literal["auto", "required", "none"]
 _TOOL_CHOICES = ("auto", "required", "none")
+_MAX_TOOL_NAME = 200  # most characters in a forced tool's name
 _MAX_EXTRA = 200  # most keys in extra_body / extra_headers
+
+
+@dataclass(frozen=True, slots=True)
+class ForceTool:
+    """A `ModelSettings.tool_choice` that makes the model call one tool: ``ForceTool("submit_plan")``.
+
+    Providers get their own form of it (OpenAI-compatible: ``{"type": "function", "function":
+    {"name": ...}}``; Anthropic: ``{"type": "tool", "name": ...}``). The tool must be among the
+    request's tools, else the request raises `UserError` before anything is sent.
+    """
+
+    name: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not 0 < len(self.name) <= _MAX_TOOL_NAME or self.name.strip() != self.name:
+            raise UserError(
+                f"ForceTool takes the name of one of the request's tools, such as ForceTool('get_weather'), "
+                f"got {type(self.name).__name__} {_show(self.name)}."
+            )
+
+
+ToolChoice: TypeAlias = Literal["auto", "required", "none"] | ForceTool
+"""What `ModelSettings.tool_choice` takes: ``"auto"``, ``"required"``, ``"none"`` or `ForceTool` (one named tool)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -31,7 +54,9 @@ class ModelSettings:
         seed: Sampling seed, where the provider supports it.
         timeout: Seconds one HTTP request may take (each retry gets its own).
         parallel_tool_calls: Whether the model may call several tools in one turn.
-        tool_choice: ``"auto"`` (model decides), ``"required"`` (must call a tool) or ``"none"``.
+        tool_choice: ``"auto"`` (model decides), ``"required"`` (must call a tool), ``"none"``, or
+            ``ForceTool(name)`` (must call that tool; some servers constrain a call's arguments to the
+            tool's schema only when the tool is named, as llama.cpp's chatml-function-calling does).
         extra_body: Extra JSON fields for the request body (provider-specific options).
         extra_headers: Extra HTTP headers.
     """
@@ -56,7 +81,10 @@ class ModelSettings:
         _check(
             "parallel_tool_calls", self.parallel_tool_calls, isinstance(self.parallel_tool_calls, bool), "True or False"
         )
-        _check("tool_choice", self.tool_choice, self.tool_choice in _TOOL_CHOICES, "'auto', 'required' or 'none'")
+        choice = self.tool_choice
+        if not isinstance(choice, ForceTool):
+            expected = "'auto', 'required' or 'none'" + ("" if isinstance(choice, str) else " or ForceTool(name)")
+            _check("tool_choice", choice, choice in _TOOL_CHOICES, expected)
         for name in ("extra_body", "extra_headers"):
             value = getattr(self, name)
             ok = isinstance(value, Mapping) and len(value) <= _MAX_EXTRA and all(isinstance(k, str) for k in value)
@@ -181,3 +209,16 @@ class RetryConfig:
     def no_retries(cls, *, deadline: float | None = 120.0) -> RetryConfig:
         """A configuration that tries once."""
         return cls(attempts=1, deadline=deadline)
+
+
+def check_forced_tool(choice: ForceTool, tool_names: Sequence[str]) -> None:
+    """For a provider adapter: raise `UserError` when ``choice`` forces a tool the request does not offer.
+
+    Raises:
+        UserError: no provider could call that tool.
+    """
+    if choice.name not in tool_names:
+        raise UserError(
+            f"ModelSettings.tool_choice forces tool {choice.name!r}, which is not among this request's tools "
+            f"({', '.join(tool_names) or 'none'}). Force one of them, or use 'required'."
+        )

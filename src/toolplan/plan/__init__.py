@@ -1,5 +1,7 @@
 """Plans: the IR, dialect parsers, references, validation and graph utilities."""
 
+from ._dump import NOT_EXPRESSIBLE as NOT_EXPRESSIBLE
+from ._dump import dump_plan as dump_plan
 from ._graph import critical_path as critical_path
 from ._graph import find_cycles as find_cycles
 from ._graph import mermaid as mermaid
@@ -25,6 +27,7 @@ from ._validate import validate_plan as validate_plan
 __all__ = (
     "DEFAULT_MAX_STEPS",
     "META_TOOL_NAMES",
+    "NOT_EXPRESSIBLE",
     "Budget",
     "CompiledPlan",
     "CompiledStep",
@@ -38,6 +41,7 @@ __all__ = (
     "compile_plan",
     "critical_path",
     "detect_dialect",
+    "dump_plan",
     "find_cycles",
     "mermaid",
     "parse_plan",

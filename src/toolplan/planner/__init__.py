@@ -10,9 +10,10 @@ if draft.valid:
 """
 
 from ._planner import SUBMIT_TOOL_NAME as SUBMIT_TOOL_NAME
+from ._planner import OutputDialect as OutputDialect
 from ._planner import PlanDraft as PlanDraft
 from ._planner import Planner as Planner
 from ._planner import new_id as new_id
 from ._schema import plan_schema as plan_schema
 
-__all__ = ("SUBMIT_TOOL_NAME", "PlanDraft", "Planner", "new_id", "plan_schema")
+__all__ = ("SUBMIT_TOOL_NAME", "OutputDialect", "PlanDraft", "Planner", "new_id", "plan_schema")

@@ -6,12 +6,14 @@ import json
 import secrets
 import string
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
 
-from .._errors import PlanIssue, UserError
+from .._errors import PlanIssue, PlanValidationError, UserError
 from ..models import (
     AssistantMessage,
+    ForceTool,
     Model,
     ModelMessage,
     ModelSettings,
@@ -22,14 +24,16 @@ from ..models import (
     UserMessage,
     infer_model,
 )
-from ..plan import DEFAULT_MAX_STEPS, META_TOOL_NAMES, Plan, validate_plan
+from ..plan import DEFAULT_MAX_STEPS, META_TOOL_NAMES, Dialect, Plan, dump_plan, validate_plan
 from ..store import PlanVersion, Store
 from ..tools import ToolAnnotations, ToolDefinition, ToolRegistry, ToolsLike
 from ._schema import plan_schema
 
-__all__ = ("SUBMIT_TOOL_NAME", "PlanDraft", "Planner", "new_id")
+__all__ = ("SUBMIT_TOOL_NAME", "OutputDialect", "PlanDraft", "Planner", "new_id")
 
 SUBMIT_TOOL_NAME = "submit_plan"
+OutputDialect = Literal["native", "chaining"]
+"""The dialects a planner delivers its plans in (the model always writes the native one)."""
 _B36 = string.digits + string.ascii_lowercase
 
 
@@ -54,6 +58,8 @@ class PlanDraft:
         requests: The model requests made, in order: the messages of each (1, or 2 with a repair).
         text: The plan as the model wrote it (its last version), for diagnosis.
         versions: Every version, oldest first (the first draft, then its repair), as a store keeps them.
+        dialect: The dialect the planner delivers plans in (``Planner(dialect=...)``).
+        document: The valid plan as JSON data in ``dialect`` (`toolplan.plan.dump_plan`), else None.
     """
 
     request_id: str
@@ -67,11 +73,24 @@ class PlanDraft:
     requests: tuple[tuple[ModelMessage, ...], ...] = field(repr=False)
     text: str = field(repr=False, default="")
     versions: tuple[PlanVersion, ...] = field(repr=False, default=())
+    dialect: OutputDialect = "native"
+    document: Mapping[str, Any] | None = field(repr=False, default=None)
 
     @property
     def errors(self) -> tuple[PlanIssue, ...]:
         """The issues that make the plan invalid."""
         return tuple(i for i in self.issues if i.severity == "error")
+
+    def as_dialect(self, dialect: Dialect) -> dict[str, Any]:
+        """The valid plan as JSON data in ``dialect``: ``"native"``, ``"chaining"`` or ``"batch"``.
+
+        Raises:
+            PlanValidationError: the draft is not valid (its issues), or the plan cannot be written
+                in ``dialect`` (``not_expressible`` issues, see `toolplan.plan.dump_plan`).
+        """
+        if not self.valid or self.plan is None:
+            raise PlanValidationError(self.issues)
+        return dump_plan(self.plan, dialect)
 
 
 _INSTRUCTIONS = """\
@@ -113,6 +132,13 @@ class Planner:
         settings: Model settings for the planner's requests.
         store: Keep every request and both versions of a repaired plan there (`toolplan.store`):
             ``store.get_request(draft.request_id)``, ``store.get_plan(draft.plan_id)``.
+        dialect: The dialect of ``draft.document``: ``"native"`` or ``"chaining"``. The model always
+            writes a native plan (the format the schema constrains); a valid one is converted, and
+            a plan the chaining dialect cannot say counts as invalid (a ``not_expressible`` issue,
+            which the repair round shows the model).
+
+    Raises:
+        UserError: no tools, or an unknown ``dialect``.
     """
 
     def __init__(
@@ -124,7 +150,11 @@ class Planner:
         max_steps: int = DEFAULT_MAX_STEPS,
         settings: ModelSettings | None = None,
         store: Store | None = None,
+        dialect: OutputDialect = "native",
     ) -> None:
+        if dialect not in get_args(OutputDialect):
+            raise UserError(f"Planner delivers plans in the 'native' or 'chaining' dialect, not {dialect!r}.")
+        self.dialect: OutputDialect = dialect
         self.model = infer_model(model)
         self.store = store
         self.registry = ToolRegistry.of(tools).without(*META_TOOL_NAMES)
@@ -183,6 +213,8 @@ class Planner:
             requests=tuple(requests),
             text=text,
             versions=tuple(versions),
+            dialect=self.dialect,
+            document=self._document(final.plan) if final.valid else None,
         )
         if self.store is not None:
             await self.store.save_request(
@@ -200,9 +232,17 @@ class Planner:
     def _version(self, text: str, parent_id: str | None) -> PlanVersion:
         plan, issues = self._check(text)
         valid = plan is not None and not any(i.severity == "error" for i in issues)
+        if valid and plan is not None and self.dialect != "native":
+            try:
+                self._document(plan)
+            except PlanValidationError as exc:  # valid, but not in the dialect asked for: a coded issue
+                issues, valid = (*exc.issues, *issues), False
         return PlanVersion(
             plan_id=new_id("plan"), parent_id=parent_id, plan=plan, text=text, issues=issues, valid=valid
         )
+
+    def _document(self, plan: Plan | None) -> dict[str, Any] | None:
+        return None if plan is None else dump_plan(plan, self.dialect)
 
     async def _ask(
         self, messages: list[ModelMessage], requests: list[tuple[ModelMessage, ...]], usage: Usage
@@ -210,7 +250,9 @@ class Planner:
         requests.append(tuple(messages))
         settings = self.settings
         if self.constrained:
-            forced = ModelSettings(tool_choice="required", parallel_tool_calls=False)
+            # Named, not "required": llama.cpp's chatml-function-calling applies the tool's schema as a
+            # grammar only to a named tool (and answers "required" with HTTP 500).
+            forced = ModelSettings(tool_choice=ForceTool(SUBMIT_TOOL_NAME), parallel_tool_calls=False)
             settings = forced if settings is None else settings.merge(forced)
         response = await self.model.request(messages, [self.submit_tool] if self.constrained else [], settings)
         return response.message, usage + response.usage

@@ -16,15 +16,25 @@ from ..tools import ToolRegistry
 
 __all__ = ("REF_PATTERN", "plan_schema")
 
-REF_PATTERN = r"^\$ref:[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$"
-_REF = {"type": "string", "pattern": REF_PATTERN, "description": "An earlier step's output: $ref:ID or $ref:ID.field"}
-_ID = {"type": "string", "pattern": "^[A-Za-z0-9_-]+$", "maxLength": 64}
+# "[$]" and "[.]", not "\\$" and "\\.": llama.cpp turns a pattern into a grammar, where those escapes are
+# errors (the server fails the request, or dies).
+REF_PATTERN = r"^[$]ref:[A-Za-z0-9_-]+([.][A-Za-z0-9_-]+)*$"
+# No description: the planner's instructions explain references once, not once per argument (a
+# provider may put the schema into the prompt: llama.cpp's chatml-function-calling does).
+_REF = {"type": "string", "pattern": REF_PATTERN}
+_PLAIN_STRING_KEYS = frozenset({"type", "title", "description"})
+# The length bound is in the pattern too: llama.cpp's grammar follows the pattern and ignores maxLength.
+_ID = {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$", "maxLength": 64}
 
 
 def _argument(schema: Any) -> dict[str, Any]:
     """One argument: its own schema, or a reference (a string argument may interpolate ``{{ID.path}}`` anyway)."""
     own = dict(schema) if isinstance(schema, Mapping) else {}
-    return {"anyOf": [own, _REF]} if own else {}
+    if not own:
+        return {}
+    if own.get("type") == "string" and _PLAIN_STRING_KEYS.issuperset(own):
+        return own  # any string: a reference is one already
+    return {"anyOf": [own, _REF]}
 
 
 def _step(name: str, parameters: Mapping[str, Any], description: str) -> dict[str, Any]:
