@@ -30,7 +30,7 @@ EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 _USAGE = {
     "run": "PLAN.json --tools FILE.py[:NAME] [OPTIONS]",
     "validate": "PLAN.json [--tools FILE.py[:NAME]] [OPTIONS]",
-    "graph": "PLAN.json [--tools FILE.py[:NAME]] [OPTIONS]",
+    "graph": "PLAN.json [--tools FILE.py[:NAME]] [--format mermaid|svg|png] [-o FILE] [OPTIONS]",
     "demo": "[--model PROVIDER:NAME]",
     "list": "--db URL [OPTIONS]",
     "show": "RUN_ID --db URL [OPTIONS]",
@@ -480,22 +480,6 @@ def validate(
     raise typer.Exit(EXIT_OK)
 
 
-@app.command(cls=_Command, short_help="Print a plan's dependency graph as Mermaid text.")
-def graph(
-    plan: PlanArg,
-    tools: ToolsOpt = None,
-    dialect: DialectOpt = None,
-    max_steps: MaxStepsOpt = None,
-) -> None:
-    """Print the plan's dependency graph as Mermaid text, one subgraph per wave."""
-    data, registry = _inputs(plan, tools)
-    report = _validate(data, registry, dialect, max_steps)
-    if not report.ok or report.compiled is None:
-        _report_invalid(report, as_json=False, console=_err)
-    sys.stdout.write(report.compiled.mermaid())
-    raise typer.Exit(EXIT_OK)
-
-
 @app.command(cls=_Command, short_help="See toolplan work: a plan, then an agent task three ways.")
 def demo(
     model: Annotated[
@@ -535,6 +519,11 @@ def _tolerant_output() -> None:
 
 
 def _add_runs() -> None:
+    from ._graph import graph_command
+
+    app.command("graph", cls=_Command, short_help="Draw a plan's dependency graph: Mermaid text, SVG or PNG.")(
+        graph_command
+    )
     from ._runs import runs_app
 
     app.add_typer(runs_app, name="runs", help="List, show, resume and work through stored (durable) runs.")

@@ -383,7 +383,7 @@
     svg.append(defs);
     for (const e of g.edges()) {
       const points = g.edge(e).points;
-      const d = points.map((p, i) => `${i ? "L" : "M"}${p.x.toFixed(1)},${p.y.toFixed(1)}`).join(" ");
+      const d = smooth(points);
       const hot = critical.has(e.v) && critical.has(e.w);
       svg.append(el("path", { d, class: hot ? "edge critical" : "edge", "marker-end": `url(#arrow-${hot ? "critical" : "plain"})`, "data-from": e.v, "data-to": e.w }));
     }
@@ -405,6 +405,18 @@
       svg.append(group);
     }
     $("graph").replaceChildren(svg);
+  }
+
+  // A path through dagre's points, rounded at each bend (each bend is a control point).
+  function smooth(points) {
+    const f = (p) => `${p.x.toFixed(1)},${p.y.toFixed(1)}`;
+    let d = `M${f(points[0])}`;
+    for (let i = 1; i < points.length - 1; i++) {
+      const mid = { x: (points[i].x + points[i + 1].x) / 2, y: (points[i].y + points[i + 1].y) / 2 };
+      d += ` Q${f(points[i])} ${f(i === points.length - 2 ? points[i + 1] : mid)}`;
+    }
+    if (points.length === 2) d += ` L${f(points[1])}`;
+    return d;
   }
 
   function tooltip(s) {
