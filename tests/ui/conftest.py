@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ui_support import CHROMIUM_ARGS, ServiceThread, chromium_or_skip  # noqa: E402
+from ui_support import CHROMIUM_ARGS, ServiceThread, chromium_or_skip
 
 
 @pytest.fixture
@@ -37,7 +37,7 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
-    """A fresh page (1280×900); the browser's console errors and page errors are kept in ``page.problems``."""
+    """A fresh page (1280 by 900); the browser's console errors and page errors are kept in ``page.problems``."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     tab = context.new_page()
     problems: list[str] = []

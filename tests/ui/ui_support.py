@@ -101,11 +101,11 @@ class ServiceThread:
 
     def start(self) -> ServiceThread:
         import uvicorn
+        from ui_tools import TOOLS
 
         from toolplan.service import Service, ServiceConfig, create_app
         from toolplan.store import open_store
         from toolplan.store._service import ServiceStore
-        from ui_tools import TOOLS
 
         sock = free_socket()
         self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"

@@ -125,8 +125,10 @@ class LiveFeed:
             return self._status in _FINISHED
 
     def wait(self, after: int, timeout: float) -> tuple[list[dict[str, Any]], bool]:
-        """The records numbered above ``after`` (waiting up to ``timeout`` seconds for one), and
-        whether the stream is over (the plan ended and they hold its end, or the feed was closed)."""
+        """The records numbered above ``after`` (waiting up to ``timeout`` seconds for one), and whether it is over.
+
+        The stream is over when the plan ended and the records hold its end, or the feed was closed.
+        """
         with self._changed:
             self._changed.wait_for(lambda: len(self._records) > after or self._closed, timeout)
             out = self._records[after:]

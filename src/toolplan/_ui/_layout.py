@@ -9,6 +9,7 @@ The live page lays out with dagre (same direction, same idea) in the browser.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -80,7 +81,7 @@ def layout(
                 up[way], down[way] = [], []
                 chain.append(way)
             chain.append(s)
-            for a, b in zip(chain, chain[1:], strict=False):
+            for a, b in itertools.pairwise(chain):
                 down[a].append(b)
                 up[b].append(a)
             chains.append((d, s, chain))
@@ -166,7 +167,12 @@ def _order(columns: list[list[str]], up: Mapping[str, list[str]], down: Mapping[
             side = up if forward else down
             current = {n: i for i, n in enumerate(columns[k])}
 
-            def key(n: str, where: dict[str, int] = where, side: Mapping[str, list[str]] = side) -> float:
+            def key(
+                n: str,
+                where: dict[str, int] = where,
+                side: Mapping[str, list[str]] = side,
+                current: dict[str, int] = current,
+            ) -> float:
                 near = [where[m] for m in side[n] if m in where]
                 return sum(near) / len(near) if near else float(current[n])
 

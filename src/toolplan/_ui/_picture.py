@@ -1,6 +1,7 @@
-"""Pictures of a plan for docs and bug reports: SVG (drawn here), PNG (the same drawing, with Pillow)
-and Mermaid text; with an outcome (a `PlanResult`, ``toolplan run --json`` output or a stored run)
-each step is coloured by how it ended and the critical path is outlined.
+"""Pictures of a plan for docs and bug reports: SVG (drawn here), PNG (the same drawing) and Mermaid text.
+
+The PNG is painted with Pillow (``toolplan[png]``). With an outcome (a `PlanResult`, ``toolplan run
+--json`` output or a stored run) each step is coloured by how it ended and the critical path is outlined.
 
 The colours are the live page's (``static/live.css``: ``--state-*``); a test keeps them equal.
 """
@@ -8,6 +9,7 @@ The colours are the live page's (``static/live.css``: ``--state-*``); a test kee
 from __future__ import annotations
 
 import io
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -160,7 +162,7 @@ class _Drawing:
         self.legend = [g for g in STATE_COLOURS if g in groups]
         critical = outcome.critical if outcome is not None else ()
         self.critical_steps = set(critical)
-        self.critical_edges = set(zip(critical, critical[1:], strict=False))
+        self.critical_edges = set(itertools.pairwise(critical))
         self.width = self.layout.width
         if outcome is not None:
             label, _, _, x = self._legend_items()[-1]
@@ -183,8 +185,8 @@ class _Drawing:
     @staticmethod
     def curve(points: Sequence[tuple[float, float]]) -> list[tuple[tuple[float, float], ...]]:
         """The edge as cubic Bézier segments ``(start, control, control, end)``, level at each end."""
-        out = []
-        for (x1, y1), (x2, y2) in zip(points, points[1:], strict=False):
+        out: list[tuple[tuple[float, float], ...]] = []
+        for (x1, y1), (x2, y2) in itertools.pairwise(points):
             dx = (x2 - x1) / 2
             out.append(((x1, y1), (x1 + dx, y1), (x2 - dx, y2), (x2, y2)))
         return out
@@ -202,7 +204,8 @@ class _Drawing:
         for name, colour in (("arrow", _EDGE), ("arrow-critical", CRITICAL)):
             out.append(
                 f'<marker id="{name}" viewBox="0 0 10 10" refX="9" refY="5" markerUnits="userSpaceOnUse" '
-                f'markerWidth="9" markerHeight="9" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="{colour}"/></marker>'
+                f'markerWidth="9" markerHeight="9" orient="auto">'
+                f'<path d="M0,0 L10,5 L0,10 z" fill="{colour}"/></marker>'
             )
         out.append("</defs>")
         if self.outcome is not None and self.outcome.caption:
@@ -344,7 +347,7 @@ def _font(size: float, *, bold: bool = False) -> Any:
 
 
 def _mermaid(deps: Mapping[str, Sequence[str]], tools: Mapping[str, str], outcome: Outcome | None) -> str:
-    """toolplan's Mermaid text (`toolplan.plan.mermaid`), plus classes for the outcome's states."""
+    """Toolplan's Mermaid text (`toolplan.plan.mermaid`), plus classes for the outcome's states."""
     text = mermaid(deps, {s: f"{s}: {tools[s]}" if s in tools else s for s in deps})
     if outcome is None:
         return text
@@ -358,7 +361,7 @@ def _mermaid(deps: Mapping[str, Sequence[str]], tools: Mapping[str, str], outcom
             lines.append(f"  class {','.join(members)} {group}")
     # The edges in the order mermaid() writes them, so linkStyle can name the critical ones.
     edges = [(d, s) for s, ds in deps.items() for d in ds if d in node]
-    critical = set(zip(outcome.critical, outcome.critical[1:], strict=False))
+    critical = set(itertools.pairwise(outcome.critical))
     hot = [str(i) for i, edge in enumerate(edges) if edge in critical]
     if hot:
         lines.append(f"  linkStyle {','.join(hot)} stroke:{CRITICAL},stroke-width:3px")

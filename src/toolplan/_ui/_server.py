@@ -15,6 +15,7 @@ thread (open event streams end first).
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import http.server
 import re
@@ -50,15 +51,16 @@ class LiveServer:
         shown = f"[{host}]" if ":" in host else host
         self.origin = f"http://{shown}:{self._httpd.server_address[1]}"
         self.url = f"{self.origin}/ui/executions/{feed.run_id}#key={self.key}"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="toolplan:live-ui", daemon=True)
+        self._thread = threading.Thread(target=self._serve, name="toolplan:live-ui", daemon=True)
+
+    def _serve(self) -> None:
+        self._httpd.serve_forever(poll_interval=0.1)  # how soon close() is noticed
 
     def __enter__(self) -> LiveServer:
         self._thread.start()
         return self
 
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
 
     def close(self) -> None:
@@ -88,10 +90,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         """Quiet: the terminal shows the run, not the page's requests."""
 
     def do_GET(self) -> None:
-        try:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the page went away
             self._route()
-        except (BrokenPipeError, ConnectionResetError):  # the page went away
-            pass
 
     def _route(self) -> None:
         live = self.server.live
@@ -178,4 +178,3 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(body)
-

@@ -86,6 +86,7 @@ def graph_command(
     is coloured by how it ended and the critical path is outlined.
     """
     kind = _format(picture, output)
+    outcome: Outcome | None
     if run_id is not None:
         if plan is not None or result is not None:
             _fail("--run-id draws the stored run's own plan and outcome: leave out PLAN.json and --result.")

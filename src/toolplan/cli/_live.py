@@ -17,6 +17,7 @@ from ._render import say
 
 __all__ = ("LivePage", "both", "live_page", "new_local_run_id")
 
+
 class LivePage:
     """The served page of one run: pass `feed` as ``on_event``; `linger` once the run has ended."""
 
