@@ -30,7 +30,7 @@ EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 _USAGE = {
     "run": "PLAN.json --tools FILE.py[:NAME] [OPTIONS]",
     "validate": "PLAN.json [--tools FILE.py[:NAME]] [OPTIONS]",
-    "graph": "PLAN.json [--tools FILE.py[:NAME]] [--format mermaid|svg|png] [-o FILE] [OPTIONS]",
+    "graph": "PLAN.json [--tools FILE.py[:NAME]] [-o FILE] [OPTIONS]",
     "demo": "[--model PROVIDER:NAME]",
     "list": "--db URL [OPTIONS]",
     "show": "RUN_ID --db URL [OPTIONS]",
