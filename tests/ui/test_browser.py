@@ -41,7 +41,7 @@ def states(page: Any, expected: dict[str, str]) -> None:
         expect(row(page, step)).to_have_attribute("data-state", state)
 
 
-def follow_the_plan(page: Any, gates: Path) -> None:
+def follow_the_plan(page: Any, gates: Path, name: str) -> None:
     """Open the gates one by one and watch the page change with each."""
     from playwright.sync_api import expect
 
@@ -53,6 +53,7 @@ def follow_the_plan(page: Any, gates: Path) -> None:
     states(page, {"search_docs": "succeeded"})
     states(page, {"search_web": "running", "summarise": "pending"})  # still waiting for the web search
     expect(row(page, "search_docs").locator("td.result")).to_contain_text('"gate":"docs"')
+    keep_screenshot(page, f"{name}-running.png")
 
     (gates / "web").touch()
     states(page, {"search_web": "succeeded", "summarise": "succeeded", "report": "succeeded"})
@@ -81,8 +82,8 @@ def test_the_page_of_toolplan_run_follows_the_run(page: Any, gates: Path, tmp_pa
         assert "#key=" in run.url
         page.goto(run.url)
         assert "#key=" not in page.url  # the key leaves the address bar (it stays in the tab's storage)
-        follow_the_plan(page, gates)
-        keep_screenshot(page, "live-view.png")
+        follow_the_plan(page, gates, "live-view")
+        keep_screenshot(page, "live-view.png", docs=True)  # the README's picture
         page.reload()  # a page opened after the end shows the whole run
         states(page, {"search_web": "succeeded", "fetch_prices": "failed", "compare": "skipped"})
         code, out, err = run.interrupt()
@@ -113,7 +114,7 @@ def test_the_service_page_follows_an_execution(page: Any, service: ServiceThread
     expect(page.locator("#key-form")).to_be_hidden()
     expect(page.locator("#run-id")).to_have_text(execution_id)
 
-    follow_the_plan(page, gates)
+    follow_the_plan(page, gates, "live-view-service")
     keep_screenshot(page, "live-view-service.png")
     # Opened later with the key in the fragment, the page shows the finished execution at once.
     fresh = page.context.new_page()

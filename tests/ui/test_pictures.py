@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import re
+import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -13,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ui_support import REPO
 
-from toolplan import ToolError, execute_plan_sync
+from toolplan import OptionalDependencyError, ToolError, execute_plan_sync
 from toolplan._ui._layout import layout
 from toolplan._ui._picture import (
     CRITICAL,
@@ -98,6 +99,13 @@ def test_the_png_is_the_same_drawing_painted() -> None:
         inside = rgb.getpixel((round((box.x + box.w - 8) * 2), round((box.y + box.h - 8) * 2)))
         fill = drawing.colours(sid)[0]
         assert inside == tuple(int(fill[i : i + 2], 16) for i in (1, 3, 5)), sid
+
+
+def test_a_png_without_pillow_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "PIL", None)
+    with pytest.raises(OptionalDependencyError, match=re.escape('pip install "toolplan[png]"')):
+        render_picture(DEPS, TOOLS, format="png")
+    assert render_picture(DEPS, TOOLS, format="svg").startswith(b"<svg ")  # SVG needs nothing
 
 
 def test_mermaid_is_the_plan_graph_text_plus_classes_for_the_outcome() -> None:

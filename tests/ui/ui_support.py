@@ -72,12 +72,12 @@ def chromium_or_skip() -> str:
     return CHROMIUM
 
 
-def keep_screenshot(page: Any, name: str) -> Path:
-    """Save a screenshot of ``page`` among the artefacts (and in docs/ when asked to)."""
+def keep_screenshot(page: Any, name: str, *, docs: bool = False) -> Path:
+    """Save a screenshot of ``page`` among the artefacts (and, with ``docs``, in docs/ when asked to)."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / name
     page.screenshot(path=str(path), full_page=True)
-    if UPDATE_DOCS:
+    if docs and UPDATE_DOCS:
         shutil.copyfile(path, REPO / "docs" / name)
     return path
 
