@@ -86,6 +86,7 @@ def test_the_page_of_toolplan_run_follows_the_run(page: Any, gates: Path, tmp_pa
         keep_screenshot(page, "live-view.png", docs=True)  # the README's picture
         page.reload()  # a page opened after the end shows the whole run
         states(page, {"search_web": "succeeded", "fetch_prices": "failed", "compare": "skipped"})
+        run.wait_for("The run has ended; its live view stays at")
         code, out, err = run.interrupt()
     assert code == 1, err  # the run's exit code (a step failed), not Ctrl-C's
     assert "fetch_prices" in out and "The price API answered 503" in out

@@ -148,6 +148,14 @@ class LiveRun:
     lines: queue.Queue[str | None]
     stderr: list[str] = field(default_factory=list[str])
 
+    def wait_for(self, text: str) -> None:
+        """Wait until a line of standard error holds ``text``."""
+        while not any(text in line for line in self.stderr):
+            line = self.lines.get(timeout=60)
+            if line is None:
+                raise AssertionError(f"toolplan run ended before printing {text!r}:\n{''.join(self.stderr)}")
+            self.stderr.append(line)
+
     def interrupt(self) -> tuple[int, str, str]:
         """Ctrl-C (the page stops): the exit code, standard output and standard error."""
         self.process.send_signal(signal.SIGINT)

@@ -343,8 +343,11 @@ def run(
         with live_page(report.compiled, options["run_id"], port=ui_port, console=_err) as page:
             with _stdout_to_stderr(as_json):
                 result = _execute(data, registry, on_event=page.feed, **options)
-            print_result(result, as_json=as_json, live=live)
-            page.linger(ui_keep)
+            try:
+                print_result(result, as_json=as_json, live=live)
+                page.linger(ui_keep)
+            except KeyboardInterrupt:  # the run has ended: Ctrl-C stops the page, the exit code stays the run's
+                say(_err, "Stopped the live view.", "dim")
     except CliInputError as exc:
         _fail(exc.message)
     raise typer.Exit(EXIT_OK if result.ok else EXIT_FAILED)

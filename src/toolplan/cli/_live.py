@@ -27,7 +27,7 @@ class LivePage:
         self.console = console
 
     def linger(self, seconds: float) -> None:
-        """Keep serving for ``seconds`` (the page shows the finished run), or until Ctrl-C."""
+        """Keep serving for ``seconds`` (the page shows the finished run); Ctrl-C raises `KeyboardInterrupt`."""
         if seconds <= 0:
             return
         shown = f"{seconds:g} s" if seconds < 120 else f"{seconds / 60:g} minutes"
@@ -37,10 +37,7 @@ class LivePage:
             "Press Ctrl-C to stop it now.",
             "dim",
         )
-        try:
-            threading.Event().wait(seconds)
-        except KeyboardInterrupt:
-            say(self.console, "Stopped the live view.", "dim")
+        threading.Event().wait(seconds)
 
 
 @contextlib.contextmanager
