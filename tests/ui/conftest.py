@@ -37,8 +37,8 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
-    """A fresh page (1280 by 900); the browser's console errors and page errors are kept in ``page.problems``."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    """A fresh page (1280 by 720); the browser's console errors and page errors are kept in ``page.problems``."""
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
     tab = context.new_page()
     problems: list[str] = []
     tab.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
