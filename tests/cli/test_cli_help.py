@@ -46,7 +46,7 @@ def test_command_summaries_are_whole_sentences() -> None:
     [
         ("run", "toolplan run PLAN.json --tools FILE.py[:NAME] [OPTIONS]"),
         ("validate", "toolplan validate PLAN.json [--tools FILE.py[:NAME]] [OPTIONS]"),
-        ("graph", "toolplan graph PLAN.json [--tools FILE.py[:NAME]] [OPTIONS]"),
+        ("graph", "toolplan graph PLAN.json [--tools FILE.py[:NAME]] [-o FILE] [OPTIONS]"),
         ("demo", "toolplan demo [--model PROVIDER:NAME]"),
         ("runs list", "toolplan runs list --db URL [OPTIONS]"),
         ("runs show", "toolplan runs show RUN_ID --db URL [OPTIONS]"),

@@ -101,6 +101,7 @@ def test_every_route_needs_a_key(server: ThreadServer) -> None:
         ("POST", "/v1/executions/exec_1/cancel"),
         ("POST", "/v1/executions/exec_1/resume"),
         ("GET", "/v1/executions/exec_1/events"),
+        ("GET", "/v1/executions/exec_1/graph"),
     ]
     for key in (None, "", "tpk_nothing_here", server.key + "x"):
         headers = {} if key is None else {"X-API-Key": key}

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from .._errors import PlanValidationError, ToolplanError, UserError
 from .._version import __version__
-from ..execute import DEFAULT_MAX_CONCURRENCY, PlanResult, RunLimits, execute_plan
+from ..execute import DEFAULT_MAX_CONCURRENCY, EventHandler, PlanResult, RunLimits, execute_plan
 from ..execute._journal import check_run_id
 from ..plan import DEFAULT_MAX_STEPS, ValidationReport, validate_plan
 from ..tools import ToolRegistry
@@ -30,7 +30,7 @@ EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 _USAGE = {
     "run": "PLAN.json --tools FILE.py[:NAME] [OPTIONS]",
     "validate": "PLAN.json [--tools FILE.py[:NAME]] [OPTIONS]",
-    "graph": "PLAN.json [--tools FILE.py[:NAME]] [OPTIONS]",
+    "graph": "PLAN.json [--tools FILE.py[:NAME]] [-o FILE] [OPTIONS]",
     "demo": "[--model PROVIDER:NAME]",
     "list": "--db URL [OPTIONS]",
     "show": "RUN_ID --db URL [OPTIONS]",
@@ -200,6 +200,8 @@ def _report_invalid(report: ValidationReport, *, as_json: bool, console: Console
     raise typer.Exit(EXIT_INVALID)
 
 
+_UI_KEEP = 300.0  # seconds the live page stays up after the run (--ui-keep)
+
 _FLAGS = {"max_concurrency": "--max-concurrency", "deadline": "--timeout", "step_timeout": "--step-timeout"}
 
 
@@ -259,11 +261,34 @@ def run(
         list[str] | None,
         typer.Option("--mcp-url", metavar="URL", help="Also the tools of this MCP server over streamable HTTP."),
     ] = None,
+    ui: Annotated[
+        bool,
+        typer.Option(
+            "--ui",
+            help="Watch the run in a browser: serve a live page on 127.0.0.1 (its address is printed) with the "
+            "plan's graph, a timeline and the step table. See docs/live-view.md.",
+        ),
+    ] = False,
+    ui_port: Annotated[
+        int, typer.Option("--ui-port", metavar="PORT", help="With --ui: the port (default 0: any free port).")
+    ] = 0,
+    ui_keep: Annotated[
+        float,
+        typer.Option(
+            "--ui-keep",
+            metavar="SECONDS",
+            help="With --ui: how long the page stays up after the run ends (default 300; Ctrl-C stops it sooner).",
+        ),
+    ] = _UI_KEEP,
 ) -> NoReturn:
     """Run a plan with the tools of a Python file and of MCP servers.
 
     Exit code 0 when every step succeeded, 1 when some failed, 2 when the plan or an input is invalid.
     """
+    if not ui and (ui_port != 0 or ui_keep != _UI_KEEP):
+        _fail("--ui-port and --ui-keep go with --ui: add --ui to watch the run in a browser.")
+    if not ui_keep >= 0:
+        _fail(f"--ui-keep must be 0 or more seconds, got {ui_keep}.")
     if tools is None and not mcp_stdio and not mcp_url:
         _fail("run needs the tools to call: pass --tools FILE.py[:NAME] (or --mcp-stdio CMD, --mcp-url URL).")
     if rerun_unknown and db is None:
@@ -293,24 +318,49 @@ def run(
         say(_err, "Warnings:", "bold yellow")
         print_issues(_err, report.warnings, style="yellow")
     live = sys.stdout.isatty() and not as_json
-    with _stdout_to_stderr(as_json):
-        result = _execute(
-            data,
-            registry,
-            live=live,
-            tools=_step_tools(report),
-            db=db,
-            run_id=run_id,
-            rerun_unknown=rerun_unknown,
-            limits=limits,
-            max_steps=max_steps,
-            dialect=dialect.value if dialect is not None else None,
-        )
-    show_result(result, as_json=as_json, live=live)
+    options: dict[str, Any] = {
+        "live": live,
+        "tools": _step_tools(report),
+        "db": db,
+        "run_id": run_id,
+        "rerun_unknown": rerun_unknown,
+        "limits": limits,
+        "max_steps": max_steps,
+        "dialect": dialect.value if dialect is not None else None,
+    }
+    if not ui:
+        with _stdout_to_stderr(as_json):
+            result = _execute(data, registry, **options)
+        show_result(result, as_json=as_json, live=live)
+    from ._live import live_page, new_local_run_id
+
+    assert report.compiled is not None
+    if run_id is None:  # the page's address names the run, so its id is chosen first
+        from ..store import new_run_id
+
+        options["run_id"] = new_run_id() if db is not None else new_local_run_id()
+    try:
+        with live_page(report.compiled, options["run_id"], port=ui_port, console=_err) as page:
+            with _stdout_to_stderr(as_json):
+                result = _execute(data, registry, on_event=page.feed, **options)
+            try:
+                print_result(result, as_json=as_json, live=live)
+                page.linger(ui_keep)
+            except KeyboardInterrupt:  # the run has ended: Ctrl-C stops the page, the exit code stays the run's
+                say(_err, "Stopped the live view.", "dim")
+    except CliInputError as exc:
+        _fail(exc.message)
+    raise typer.Exit(EXIT_OK if result.ok else EXIT_FAILED)
 
 
 def show_result(result: PlanResult, *, as_json: bool, live: bool = False, unfinished: bool = False) -> NoReturn:
     """Print a run's result (JSON, or the step table, errors, outputs and summary) and exit with its code."""
+    print_result(result, as_json=as_json, live=live, unfinished=unfinished)
+    raise typer.Exit(EXIT_OK if result.ok else EXIT_FAILED)
+
+
+def print_result(result: PlanResult, *, as_json: bool, live: bool = False, unfinished: bool = False) -> None:
+    """Print a run's result: JSON, or the step table (unless a live one showed it), errors, outputs and summary."""
     if as_json:
         print_json(_out, result.to_dict())
     else:
@@ -319,7 +369,6 @@ def show_result(result: PlanResult, *, as_json: bool, live: bool = False, unfini
         print_errors(_out, result)
         print_outputs(_out, result)
         print_summary(_out, result, unfinished=unfinished)
-    raise typer.Exit(EXIT_OK if result.ok else EXIT_FAILED)
 
 
 def _step_tools(report: ValidationReport) -> dict[str, str]:
@@ -356,16 +405,29 @@ async def _go_connected(data: Any, registry: ToolRegistry, db: str | None, **opt
 
 
 def _execute(
-    data: Any, registry: ToolRegistry, *, live: bool, tools: dict[str, str], db: str | None = None, **options: Any
+    data: Any,
+    registry: ToolRegistry,
+    *,
+    live: bool,
+    tools: dict[str, str],
+    db: str | None = None,
+    on_event: EventHandler | None = None,
+    **options: Any,
 ) -> PlanResult:
     from ._progress import ProgressView, live_progress
 
     try:
         if not live:
-            return asyncio.run(_go(data, registry, db, **options))
+            return asyncio.run(_go(data, registry, db, on_event=on_event, **options))
         view = ProgressView(tools)
+        if on_event is not None:
+            from ._live import both
+
+            handler: EventHandler = both(view, on_event)
+        else:
+            handler = view
         with live_progress(_out, view):
-            return asyncio.run(_go(data, registry, db, on_event=view, **options))
+            return asyncio.run(_go(data, registry, db, on_event=handler, **options))
     except PlanValidationError as exc:  # already validated; kept so a mismatch never shows a traceback
         _fail(" ".join(exc.message.split()))
     except ToolplanError as exc:  # any other error toolplan raises on purpose: one line, never a traceback
@@ -421,22 +483,6 @@ def validate(
     raise typer.Exit(EXIT_OK)
 
 
-@app.command(cls=_Command, short_help="Print a plan's dependency graph as Mermaid text.")
-def graph(
-    plan: PlanArg,
-    tools: ToolsOpt = None,
-    dialect: DialectOpt = None,
-    max_steps: MaxStepsOpt = None,
-) -> None:
-    """Print the plan's dependency graph as Mermaid text, one subgraph per wave."""
-    data, registry = _inputs(plan, tools)
-    report = _validate(data, registry, dialect, max_steps)
-    if not report.ok or report.compiled is None:
-        _report_invalid(report, as_json=False, console=_err)
-    sys.stdout.write(report.compiled.mermaid())
-    raise typer.Exit(EXIT_OK)
-
-
 @app.command(cls=_Command, short_help="See toolplan work: a plan, then an agent task three ways.")
 def demo(
     model: Annotated[
@@ -476,6 +522,11 @@ def _tolerant_output() -> None:
 
 
 def _add_runs() -> None:
+    from ._graph import graph_command
+
+    app.command("graph", cls=_Command, short_help="Draw a plan's dependency graph: Mermaid text, SVG or PNG.")(
+        graph_command
+    )
     from ._runs import runs_app
 
     app.add_typer(runs_app, name="runs", help="List, show, resume and work through stored (durable) runs.")

@@ -14,6 +14,7 @@ from ._errors import install_error_handlers
 from ._graphql import graphql_router
 from ._limits import BodyLimit
 from ._rest import router
+from ._ui import ui_router
 
 __all__ = ("create_app",)
 
@@ -22,7 +23,7 @@ def create_app(service: Service) -> FastAPI:
     """The ASGI app of ``service``. Its lifespan runs the service's executions (see `Runner`).
 
     Every route under ``/v1`` and ``/graphql`` needs an API key (``X-API-Key``); ``/docs``,
-    ``/openapi.json`` and ``/healthz`` do not.
+    ``/openapi.json``, ``/healthz`` and the live page's files (``/ui/...``) do not.
     """
 
     @asynccontextmanager
@@ -45,6 +46,7 @@ def create_app(service: Service) -> FastAPI:
     guard = [Depends(service.keys)]
     app.include_router(router, dependencies=guard)
     app.include_router(graphql_router(service), prefix="/graphql", dependencies=guard)
+    app.include_router(ui_router)  # the live page asks for a key and sends it with each API call
 
     @app.get("/healthz", tags=["service"])
     async def healthz() -> dict[str, str]:

@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse
 
+from .._ui import graph_view
 from ._core import Service, execution_view
 from ._events import event_stream
 from ._idem import Outcome, idempotent
@@ -134,6 +135,15 @@ async def execute_plan_by_id(
 async def get_execution(execution_id: str, svc: Svc) -> dict[str, Any]:
     """An execution: status, the table of its steps, and its outputs once it has finished."""
     return execution_view(await svc.store.get_run(execution_id))
+
+
+@router.get("/executions/{execution_id}/graph", tags=["executions"])
+async def get_execution_graph(execution_id: str, svc: Svc) -> dict[str, Any]:
+    """The execution's plan as a graph: ``steps`` (``id``, ``tool``, ``deps``) and ``output_steps``.
+
+    What the live page at ``/ui/executions/{execution_id}`` draws.
+    """
+    return graph_view(execution_id, (await svc.store.get_run(execution_id)).plan)
 
 
 @router.get("/executions", tags=["executions"])
