@@ -3,14 +3,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from fake_provider import FakeProvider, fake_provider
 
-from toolplan.testing import disable_retry_backoff
+from toolplan.testing import FakeProvider, disable_retry_backoff
 
 
 @pytest.fixture
 def provider() -> Iterator[FakeProvider]:
-    with fake_provider() as server:
+    with FakeProvider() as server:
         yield server
 
 

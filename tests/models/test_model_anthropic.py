@@ -3,7 +3,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from fake_provider import Canned, FakeProvider, anthropic_sse
 
 from toolplan import ModelAuthError, ModelConnectionError, ModelHTTPError, UserError
 from toolplan.models import (
@@ -23,7 +22,7 @@ from toolplan.models import (
     Usage,
     UserMessage,
 )
-from toolplan.testing import forbid_model_requests
+from toolplan.testing import Canned, FakeProvider, anthropic_sse, forbid_model_requests
 from toolplan.tools import ToolDefinition
 
 WEATHER = ToolDefinition(

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 import stamina
-from fake_provider import Canned, FakeProvider, openai_sse
 
 from toolplan import ModelAuthError, ModelConnectionError, ModelHTTPError, UnexpectedModelBehavior, UserError
 from toolplan.models import (
@@ -27,7 +26,7 @@ from toolplan.models import (
     Usage,
     UserMessage,
 )
-from toolplan.testing import forbid_model_requests
+from toolplan.testing import Canned, FakeProvider, forbid_model_requests, openai_sse
 from toolplan.tools import ToolDefinition
 
 WEATHER = ToolDefinition(

@@ -12,10 +12,10 @@ import time
 from typing import Any
 
 import pytest
-from fake_provider import Canned, FakeProvider, fake_provider, openai_sse
 
 from toolplan import ModelConnectionError, ModelHTTPError
 from toolplan.models import AnthropicModel, ModelMessage, OpenAIModel, RetryConfig, UserMessage
+from toolplan.testing import Canned, FakeProvider, openai_sse
 
 ASK: list[ModelMessage] = [UserMessage(content="Hi")]
 OK_OPENAI = {
@@ -199,7 +199,7 @@ async def test_refused_first_connection_fails_fast_naming_the_url(
 
 async def test_refused_after_the_server_answered_gets_the_whole_policy(retry_waits: list[float]) -> None:
     config = RetryConfig(attempts=4, wait_initial=1, wait_jitter=0)
-    with fake_provider() as server:
+    with FakeProvider() as server:
         server.queue(Canned(body=OK_OPENAI))
         m = openai(server, retry=config)
         await m.request(ASK, [])
@@ -222,7 +222,7 @@ async def test_openai_base_url_from_the_environment_is_named(monkeypatch: pytest
 
 async def test_openai_base_url_without_a_key_needs_none(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    with fake_provider() as server:
+    with FakeProvider() as server:
         monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
         server.queue(Canned(body=OK_OPENAI))
         async with OpenAIModel("local-model") as m:  # a local server (vLLM, llama.cpp) wants no key

@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from fake_provider import Canned, FakeProvider
 
 from toolplan import Agent, UserError
 from toolplan.models import AnthropicModel, ModelSettings, OpenAIModel, UserMessage
-from toolplan.testing import TestModel
+from toolplan.testing import Canned, FakeProvider, TestModel
 
 OK_OPENAI = {
     "id": "chatcmpl-1",

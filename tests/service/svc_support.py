@@ -5,6 +5,7 @@ test folder uses, unlike ``conftest``)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import socket
 import subprocess
@@ -42,7 +43,7 @@ class ThreadServer:
     """`create_app(Service(...))` under uvicorn in a thread; ``url`` and a ``client`` with a key."""
 
     db_url: str
-    model: Model | None = None
+    model: Model | str | None = None
     config: ServiceConfig = field(default_factory=lambda: ServiceConfig(poll_interval=0.05))
     key: str = ""
     url: str = ""
@@ -90,7 +91,10 @@ class ThreadServer:
 
 @dataclass
 class ProcessServer:
-    """``toolplan serve`` in a subprocess (killable with SIGKILL)."""
+    """``toolplan serve`` in a subprocess (killable with SIGKILL); ``args`` are more options (``--model``...).
+
+    Its stderr goes to ``log`` (a file: a pipe nobody reads would fill up and stop the server).
+    """
 
     db_url: str
     key_file: Path
@@ -98,10 +102,24 @@ class ProcessServer:
     args: list[str] = field(default_factory=list)
     port: int = 0
     process: subprocess.Popen[bytes] | None = None
+    log: Path | None = None
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def key(self) -> str:
+        """The first key of ``key_file``."""
+        return self.key_file.read_text().split()[0]
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.url, headers={"X-API-Key": self.key}, timeout=30)
 
     def start(self) -> ProcessServer:
         if not self.port:
@@ -110,17 +128,23 @@ class ProcessServer:
                 self.port = s.getsockname()[1]
         command = [sys.executable, "-m", "toolplan", "serve", "--tools", str(HERE / "svc_tools.py"), "--db"]
         command += [self.db_url, "--port", str(self.port), "--api-key-file", str(self.key_file), *self.args]
-        self.process = subprocess.Popen(command, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.log = self.key_file.parent / f"serve-{self.port}-{os.urandom(3).hex()}.log"
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(command, env=self.env, stdout=subprocess.DEVNULL, stderr=log)
         with httpx.Client(timeout=1) as c:
             for _ in range(600):  # up to a minute for the process to import and bind
                 if self.process.poll() is not None:
-                    raise RuntimeError(f"toolplan serve exited: {self.process.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
+                    raise RuntimeError(f"toolplan serve exited: {self.stderr()[-2000:]}")
                 try:
                     if c.get(f"{self.url}/healthz").status_code == 200:
                         return self
                 except httpx.TransportError:
                     threading.Event().wait(0.1)
         raise RuntimeError("toolplan serve did not answer within a minute")
+
+    def stderr(self) -> str:
+        """What the server wrote to stderr so far."""
+        return self.log.read_text(errors="replace") if self.log is not None and self.log.exists() else ""
 
     def kill(self) -> None:
         assert self.process is not None

@@ -12,12 +12,15 @@ from starlette.exceptions import HTTPException
 
 from .._errors import (
     ConcurrencyLimitError,
+    ModelConnectionError,
+    ModelHTTPError,
     PlanNotFoundError,
     PlanValidationError,
     RunConflictError,
     RunNotFoundError,
     StoreError,
     ToolplanError,
+    UnexpectedModelBehavior,
     UserError,
 )
 
@@ -42,6 +45,9 @@ def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
 
 
 _STATUS: tuple[tuple[type[ToolplanError], int], ...] = (
+    (ModelHTTPError, 502),  # the planner's model failed: the service is a gateway to it
+    (ModelConnectionError, 502),
+    (UnexpectedModelBehavior, 502),
     (RunNotFoundError, 404),
     (PlanNotFoundError, 404),
     (RunConflictError, 409),

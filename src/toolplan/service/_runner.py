@@ -2,7 +2,8 @@
 
 One loop claims work from the store (an execution posted here, one queued by another process, one
 whose process died: the store's leases decide), up to ``slots`` at a time, and passes on cancels asked
-of this process. Executions it still holds when the service stops are handed back to the queue.
+of this process. Executions it still holds when the service stops are handed back to the queue
+(`Store.hand_back`): stored ``queued``, in the transaction that ends their run here.
 """
 
 from __future__ import annotations
@@ -47,16 +48,24 @@ class Runner:
         try:
             async with asyncio.TaskGroup() as group:
                 self._group = group
-                while True:
-                    self._wake.clear()
-                    try:
-                        await self._fill(group)
-                        await self._pass_cancels()
-                    except Exception:  # the store failed: log it and try again on the next turn
-                        log.exception("toolplan service: looking for work failed")
-                    with contextlib.suppress(TimeoutError):
-                        async with asyncio.timeout(self.config.poll_interval):
-                            await self._wake.wait()
+                try:
+                    while True:
+                        self._wake.clear()
+                        try:
+                            await self._fill(group)
+                            await self._pass_cancels()
+                        except Exception:  # the store failed: log it and try again on the next turn
+                            log.exception("toolplan service: looking for work failed")
+                        with contextlib.suppress(TimeoutError):
+                            async with asyncio.timeout(self.config.poll_interval):
+                                await self._wake.wait()
+                except asyncio.CancelledError:
+                    # The service stops (the group cancels the executions next): each is queued again
+                    # for the next process as it stops, not stored cancelled (a client's cancel stays one).
+                    for run_id in self.tasks:
+                        if run_id not in self._cancelled:
+                            self.store.hand_back(run_id)
+                    raise
         finally:
             self._group = None
 
@@ -88,11 +97,6 @@ class Runner:
     async def _execute(self, run_id: str) -> None:
         try:
             await resume(run_id, self.tools, store=self.store)
-        except asyncio.CancelledError:
-            if run_id not in self._cancelled:  # the service is stopping: queue it for the next process
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(self.data.requeue(run_id, unless_cancel_asked=True))
-            raise
         except Exception:
             log.exception("toolplan service: execution %s stopped with an error", run_id)
         finally:

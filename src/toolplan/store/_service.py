@@ -264,14 +264,11 @@ class ServiceStore:
 
         return await self._read(read)  # type: ignore[no-any-return]
 
-    async def requeue(self, run_id: str, *, unless_cancel_asked: bool = False) -> str:
+    async def requeue(self, run_id: str) -> str:
         """Queue a cancelled execution again (resume), for a worker to take up where it stopped.
 
         Returns the status now: ``queued``; or ``running``/``queued`` unchanged when it needs no help
         (a running execution whose process died is taken up when its lease ends).
-
-        With ``unless_cancel_asked`` (a stopping server hands back what it ran), an execution whose
-        cancel was asked stays cancelled.
 
         Raises:
             RunNotFoundError: no execution has that id.
@@ -282,14 +279,10 @@ class ServiceStore:
         def write(engine: sa.Engine) -> str:
             now = time.time()
             with engine.begin() as conn:
-                row = conn.execute(
-                    sa.select(e.c.status, e.c.owner, e.c.cancel_requested).where(e.c.id == run_id)
-                ).first()
+                row = conn.execute(sa.select(e.c.status, e.c.owner).where(e.c.id == run_id)).first()
                 if row is None:
                     raise _not_found(run_id)
-                status, owner, asked = row
-                if unless_cancel_asked and asked:
-                    return str(status)
+                status, owner = row
                 if status in ("succeeded", "failed"):
                     raise RunConflictError(
                         f"Execution {run_id!r} has finished ({status}); resume takes up only a cancelled or "

@@ -182,6 +182,7 @@ class Store:
         self.url = url
         self.lease = float(lease)
         self.owner = f"{_HOST}:{os.getpid()}:{os.urandom(4).hex()}"
+        self._handed_back: set[str] = set()
         self.db = Database(_engine(url), lease=self.lease, opener=_open)
         sql = self.db.sql
         self.sql_started = sql(
@@ -230,9 +231,32 @@ class Store:
             "UPDATE toolplan_executions SET status = ?, result = ?, owner = NULL, lease_until = NULL, updated_at = ?, "
             "calls = ?, cost = ? WHERE id = ? AND owner = ?"
         )
+        # A run handed back (`hand_back`) is queued again, unless a cancel was asked for it meanwhile.
+        asked = "CASE WHEN cancel_requested = 1 THEN"
+        self.sql_hand_back_event = sql(
+            "INSERT INTO toolplan_events (execution_id, seq, type, step_id, payload, at) "
+            f"SELECT id, ?, {asked} 'plan_finished' ELSE 'run_queued' END, NULL, "
+            f"{asked} '{dumps({'status': 'cancelled'})}' ELSE '{dumps({'status': 'queued'})}' END, ? "
+            "FROM toolplan_executions WHERE id = ? AND owner = ?"
+        )
+        self.sql_hand_back = sql(
+            f"UPDATE toolplan_executions SET status = {asked} 'cancelled' ELSE 'queued' END, result = NULL, "
+            "owner = NULL, lease_until = NULL, updated_at = ?, calls = ?, cost = ? WHERE id = ? AND owner = ?"
+        )
 
     def __repr__(self) -> str:
         return f"Store({self.url_shown!r})"
+
+    def hand_back(self, run_id: str) -> None:
+        """When run ``run_id``, run by this process, is cancelled next, queue it again instead.
+
+        For a process that stops while it runs ``run_id`` (the service, on SIGTERM): the run is
+        stored ``queued`` (a ``run_queued`` event), not ``cancelled`` (``plan_finished``), in one
+        transaction, so any process takes it up and a client following its events sees no end.
+        Its steps that were running end ``cancelled`` and run again there. A run whose cancel was
+        asked (the service's ``cancel_requested``) ends ``cancelled`` all the same.
+        """
+        self._handed_back.add(run_id)
 
     @property
     def url_shown(self) -> str:
@@ -1003,6 +1027,11 @@ class _Journal:
         if not self.claimed:
             return
         self.calls, self.cost = calls, cost
+        if self.run_id in self._store._handed_back:
+            self._store._handed_back.discard(self.run_id)
+            if result is None:  # stopped by its process's end: for another process to take up
+                await self._hand_back()
+                return
         status = "cancelled" if result is None else result.status
         facts: str | None = None
         if result is not None:
@@ -1022,16 +1051,27 @@ class _Journal:
 
     async def _release(self, status: str, facts: str | None) -> None:
         store = self._store
+        kind = "plan_finished" if status in ("succeeded", "failed", "cancelled") else f"run_{status}"
+        now = time.time()
+        end = self._event(kind, None, {"status": status}, now)
+        await self._last([end, (store.sql_close, (status, facts, now, self.calls, self.cost, self.run_id, self.owner))])
+
+    async def _hand_back(self) -> None:
+        store = self._store
+        now = time.time()
+        self.seq += 1
+        end = (store.sql_hand_back_event, (self.seq, now, self.run_id, self.owner))
+        await self._last([end, (store.sql_hand_back, (now, self.calls, self.cost, self.run_id, self.owner))])
+
+    async def _last(self, statements: list[Statement]) -> None:
+        """Write the run's last ``statements`` (its end and its release) and close the journal."""
         try:
             if self.broken is None:
-                kind = "plan_finished" if status in ("succeeded", "failed", "cancelled") else f"run_{status}"
-                end = self._event(kind, None, {"status": status}, time.time())
-                close = (store.sql_close, (status, facts, time.time(), self.calls, self.cost, self.run_id, self.owner))
-                future = self._add([end, close])
+                future = self._add(statements)
                 self._flush()
                 await future
         finally:
-            store.db.unregister(self)
+            self._store.db.unregister(self)
             self.broken = "The run was closed."
 
 

@@ -5,6 +5,9 @@
 - `forbid_model_requests()`: real models fail before any network I/O.
 - `disable_retry_backoff()`: retries happen without waiting.
 - `local_llama_server()`: a real tiny model (llama.cpp server) for end-to-end tests.
+- `FakeProvider`: a real HTTP server that answers like a model provider (OpenAI, Anthropic) from
+  `Canned` answers (`openai_tool_call`, `openai_text`, `openai_sse`, `anthropic_sse`), so a real
+  provider client, or a service started with ``--model openai:NAME``, can be tested end to end.
 """
 
 from ._local_llama import LocalLlamaServer as LocalLlamaServer
@@ -18,19 +21,33 @@ from ._models import TestModel as TestModel
 from ._models import ToolCallChunk as ToolCallChunk
 from ._models import disable_retry_backoff as disable_retry_backoff
 from ._models import forbid_model_requests as forbid_model_requests
+from ._provider import Canned as Canned
+from ._provider import FakeProvider as FakeProvider
+from ._provider import ProviderRequest as ProviderRequest
+from ._provider import anthropic_sse as anthropic_sse
+from ._provider import openai_sse as openai_sse
+from ._provider import openai_text as openai_text
+from ._provider import openai_tool_call as openai_tool_call
 from ._schema_args import schema_value as schema_value
 
 __all__ = (
+    "Canned",
+    "FakeProvider",
     "FunctionInfo",
     "FunctionModel",
     "LocalLlamaServer",
+    "ProviderRequest",
     "RecordedRequest",
     "ScriptedModel",
     "TestModel",
     "ToolCallChunk",
+    "anthropic_sse",
     "disable_retry_backoff",
     "find_smollm2_gguf",
     "forbid_model_requests",
     "local_llama_server",
+    "openai_sse",
+    "openai_text",
+    "openai_tool_call",
     "schema_value",
 )
