@@ -2,34 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Iterator
-from pathlib import Path
-from types import ModuleType
-from typing import Any
 
 import pytest
 
 from toolplan import UserError
 from toolplan.models import AnthropicModel, ForceTool, ModelSettings, OpenAIModel, RetryConfig, UserMessage
+from toolplan.testing import Canned, FakeProvider
 from toolplan.tools import ToolDefinition
-
-
-def _fake_provider() -> ModuleType:
-    """tests/models/fake_provider.py (a real HTTP server on 127.0.0.1 with canned answers), loaded by path."""
-    name = "fake_provider"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).parents[1] / "models" / "fake_provider.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-fp = _fake_provider()
 
 WEATHER = ToolDefinition(
     name="get_weather",
@@ -70,16 +50,16 @@ ANTHROPIC_REPLY = {
 
 
 @pytest.fixture
-def provider() -> Iterator[Any]:
-    with fp.fake_provider() as server:
+def provider() -> Iterator[FakeProvider]:
+    with FakeProvider() as server:
         yield server
 
 
 FORCE = ModelSettings(tool_choice=ForceTool("get_weather"), parallel_tool_calls=False)
 
 
-async def test_openai_compatible_models_name_the_function(provider: Any) -> None:
-    provider.queue(fp.Canned(body=OPENAI_REPLY))
+async def test_openai_compatible_models_name_the_function(provider: FakeProvider) -> None:
+    provider.queue(Canned(body=OPENAI_REPLY))
     async with OpenAIModel("m", base_url=f"{provider.url}/v1", api_key="k", retry=RetryConfig.no_retries()) as m:
         response = await m.request(ASK, [OTHER, WEATHER], FORCE)
     assert response.message.tool_calls[0].name == "get_weather"
@@ -88,15 +68,17 @@ async def test_openai_compatible_models_name_the_function(provider: Any) -> None
     assert body["parallel_tool_calls"] is False
 
 
-async def test_anthropic_models_name_the_tool(provider: Any) -> None:
-    provider.queue(fp.Canned(body=ANTHROPIC_REPLY))
+async def test_anthropic_models_name_the_tool(provider: FakeProvider) -> None:
+    provider.queue(Canned(body=ANTHROPIC_REPLY))
     async with AnthropicModel("claude-test", base_url=provider.url, api_key="k", retry=RetryConfig.no_retries()) as m:
         await m.request(ASK, [OTHER, WEATHER], FORCE)
     body = provider.requests[0].body
     assert body["tool_choice"] == {"type": "tool", "name": "get_weather", "disable_parallel_tool_use": True}
 
 
-async def test_forcing_a_tool_the_request_does_not_offer_is_a_user_error_before_any_request(provider: Any) -> None:
+async def test_forcing_a_tool_the_request_does_not_offer_is_a_user_error_before_any_request(
+    provider: FakeProvider,
+) -> None:
     async with OpenAIModel("m", base_url=f"{provider.url}/v1", api_key="k") as m:
         with pytest.raises(UserError, match=r"forces tool 'get_weather', which is not among this request's tools \("):
             await m.request(ASK, [OTHER], FORCE)
