@@ -76,7 +76,7 @@ async def run_alternative(run: PlanRun, cs: CompiledStep, args: Any, attempt: in
                 cost=calls * invoker.annotations(tool).cost,
                 error_kind=None if error is None or (result.ok and not used_fallback) else error.kind,
                 latency_scale=run.limits.run_deadline,
-                cost_scale=_max_cost(run),
+                cost_scale=_max_cost(run) or max(invoker.annotations(m).cost for m in members),
             ),
         )
     return result
