@@ -52,6 +52,7 @@ class Choice:
         candidates: The members it chose from.
         step_id: The step it was made for.
         reason: Why, in a sentence, when it was not the strategy's own pick (a tight budget).
+        general: The group's member marked ``general``, if any (for the audit).
     """
 
     group: str
@@ -61,6 +62,7 @@ class Choice:
     candidates: tuple[str, ...] = ()
     step_id: str = ""
     reason: str = ""
+    general: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """``{"group", "chosen", "strategy", "probability", "candidates", "step"[, "reason"]}``."""
@@ -74,7 +76,23 @@ class Choice:
         }
         if self.reason:
             out["reason"] = self.reason
+        if self.general is not None:
+            out["general"] = self.general
         return out
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Choice:
+        """A choice from `to_dict`'s form (a stored ``tool_chosen`` event)."""
+        return cls(
+            group=str(data.get("group", "")),
+            chosen=str(data.get("chosen", "")),
+            strategy=str(data.get("strategy", "")),
+            probability=float(data.get("probability", 0.0)),
+            candidates=tuple(str(c) for c in data.get("candidates", ())),
+            step_id=str(data.get("step", "")),
+            reason=str(data.get("reason", "")),
+            general=data.get("general"),
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -124,6 +142,7 @@ class FixedChooser:
             probability=1.0,
             candidates=request.candidates,
             step_id=request.step_id,
+            general=request.general,
         )
 
     async def observe(self, choice: Choice, outcome: ChoiceOutcome) -> None:

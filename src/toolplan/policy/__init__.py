@@ -10,6 +10,16 @@
 See docs/policy.md.
 """
 
+from ._acp import AcpExporter as AcpExporter
+from ._acp import acp_updates as acp_updates
+from ._audit import Finding as Finding
+from ._audit import FindingKind as FindingKind
+from ._audit import audit as audit
+from ._declared import Declaration as Declaration
+from ._declared import DeclaredCall as DeclaredCall
+from ._declared import DeclaredPolicy as DeclaredPolicy
+from ._declared import declaration_of as declaration_of
+from ._declared import parse_declaration as parse_declaration
 from ._policy import DEFAULT_HALF_LIFE as DEFAULT_HALF_LIFE
 from ._policy import PreferGeneral as PreferGeneral
 from ._policy import RewardWeights as RewardWeights
@@ -20,16 +30,32 @@ from ._stats import Observation as Observation
 from ._stats import StatsStore as StatsStore
 from ._strategies import STRATEGIES as STRATEGIES
 from ._strategies import Strategy as Strategy
+from ._trace import Trace as Trace
+from ._trace import TracedCall as TracedCall
+from ._trace import trace_of as trace_of
 
 __all__ = (
     "DEFAULT_HALF_LIFE",
     "STRATEGIES",
+    "AcpExporter",
     "ArmStats",
+    "Declaration",
+    "DeclaredCall",
+    "DeclaredPolicy",
+    "Finding",
+    "FindingKind",
     "Observation",
     "PreferGeneral",
     "RewardWeights",
     "StatsStore",
     "Strategy",
     "ToolPolicy",
+    "Trace",
+    "TracedCall",
+    "acp_updates",
+    "audit",
+    "declaration_of",
+    "parse_declaration",
     "parse_policy",
+    "trace_of",
 )

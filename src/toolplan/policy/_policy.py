@@ -208,6 +208,7 @@ class ToolPolicy:
             candidates=request.candidates,
             step_id=request.step_id,
             reason=reason,
+            general=request.general,
         )
 
     async def _load(self, group: str) -> tuple[dict[str, ArmStats], str]:
