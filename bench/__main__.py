@@ -19,6 +19,7 @@ BENCHMARKS = (
     "durable",
     "mcp",
     "service",
+    "bandit",
 )
 
 
