@@ -1,8 +1,8 @@
 """A `ToolPolicy`'s statistics in the store (`toolplan.policy.StatsStore`): shared by every process on the database.
 
-Each update reads the row, decays it to the observation's time and adds the observation, in one
-transaction that holds the row (SQLite: the store's one writer; PostgreSQL: ``SELECT ... FOR
-UPDATE``), so concurrent workers never lose each other's observations.
+Each update reads the row, decays it to the observation's time, adds the observation and writes it
+back only if the row still holds what was read (else it reads again), so concurrent workers never
+lose each other's observations.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
+from .._errors import StoreError
 from ..policy import ArmStats, Observation
 from . import _schema as t
 
@@ -46,16 +47,17 @@ async def load_tool_stats(store: Store, group: str) -> dict[str, ArmStats]:
 async def record_tool_stats(
     store: Store, group: str, tool: str, observation: Observation, half_life: float | None
 ) -> None:
-    """Add ``observation`` to ``(group, tool)``: read, decay and write back in one transaction."""
+    """Add ``observation`` to ``(group, tool)``: read, decay, and write back only if nobody wrote in between.
+
+    A compare-and-set on the values read (no lock held across the read, which SQLite's driver would
+    not take): a write that lost the race reads again and retries.
+    """
     ts = t.tool_stats
     key = (ts.c.group_name == group) & (ts.c.tool == tool)
 
     def write(engine: sa.Engine) -> bool:
         with engine.begin() as conn:
-            query = sa.select(ts).where(key)
-            if conn.dialect.name == "postgresql":
-                query = query.with_for_update()
-            row = conn.execute(query).first()
+            row = conn.execute(sa.select(ts).where(key)).first()
             arm = (ArmStats() if row is None else _arm(row)).add(observation, half_life)
             values = {
                 "n": arm.n,
@@ -65,16 +67,22 @@ async def record_tool_stats(
                 "cost": arm.cost,
                 "updated_at": arm.updated_at,
             }
-            if row is not None:
-                conn.execute(sa.update(ts).where(key).values(**values))
-                return True
-            insert = _insert(conn, ts).values(group_name=group, tool=tool, **values)
-            # False: another process made the row between the read and the insert: add to it under its lock.
-            return bool(conn.execute(insert.on_conflict_do_nothing()).rowcount)
+            if row is None:  # RETURNING: a row back only if this insert made it (rowcount may be -1 here)
+                insert = _insert(conn, ts).values(group_name=group, tool=tool, **values)
+                return conn.execute(insert.on_conflict_do_nothing().returning(ts.c.tool)).first() is not None
+            unchanged = key & (ts.c.n == row.n) & (ts.c.reward == row.reward) & (ts.c.updated_at == row.updated_at)
+            return conn.execute(sa.update(ts).where(unchanged).values(**values).returning(ts.c.tool)).first() is not None
 
-    for _attempt in range(3):
+    for _attempt in range(_TRIES):
         if await store.db.transact(write):
             return
+    raise StoreError(
+        f"The statistics of tool {tool!r} in group {group!r} changed under every one of {_TRIES} writes; "
+        "the observation was not stored. Too many processes update one tool at once: try again later."
+    )
+
+
+_TRIES = 100
 
 
 def _insert(conn: sa.Connection, table: sa.Table) -> Any:
