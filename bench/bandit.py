@@ -95,7 +95,9 @@ async def simulate(strategy: str, seed: int, rounds: int) -> tuple[list[str], li
         if strategy != "uniform":
             await policy.observe(
                 choice,
-                ChoiceOutcome(ok=ok, latency=latency, cost=arm.cost, latency_scale=LATENCY_SCALE, cost_scale=COST_SCALE),
+                ChoiceOutcome(
+                    ok=ok, latency=latency, cost=arm.cost, latency_scale=LATENCY_SCALE, cost_scale=COST_SCALE
+                ),
             )
         total += MEANS[BEST] - MEANS[name]
         chosen.append(name)

@@ -102,6 +102,8 @@ async def test_a_declaration_gives_the_plan_entries() -> None:
     assert [e["content"] for e in final] == ["Oslo first (lookup)", "then Rome (lookup)"]
 
 
-@pytest.mark.parametrize("bad", [{"sessionUpdate": "plan", "entries": [{"content": "x", "priority": "urgent", "status": "pending"}]}])
+@pytest.mark.parametrize(
+    "bad", [{"sessionUpdate": "plan", "entries": [{"content": "x", "priority": "urgent", "status": "pending"}]}]
+)
 def test_the_schema_check_catches_a_bad_update(bad: dict[str, Any]) -> None:
     assert list(validator().iter_errors({"sessionId": "s", "update": bad}))

@@ -201,6 +201,15 @@ async def test_a_group_as_a_fallback_calls_its_default_member() -> None:
 
     r = registry()
     r.add(fails)
-    plan = {"steps": [{"id": "s", "tool": "fails", "arguments": {"query": "q"}, "fallback": {"tool": "search", "arguments": {"query": "q"}}}]}
+    plan = {
+        "steps": [
+            {
+                "id": "s",
+                "tool": "fails",
+                "arguments": {"query": "q"},
+                "fallback": {"tool": "search", "arguments": {"query": "q"}},
+            }
+        ]
+    }
     result = await execute_plan(plan, r)
     assert result.steps["s"].ok and result.steps["s"].output == "ddg:q" and result.steps["s"].used_fallback

@@ -61,7 +61,11 @@ def test_a_declared_plan_parses_into_a_declaration() -> None:
     assert d.budget is not None and (d.budget.max_tool_calls, d.budget.max_cost, d.budget.max_latency) == (2, 3.0, 60.0)
     assert d.constraints == ("language: en",)
     assert d.policy is not None and (d.policy.strategy, d.policy.prefer_general_methods) == ("thompson", "always")
-    assert [(c.id, c.tool, c.depends_on) for c in d.calls] == [("1", "search", ()), ("2", "fetch", ("1",)), ("3", "summarize", ("2",))]
+    assert [(c.id, c.tool, c.depends_on) for c in d.calls] == [
+        ("1", "search", ()),
+        ("2", "fetch", ("1",)),
+        ("3", "summarize", ("2",)),
+    ]
     assert d.calls[1].fallback == "search" and d.calls[0].expected_outcome == "urls"
     assert d.to_dict()["budget"] == {"max_tool_calls": 2, "max_cost": 3.0, "max_latency": 60.0}
 
@@ -72,7 +76,10 @@ def test_a_declared_plan_parses_into_a_declaration() -> None:
         ({"plannedSequence": []}, "invalid_field"),
         ({"plannedSequence": [{"rationale": "no tool"}]}, "invalid_step"),
         ({"plannedSequence": [{"toolName": "a", "dependsOn": 5}]}, "unknown_dependency"),
-        ({"planningContext": {"constraints": {"maxToolCalls": "many"}}, "plannedSequence": [{"toolName": "a"}]}, "invalid_field"),
+        (
+            {"planningContext": {"constraints": {"maxToolCalls": "many"}}, "plannedSequence": [{"toolName": "a"}]},
+            "invalid_field",
+        ),
         ({"nothing": 1}, "invalid_declaration"),
     ],
 )
@@ -108,13 +115,19 @@ def test_calls_and_cost_over_the_declared_budget() -> None:
     budget = [f for f in found(d, res, tools=TOOLS) if f[0] == "BudgetExceeded"]
     assert found(d, res) == [("BudgetExceeded", "max_tool_calls", "c")]  # 3 calls made, 2 declared
     assert budget == [("BudgetExceeded", "max_tool_calls", "c"), ("BudgetExceeded", "max_cost", "c")]
-    relaxed = parse_declaration({"plannedSequence": [{"toolName": "search"}, {"toolName": "fetch"}, {"toolName": "summarize"}]})
+    relaxed = parse_declaration(
+        {"plannedSequence": [{"toolName": "search"}, {"toolName": "fetch"}, {"toolName": "summarize"}]}
+    )
     assert found(relaxed, res, tools=TOOLS) == []
 
 
 def test_budget_findings_say_by_how_much() -> None:
-    d = parse_declaration({"planningContext": {"constraints": {"maxToolCalls": 1, "maxLatency": 2, "maxCalls": {"search": 1}}},
-                           "plannedSequence": [{"toolName": "search"}]})
+    d = parse_declaration(
+        {
+            "planningContext": {"constraints": {"maxToolCalls": 1, "maxLatency": 2, "maxCalls": {"search": 1}}},
+            "plannedSequence": [{"toolName": "search"}],
+        }
+    )
     res = result(call("a", "search", 0, 1, attempts=3), call("b", "search", 1, 5))
     findings = audit(d, trace_of(res))
     by_code = {f.code: f for f in findings if f.kind == "BudgetExceeded"}
@@ -125,7 +138,9 @@ def test_budget_findings_say_by_how_much() -> None:
 
 
 def test_planning_theater_missing_extra_and_different_calls() -> None:
-    d = parse_declaration({"plannedSequence": [{"toolName": "search"}, {"toolName": "fetch"}, {"toolName": "summarize"}]})
+    d = parse_declaration(
+        {"plannedSequence": [{"toolName": "search"}, {"toolName": "fetch"}, {"toolName": "summarize"}]}
+    )
     res = result(call("a", "search", 0, 1), call("x", "summarize", 1, 2), call("y", "search", 2, 3))
     assert found(d, res) == [("PlanDeviation", "missing_call", "2"), ("PlanDeviation", "undeclared_call", "y")]
     d = parse_declaration({"plannedSequence": [{"toolName": "search"}, {"toolName": "fetch"}]})
@@ -140,8 +155,10 @@ def test_missing_and_undeclared_calls() -> None:
     res = result(call("a", "search", 0, 1))
     findings = audit(d, trace_of(res))
     assert [(f.code, f.step) for f in findings] == [("missing_call", "2")]
-    assert "Declared call 2 ('fetch') was never made." == findings[0].message
-    extra = result(call("a", "search", 0, 1), call("b", "fetch", 1, 2), call("c", "summarize", 2, 3), call("e", "summarize", 3, 4))
+    assert findings[0].message == "Declared call 2 ('fetch') was never made."
+    extra = result(
+        call("a", "search", 0, 1), call("b", "fetch", 1, 2), call("c", "summarize", 2, 3), call("e", "summarize", 3, 4)
+    )
     assert [(f.code, f.step) for f in audit(d, trace_of(extra))] == [("undeclared_call", "c"), ("undeclared_call", "e")]
 
 
@@ -161,11 +178,26 @@ def test_a_declared_fallback_is_not_an_extra_call() -> None:
 
 def test_policy_violations_from_recorded_choices() -> None:
     d = parse_declaration(DECLARED)
-    special = Choice(group="web", chosen="search", strategy="ucb1", probability=1.0, candidates=("search", "fetch"), step_id="a", general="fetch")
+    special = Choice(
+        group="web",
+        chosen="search",
+        strategy="ucb1",
+        probability=1.0,
+        candidates=("search", "fetch"),
+        step_id="a",
+        general="fetch",
+    )
     res = result(call("a", "search", 0, 1), choices=(special,))
     codes = {f.code for f in audit(d, trace_of(res), tools=TOOLS) if f.kind == "PolicyViolation"}
     assert codes == {"specialised_tool", "strategy_mismatch"}
-    outside = Choice(group="web", chosen="summarize", strategy="thompson", probability=1.0, candidates=("search", "summarize"), step_id="a")
+    outside = Choice(
+        group="web",
+        chosen="summarize",
+        strategy="thompson",
+        probability=1.0,
+        candidates=("search", "summarize"),
+        step_id="a",
+    )
     res = result(call("a", "summarize", 0, 1), choices=(outside,))
     violations = [f for f in audit(d, trace_of(res), tools=TOOLS) if f.kind == "PolicyViolation"]
     assert [f.code for f in violations] == ["outside_safety_class"]
@@ -179,7 +211,9 @@ def test_a_direct_call_of_a_specialised_member_violates_a_general_first_policy()
 
     tools = ToolRegistry([search, everything])
     tools.add_group("anything", ["search", "everything"])
-    d = parse_declaration({"planningContext": {"policy": "prefer_general_methods"}, "plannedSequence": [{"toolName": "search"}]})
+    d = parse_declaration(
+        {"planningContext": {"policy": "prefer_general_methods"}, "plannedSequence": [{"toolName": "search"}]}
+    )
     res = result(call("a", "search", 0, 1))
     assert [(f.kind, f.code) for f in audit(d, trace_of(res), tools=tools)] == [("PolicyViolation", "specialised_tool")]
 
@@ -212,9 +246,9 @@ async def test_an_agent_that_declares_one_plan_and_does_another_is_caught() -> N
     }
     model = ScriptedModel(
         [
-            AssistantMessage(tool_calls=[ToolCall(id="d", name="declare_plan", arguments=json.dumps(declared))]),
-            AssistantMessage(tool_calls=[ToolCall(id="s", name="search", arguments='{"query": "q"}')]),
-            AssistantMessage(tool_calls=[ToolCall(id="w", name="summarize", arguments='{"text": "t"}')]),
+            AssistantMessage(tool_calls=(ToolCall(id="d", name="declare_plan", arguments=json.dumps(declared)),)),
+            AssistantMessage(tool_calls=(ToolCall(id="s", name="search", arguments='{"query": "q"}'),)),
+            AssistantMessage(tool_calls=(ToolCall(id="w", name="summarize", arguments='{"text": "t"}'),)),
             "done",
         ]
     )
@@ -231,10 +265,12 @@ async def test_an_agent_that_declares_one_plan_and_does_another_is_caught() -> N
 
 async def test_declare_plan_refuses_a_plan_with_tools_the_agent_does_not_have() -> None:
     bad = {"planningContext": {"goal": "x"}, "plannedSequence": [{"toolName": "teleport", "rationale": "why not"}]}
-    model = ScriptedModel([AssistantMessage(tool_calls=[ToolCall(id="d", name="declare_plan", arguments=json.dumps(bad))]), "ok"])
+    model = ScriptedModel(
+        [AssistantMessage(tool_calls=(ToolCall(id="d", name="declare_plan", arguments=json.dumps(bad)),)), "ok"]
+    )
     result = await Agent(model, tools=TOOLS, declare_plan=True).run("go")
-    reply = [m for m in result.messages if getattr(m, "tool_call_id", None) == "d"][0]
-    assert "'teleport', which is not one of your tools" in reply.content and result.declarations == ()
+    reply = next(m for m in result.messages if getattr(m, "tool_call_id", None) == "d")
+    assert "'teleport', which is not one of your tools" in str(reply.content) and result.declarations == ()
 
 
 def run_cli(*args: str) -> Any:
@@ -257,11 +293,17 @@ def test_toolplan_audit_reads_a_stored_run(tmp_path: Path) -> None:
 
     res = asyncio.run(stored())
     declared = tmp_path / "declared.json"
-    declared.write_text(json.dumps({"planningContext": {"constraints": {"maxToolCalls": 1}}, "plannedSequence": [{"toolName": "fetch"}]}))
+    declared.write_text(
+        json.dumps(
+            {"planningContext": {"constraints": {"maxToolCalls": 1}}, "plannedSequence": [{"toolName": "fetch"}]}
+        )
+    )
     done = run_cli("audit", res.run_id, "--db", url, "--json")
     assert done.exit_code == 1, done.output
     data = json.loads(done.output)
-    assert [(f["kind"], f["code"], f["step"]) for f in data["runs"][0]["findings"]] == [("PlanDeviation", "not_executed", "b")]
+    assert [(f["kind"], f["code"], f["step"]) for f in data["runs"][0]["findings"]] == [
+        ("PlanDeviation", "not_executed", "b")
+    ]
     done = run_cli("audit", res.run_id, "--db", url, "--declared", str(declared))
     assert done.exit_code == 1 and "PlanDeviation different_tool [a]" in done.output
     assert run_cli("audit", "run_nope", "--db", url).exit_code == 2

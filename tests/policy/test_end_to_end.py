@@ -53,7 +53,7 @@ def searching_model() -> FunctionModel:
         last = messages[-1]
         if isinstance(last, ToolReturnMessage):
             return AssistantMessage(content=f"Found: {last.content}")
-        return AssistantMessage(tool_calls=[ToolCall(id="c1", name="web_search", arguments='{"query": "toolplan"}')])
+        return AssistantMessage(tool_calls=(ToolCall(id="c1", name="web_search", arguments='{"query": "toolplan"}'),))
 
     return FunctionModel(answer)
 

@@ -98,15 +98,21 @@ async def test_prefer_general_methods_when_the_budget_is_tight_or_always() -> No
     request = ChoiceRequest(group="g", candidates=("special", "general"), general="general", budget_left=0.5)
     first = await policy.choose(request)
     assert first.strategy == "ucb1" and first.chosen == "special"  # untried, first
-    tight = await policy.choose(ChoiceRequest(group="g", candidates=("special", "general"), general="general", budget_left=0.1))
+    tight = await policy.choose(
+        ChoiceRequest(group="g", candidates=("special", "general"), general="general", budget_left=0.1)
+    )
     assert (tight.chosen, tight.strategy, tight.probability) == ("general", "prefer_general_methods", 1.0)
     assert "10%" in tight.reason
     asked = await policy.choose(
-        ChoiceRequest(group="g", candidates=("special", "general"), general="general", strategy="greedy,prefer_general_methods")
+        ChoiceRequest(
+            group="g", candidates=("special", "general"), general="general", strategy="greedy,prefer_general_methods"
+        )
     )
     assert asked.chosen == "general"
     never = ToolPolicy("greedy", prefer_general_methods="never")
-    low = await never.choose(ChoiceRequest(group="g", candidates=("special", "general"), general="general", budget_left=0.0))
+    low = await never.choose(
+        ChoiceRequest(group="g", candidates=("special", "general"), general="general", budget_left=0.0)
+    )
     assert low.chosen == "special"
 
 

@@ -193,10 +193,9 @@ class Agent(Generic[DepsT, OutputT]):
         if policy is None or isinstance(policy, ToolChooser):
             return policy
         if isinstance(policy, str) and policy in STRATEGIES:
-            return ToolPolicy(cast(Strategy, policy), store=store if isinstance(store, StatsStore) else None)
+            return ToolPolicy(policy, store=store if isinstance(store, StatsStore) else None)
         raise UserError(
-            f"policy must be a toolplan.policy.ToolPolicy or a strategy name ({', '.join(STRATEGIES)}), "
-            f"got {policy!r}."
+            f"policy must be a toolplan.policy.ToolPolicy or a strategy name ({', '.join(STRATEGIES)}), got {policy!r}."
         )
 
     @property

@@ -486,9 +486,7 @@ def _add_runs() -> None:
     app.add_typer(keys_app, name="keys", help="Make, list and revoke the planner service's API keys.")
     from ._audit import audit_command
 
-    app.command("audit", cls=_Command, short_help="Compare what a stored run declared with what it did.")(
-        audit_command
-    )
+    app.command("audit", cls=_Command, short_help="Compare what a stored run declared with what it did.")(audit_command)
     from ._mcp import mcp_app
 
     app.add_typer(mcp_app, name="mcp", help="List an MCP server's tools, or serve tools and plans over MCP.")

@@ -89,7 +89,11 @@ def audit_command(
         raise typer.Exit(EXIT_FAILED if count else EXIT_OK)
     for r in runs:
         found = r["findings"]
-        say(_out, f"Run {r['run_id']} ({r['status']}): {len(found) or 'no'} finding{'s' if len(found) != 1 else ''}.", "bold")
+        say(
+            _out,
+            f"Run {r['run_id']} ({r['status']}): {len(found) or 'no'} finding{'s' if len(found) != 1 else ''}.",
+            "bold",
+        )
         for f in found:
             where = f" [{f['step']}]" if f["step"] else ""
             say(_out, f"  {f['kind']} {f['code']}{where}: {f['message']}")

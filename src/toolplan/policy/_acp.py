@@ -110,7 +110,8 @@ class AcpExporter:
                 {
                     "sessionUpdate": "tool_call",
                     "toolCallId": self._call_id(event.step_id),
-                    "title": f"{event.tool} ({event.step_id})" + (f", attempt {event.attempt}" if event.attempt > 1 else ""),
+                    "title": f"{event.tool} ({event.step_id})"
+                    + (f", attempt {event.attempt}" if event.attempt > 1 else ""),
                     "kind": self._kind(event.tool),
                     "status": "in_progress",
                 }

@@ -138,8 +138,13 @@ def _budget(declaration: Declaration, trace: Trace, registry: ToolRegistry | Non
     duration = trace.duration
     if budget.max_latency is not None and duration is not None and duration > budget.max_latency:
         late = next(
-            (c for c in trace.ran if c.ended_at is not None and trace.started_at is not None
-             and c.ended_at - trace.started_at > budget.max_latency),
+            (
+                c
+                for c in trace.ran
+                if c.ended_at is not None
+                and trace.started_at is not None
+                and c.ended_at - trace.started_at > budget.max_latency
+            ),
             None,
         )
         out.append(
@@ -180,7 +185,7 @@ def _match(declaration: Declaration, trace: Trace) -> tuple[dict[str, TracedCall
     # A declared fallback accounts for a call of its tool after the declared call failed.
     for d in declaration.calls:
         call = matched.get(d.id)
-        if d.fallback is None or call is None or call.status == "succeeded" and not call.used_fallback:
+        if d.fallback is None or call is None or (call.status == "succeeded" and not call.used_fallback):
             continue
         for i, c in enumerate(calls):
             if i not in taken and d.fallback in c.names:

@@ -215,9 +215,11 @@ def _constraints(raw: Any, issues: _Issues) -> tuple[tuple[str, ...], Budget | N
     if isinstance(raw, str):
         return (raw,), None
     if isinstance(raw, list):
-        return tuple(str(x) for x in cast(list[Any], raw)), None
+        return tuple(str(x) for x in raw), None
     if not isinstance(raw, dict):
-        issues.error("invalid_field", "'constraints' must be an object (e.g. {\"maxToolCalls\": 5}) or a list of sentences.")
+        issues.error(
+            "invalid_field", "'constraints' must be an object (e.g. {\"maxToolCalls\": 5}) or a list of sentences."
+        )
         return (), None
     limits: dict[str, Any] = {}
     texts: list[str] = []
@@ -244,10 +246,10 @@ def _policy(raw: Any, issues: _Issues) -> DeclaredPolicy | None:
     if raw is None:
         return None
     if isinstance(raw, str):
-        strategy, prefer = parse_policy(raw)
-        return DeclaredPolicy(strategy=strategy, prefer_general_methods=prefer, text=raw)
+        named, said = parse_policy(raw)
+        return DeclaredPolicy(strategy=named, prefer_general_methods=said, text=raw)
     if not isinstance(raw, dict):
-        issues.error("invalid_field", "'policy' must be a string such as \"thompson\" or an object {\"strategy\": ...}.")
+        issues.error("invalid_field", '\'policy\' must be a string such as "thompson" or an object {"strategy": ...}.')
         return None
     obj = cast(dict[str, Any], raw)
     words: list[str] = []
@@ -272,7 +274,7 @@ def _sequence(raw: Any, issues: _Issues) -> tuple[DeclaredCall, ...]:
         issues.error("invalid_field", "'plannedSequence' must be a non-empty list of {\"toolName\": ...} entries.")
         return ()
     calls: list[DeclaredCall] = []
-    entries = cast(list[Any], raw)
+    entries: list[Any] = raw
     names = [e.get("toolName") if isinstance(e, dict) else None for e in entries]
     for i, entry in enumerate(entries):
         cid = str(i + 1)
@@ -314,7 +316,7 @@ def _depends(raw: Any, names: Sequence[Any], index: int, issues: _Issues) -> tup
         return ()
     items = raw if isinstance(raw, list) else [raw]
     out: list[str] = []
-    for item in cast(list[Any], items):
+    for item in items:
         if isinstance(item, int) and not isinstance(item, bool) and 1 <= item <= len(names) and item != index + 1:
             out.append(str(item))
         elif isinstance(item, str) and item in names[:index]:

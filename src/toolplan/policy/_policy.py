@@ -6,11 +6,12 @@ It implements `toolplan.execute.ToolChooser`: give it to ``execute_plan(..., pol
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, TypeAlias, cast
+from typing import Literal, TypeAlias
 
 from .._errors import ToolplanError, UserError
 from ..execute import Choice, ChoiceOutcome, ChoiceRequest
@@ -47,7 +48,7 @@ class RewardWeights:
     default_latency_scale: float = 10.0
 
     def __post_init__(self) -> None:
-        if not (0.0 <= self.latency and 0.0 <= self.cost and self.latency + self.cost <= 1.0):
+        if not (self.latency >= 0.0 and self.cost >= 0.0 and self.latency + self.cost <= 1.0):
             raise UserError(
                 f"Reward weights must be >= 0 and add up to at most 1, got latency={self.latency}, cost={self.cost}."
             )
@@ -76,7 +77,7 @@ def parse_policy(text: str | None) -> tuple[Strategy | None, PreferGeneral | Non
     for raw in text.replace("+", ",").split(","):
         word = raw.strip().lower().replace("-", "_")
         if word in STRATEGIES:
-            strategy = cast(Strategy, word)
+            strategy = word
         elif word == "ucb":
             strategy = "ucb1"
         elif word in ("epsilon", "egreedy", "e_greedy"):
@@ -133,9 +134,7 @@ class ToolPolicy:
         if half_life is not None and not half_life > 0:
             raise UserError(f"half_life must be > 0 seconds (or None for no decay), got {half_life}.")
         if store is not None and not isinstance(store, StatsStore):
-            raise UserError(
-                f"store must keep tool statistics (toolplan.store.Store does), got {type(store).__name__}."
-            )
+            raise UserError(f"store must keep tool statistics (toolplan.store.Store does), got {type(store).__name__}.")
         self.strategy: Strategy = strategy
         self.seed = seed
         self.rng = random.Random(seed)
@@ -170,10 +169,8 @@ class ToolPolicy:
         arms = self._stats.setdefault(choice.group, {})
         arms[choice.chosen] = arms.get(choice.chosen, ArmStats()).add(obs, self.half_life)
         if self.store is not None:
-            try:
+            with contextlib.suppress(ToolplanError):  # kept in memory; the next choice reads the store again
                 await self.store.record_tool_stats(choice.group, choice.chosen, obs, self.half_life)
-            except ToolplanError:  # kept in memory; the next choice reads the store again
-                pass
 
     # -- the decision, synchronous -----------------------------------------------------------------
 

@@ -130,18 +130,11 @@ def thompson_probabilities(arms: Sequence[Arm]) -> list[float]:
             run += m
         masses.append(mass)
         cdfs.append(cdf)
-    out = []
-    for i in range(len(arms)):
-        p = 0.0
-        for g in range(_GRID):
-            term = masses[i][g]
-            if term == 0.0:
-                continue
-            for j in range(len(arms)):
-                if j != i:
-                    term *= cdfs[j][g]
-            p += term
-        out.append(p)
+    # P(i highest) = sum over cells of mass_i * prod_{j != i} cdf_j: the product over all arms, less arm i's own.
+    everyone = [math.prod(cdf[g] for cdf in cdfs) for g in range(_GRID)]
+    out = [
+        sum(m * everyone[g] / cdfs[i][g] for g, m in enumerate(masses[i]) if cdfs[i][g] > 0.0) for i in range(len(arms))
+    ]
     total = sum(out)
     return [p / total for p in out] if total > 0 else [1.0 / len(arms)] * len(arms)
 

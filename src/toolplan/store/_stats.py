@@ -71,7 +71,9 @@ async def record_tool_stats(
                 insert = _insert(conn, ts).values(group_name=group, tool=tool, **values)
                 return conn.execute(insert.on_conflict_do_nothing().returning(ts.c.tool)).first() is not None
             unchanged = key & (ts.c.n == row.n) & (ts.c.reward == row.reward) & (ts.c.updated_at == row.updated_at)
-            return conn.execute(sa.update(ts).where(unchanged).values(**values).returning(ts.c.tool)).first() is not None
+            return (
+                conn.execute(sa.update(ts).where(unchanged).values(**values).returning(ts.c.tool)).first() is not None
+            )
 
     for _attempt in range(_TRIES):
         if await store.db.transact(write):
