@@ -208,9 +208,9 @@ class PlanRun:
     def tool_settings(self, tool: str) -> tuple[int, float | None]:
         """``(retries, timeout)`` of ``tool`` by its annotations and the run's defaults (a chosen member's)."""
         settings = self.tool_defaults.get(tool)
-        if settings is None:
+        if settings is None:  # (not kept in tool_defaults: `add` registers a tool's limits when it first sees it)
             invoker = self.invoker
-            settings = self.tool_defaults[tool] = (invoker.annotations(tool).retries, invoker.timeout_for(tool))
+            settings = (invoker.annotations(tool).retries, invoker.timeout_for(tool))
         return settings
 
     def seal(self, compiled: CompiledPlan) -> None:
