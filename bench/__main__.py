@@ -20,6 +20,7 @@ BENCHMARKS = (
     "mcp",
     "service",
     "planner",
+    "bandit",
 )
 
 

@@ -585,6 +585,31 @@ def service_section(d: dict[str, Any]) -> list[str]:
     return out
 
 
+def bandit_section(d: dict[str, Any]) -> list[str]:
+    names = {"thompson": "Thompson", "ucb1": "UCB1", "epsilon_greedy": "epsilon-greedy (0.1)", "uniform": "uniform"}
+    lines = [
+        "## Explore/exploit over alternative tools (`python -m bench bandit`)",
+        "",
+        f"Three simulated tools ({', '.join(a['name'] for a in d['settings']['arms'])}; best by expected reward: "
+        f"{d['settings']['best']}), {d['rounds']} rounds, {len(d['seeds'])} seeds; medians over seeds. "
+        f"Plot: `{d.get('plot')}`.",
+        "",
+        f"| strategy | share of the best tool, last {d['settings']['last_rounds']} rounds | cumulative regret |",
+        "| --- | --- | --- |",
+    ]
+    for strategy, r in d["results"].items():
+        lines.append(
+            f"| {names.get(strategy, strategy)} | {r['share_best_last']['median']:.1%} | {r['regret']['median']:.1f} |"
+        )
+    long = d.get("long_horizon")
+    if long:
+        lines += ["", f"At {long['rounds']} rounds ({len(long['seeds'])} seeds):", ""]
+        for strategy, r in long["results"].items():
+            lines.append(f"- {names.get(strategy, strategy)}: regret {r['regret']['median']:.1f}")
+    lines += ["", "Acceptance: " + ", ".join(f"{k}={v}" for k, v in d["acceptance"].items())]
+    return lines
+
+
 def write_report(out_dir: Path) -> Path:
     lines = [
         "# toolplan benchmark results",
@@ -603,6 +628,7 @@ def write_report(out_dir: Path) -> Path:
         ("durable", durable_section),
         ("mcp", mcp_section),
         ("service", service_section),
+        ("bandit", bandit_section),
     ):
         data = _load(out_dir, name)
         if data is not None:

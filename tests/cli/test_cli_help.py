@@ -37,7 +37,7 @@ def test_command_summaries_are_whole_sentences() -> None:
     commands = _help("-h").split("Commands:\n", 1)[1].split("\n\n", 1)[0]
     assert "..." not in commands and "…" not in commands
     summaries = dict(line.split(None, 1) for line in commands.splitlines())
-    assert set(summaries) == {"run", "validate", "graph", "demo", "runs", "serve", "keys", "mcp"}
+    assert set(summaries) == {"run", "validate", "graph", "demo", "runs", "serve", "keys", "mcp", "audit"}
     assert all(s.endswith(".") for s in summaries.values()), summaries
 
 
@@ -58,6 +58,7 @@ def test_command_summaries_are_whole_sentences() -> None:
         ("keys revoke", "toolplan keys revoke KEY_ID --db URL"),
         ("mcp tools", "toolplan mcp tools --stdio CMD | --url URL [OPTIONS]"),
         ("mcp serve", "toolplan mcp serve --tools FILE.py[:NAME] [OPTIONS]"),
+        ("audit", "toolplan audit RUN_ID --db URL [OPTIONS]"),
     ],
 )
 def test_usage_lines_read_as_typed(command: str, usage: str) -> None:

@@ -17,7 +17,7 @@ from typing_extensions import TypeVar
 from .._context import reset_run_deps, set_run_deps
 from .._errors import OutputValidationError, UsageLimitExceeded, UserError
 from .._tasks import task_group
-from ..execute import RunLimits, RunStore, ToolInvoker
+from ..execute import RunLimits, RunStore, ToolChooser, ToolInvoker
 from ..models import (
     AssistantMessage,
     Model,
@@ -35,7 +35,9 @@ from ..models import (
     infer_model,
 )
 from ..plan import META_TOOL_NAMES, Budget
+from ..policy import STRATEGIES, StatsStore, Strategy, ToolPolicy
 from ..tools import ToolDefinition, ToolRegistry, ToolsLike
+from ._declare import DECLARE_TOOL_NAME, DeclarePlanTool, declare_instructions
 from ._events import AgentEvent, ModelRequestStarted, PlanStreamStarted, RunFinished
 from ._executors import ExecutionStrategy, ToolCallExecutor, TurnContext, create_executor
 from ._metatools import PLAN_TOOL_NAME, MetaTool, PlanTool, planning_instructions
@@ -100,7 +102,15 @@ class Agent(Generic[DepsT, OutputT]):
             run reaching ``max_iterations`` returns its result with ``status="max_iterations"``.
         store: A store (`toolplan.store.open_store`): each plan the model runs (``execute_tool_plan``,
             ``execute_plan``) is a durable run in it, linked to the agent run by its ``parent_id``
-            (``agent_...``); ``result.plan_results[i].run_id`` names each stored run.
+            (``agent_...``); ``result.plan_results[i].run_id`` names each stored run. A policy
+            given by name keeps its statistics there too.
+        policy: Chooses among alternative tools (groups, ``{"one_of": [...]}`` steps) in every call
+            the run makes, and learns across runs: a `toolplan.policy.ToolPolicy`, or a strategy
+            name (``"thompson"``, ``"ucb1"``, ``"epsilon_greedy"``, ``"greedy"``) for a ToolPolicy
+            that keeps its statistics in ``store``. None: a group's general tool, else its first.
+        declare_plan: Offer the model ``declare_plan`` and ask it to declare its calls before
+            making them; ``result.declarations`` holds what it declared and ``result.audit()``
+            compares the last declaration with what ran.
     """
 
     def __init__(
@@ -126,6 +136,8 @@ class Agent(Generic[DepsT, OutputT]):
         output_retries: int = 1,
         on_limit: OnLimit = "raise",
         store: RunStore | None = None,
+        policy: ToolChooser | Strategy | None = None,
+        declare_plan: bool = False,
     ) -> None:
         if max_iterations < 1:
             raise UserError(f"max_iterations must be >= 1, got {max_iterations}.")
@@ -160,6 +172,8 @@ class Agent(Generic[DepsT, OutputT]):
         self.output_retries = output_retries
         self.on_limit: OnLimit = on_limit
         self.store = store
+        self.policy = self._policy(policy, store)
+        self.declare_plan = declare_plan
         self._output: OutputSpec[OutputT] | None = None if output_type is str else OutputSpec(output_type)
         if self._output is not None:
             if OUTPUT_TOOL_NAME in registry:
@@ -173,6 +187,16 @@ class Agent(Generic[DepsT, OutputT]):
                     "output to return. Keep on_limit='raise' and read the partial result from "
                     "UsageLimitExceeded.result."
                 )
+
+    @staticmethod
+    def _policy(policy: ToolChooser | str | None, store: RunStore | None) -> ToolChooser | None:
+        if policy is None or isinstance(policy, ToolChooser):
+            return policy
+        if isinstance(policy, str) and policy in STRATEGIES:
+            return ToolPolicy(policy, store=store if isinstance(store, StatsStore) else None)
+        raise UserError(
+            f"policy must be a toolplan.policy.ToolPolicy or a strategy name ({', '.join(STRATEGIES)}), got {policy!r}."
+        )
 
     @property
     def max_concurrent_tools(self) -> int:
@@ -252,11 +276,15 @@ class Agent(Generic[DepsT, OutputT]):
 
             code_tool = CodeTool(self.code_execution, self.registry, run_limits=self._inner_limits())
             out[code_tool.name] = code_tool
+        if self.declare_plan:
+            out[DECLARE_TOOL_NAME] = DeclarePlanTool([d.name for d in self.registry.definitions()])
         return out
 
     def system_prompt(self) -> str:
         """The system prompt: the instructions plus the sections for planning and code."""
         parts = [self.instructions.strip()] if self.instructions.strip() else []
+        if self.declare_plan:
+            parts.append(declare_instructions())
         if self.tool_planning:
             parts.append(planning_instructions(self.registry.names))
         if self.code_execution is not None:
@@ -379,7 +407,7 @@ class Agent(Generic[DepsT, OutputT]):
         ctx = TurnContext(
             registry=self.registry,
             meta_tools=meta,
-            invoker=ToolInvoker.for_limits(self.registry, self.limits),  # the run's one budget ledger
+            invoker=ToolInvoker.for_limits(self.registry, self.limits, chooser=self.policy),  # the run's one ledger
             max_tool_calls_per_turn=self.max_tool_calls_per_turn,
             limits=self._inner_limits(),
             expires=None if deadline is None else time.monotonic() + deadline,

@@ -69,6 +69,7 @@ class TurnContext:
     plan_results: list[PlanResult] = field(default_factory=list[PlanResult])
     store: RunStore | None = None  # the agent's store: each plan it runs is stored, under ``run_id``
     run_id: str = ""
+    call_results: list[PlanResult] = field(default_factory=list[PlanResult])  # the turns' direct calls
 
 
 def tool_content(value: Any) -> str:
@@ -175,6 +176,7 @@ class ToolCallExecutor:
             on_event=on_event if emit else None,
         )
         result = await run.run()
+        ctx.call_results.append(result)
         return {by_step[sid][0]: self._message(by_step[sid][1], r) for sid, r in result.steps.items()}
 
     @staticmethod

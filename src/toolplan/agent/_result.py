@@ -1,12 +1,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Generic, Literal
+from typing import TYPE_CHECKING, Generic, Literal
 
 from typing_extensions import TypeVar
 
 from ..execute import PlanResult
 from ..models import ModelMessage, Usage
+from ..policy import Declaration
+
+if TYPE_CHECKING:
+    from ..policy import Finding
+    from ..tools import ToolsLike
 
 __all__ = ("AgentResult", "RunStatus")
 
@@ -37,6 +42,9 @@ class AgentResult(Generic[OutputT]):
         model_name: The model that answered.
         error: Why the run ended without an answer, if it did.
         new_message_index: Where this run's own messages start in ``messages`` (see `new_messages`).
+        call_results: The records of the model's direct tool calls, one `PlanResult` per turn (with
+            the choices made among alternative tools).
+        declarations: The plans the model declared with ``declare_plan`` (``Agent(declare_plan=True)``).
     """
 
     output: OutputT
@@ -48,6 +56,18 @@ class AgentResult(Generic[OutputT]):
     model_name: str = ""
     error: str | None = None
     new_message_index: int = field(default=0, repr=False)
+    call_results: tuple[PlanResult, ...] = field(default=(), repr=False)
+    declarations: tuple[Declaration, ...] = ()
+
+    def audit(self, *, tools: ToolsLike | None = None) -> list[Finding]:
+        """The model's last declared plan (``declare_plan``) against what the run did: `toolplan.policy.audit`.
+
+        Without a declaration, every call is undeclared.
+        """
+        from ..policy import audit, trace_of
+
+        declaration = self.declarations[-1] if self.declarations else Declaration()
+        return audit(declaration, trace_of(self), tools=tools)
 
     def all_messages(self) -> list[ModelMessage]:
         """The whole conversation: the history passed in, then this run's messages.

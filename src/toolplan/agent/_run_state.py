@@ -37,6 +37,8 @@ class RunState:
             model_name=self.model_name,
             new_message_index=self.new_from,
             error=error,
+            call_results=tuple(self.ctx.call_results),
+            declarations=tuple(getattr(self.ctx.meta_tools.get("declare_plan"), "declarations", ())),
         )
 
 

@@ -41,6 +41,7 @@ _USAGE = {
     "revoke": "KEY_ID --db URL",
     "mcp tools": "--stdio CMD | --url URL [OPTIONS]",
     "mcp serve": "--tools FILE.py[:NAME] [OPTIONS]",
+    "audit": "RUN_ID --db URL [OPTIONS]",
 }
 
 
@@ -534,6 +535,9 @@ def _add_runs() -> None:
 
     app.command("serve", cls=_Command, short_help="Serve the planner API (REST, GraphQL) over a store.")(serve_command)
     app.add_typer(keys_app, name="keys", help="Make, list and revoke the planner service's API keys.")
+    from ._audit import audit_command
+
+    app.command("audit", cls=_Command, short_help="Compare what a stored run declared with what it did.")(audit_command)
     from ._mcp import mcp_app
 
     app.add_typer(mcp_app, name="mcp", help="List an MCP server's tools, or serve tools and plans over MCP.")

@@ -11,6 +11,11 @@ from ._api import prepare as prepare
 from ._api import stream_plan as stream_plan
 from ._backend import Backend as Backend
 from ._backend import InProcessBackend as InProcessBackend
+from ._choice import Choice as Choice
+from ._choice import ChoiceOutcome as ChoiceOutcome
+from ._choice import ChoiceRequest as ChoiceRequest
+from ._choice import FixedChooser as FixedChooser
+from ._choice import ToolChooser as ToolChooser
 from ._events import EventHandler as EventHandler
 from ._events import PlanEvent as PlanEvent
 from ._events import PlanFinished as PlanFinished
@@ -18,6 +23,7 @@ from ._events import PlanStarted as PlanStarted
 from ._events import StepFinished as StepFinished
 from ._events import StepRetrying as StepRetrying
 from ._events import StepStarted as StepStarted
+from ._events import ToolChosen as ToolChosen
 from ._invoke import BudgetMeter as BudgetMeter
 from ._invoke import CallOutcome as CallOutcome
 from ._invoke import ToolInvoker as ToolInvoker
@@ -51,9 +57,13 @@ __all__ = (
     "BudgetMeter",
     "CallContext",
     "CallOutcome",
+    "Choice",
+    "ChoiceOutcome",
+    "ChoiceRequest",
     "Decision",
     "ErrorKind",
     "EventHandler",
+    "FixedChooser",
     "InProcessBackend",
     "Journal",
     "PlanEvent",
@@ -76,6 +86,8 @@ __all__ = (
     "StoredStep",
     "StreamedPlanInvalid",
     "StreamingPlan",
+    "ToolChooser",
+    "ToolChosen",
     "ToolInvoker",
     "current_call",
     "current_call_or_none",

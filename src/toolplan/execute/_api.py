@@ -19,6 +19,7 @@ from .._tasks import task_group
 from ..plan import Budget, CompiledPlan, Dialect, FailureMode, compile_plan
 from ..tools import ToolRegistry, ToolsLike
 from ._backend import Backend
+from ._choice import ToolChooser
 from ._events import EventHandler, PlanEvent, PlanFinished
 from ._invoke import ToolInvoker
 from ._journal import RunStore, check_run_id
@@ -48,6 +49,7 @@ def prepare(
     max_steps: int | None = None,
     dialect: Dialect | None = None,
     backend: Backend | None = None,
+    policy: ToolChooser | None = None,
 ) -> tuple[CompiledPlan, ToolInvoker]:
     """Validate and compile a plan, and build the invoker that will run its calls.
 
@@ -56,7 +58,7 @@ def prepare(
     limits = RunLimits.of(limits, step_timeout=step_timeout, budget=budget, max_steps=max_steps)
     registry = ToolRegistry.of(tools)
     compiled = compile_plan(plan, registry, dialect=dialect, max_steps=limits.max_steps)
-    invoker = ToolInvoker.for_limits(registry, limits, backend=backend)
+    invoker = ToolInvoker.for_limits(registry, limits, backend=backend, chooser=policy)
     invoker.exclusive = True  # the run of this plan is the only user of its ledger
     return compiled, invoker
 
@@ -93,6 +95,7 @@ async def execute_plan(
     store: RunStore | None = None,
     run_id: str | None = None,
     rerun_unknown: bool = False,
+    policy: ToolChooser | None = None,
     **options: Unpack[LimitOptions],
 ) -> PlanResult:
     """Validate and run a plan; return every step's record.
@@ -109,6 +112,9 @@ async def execute_plan(
             store, an id that is stored already resumes that run: its ended steps are reused.
         rerun_unknown: When resuming, call again the steps whose call was in flight even if their
             tool is neither ``read_only`` nor ``idempotent`` (otherwise they end ``unknown_outcome``).
+        policy: Chooses among alternative tools (a step naming a group, or ``{"one_of": [...]}``)
+            and learns from how they do: a `toolplan.policy.ToolPolicy`. Without one, a group's
+            ``general`` member (else its first) is called.
         **options: The limits (`LimitOptions`): ``limits``, ``max_concurrency``, ``timeout``,
             ``step_timeout``, ``failure_mode``, ``budget``, ``max_steps``, ``retry_delay``. The
             plan's own ``max_concurrency``, ``budget`` and ``failure_mode`` merge in: the tighter wins.
@@ -120,7 +126,7 @@ async def execute_plan(
         StoreError: the store cannot be used (nothing ran).
     """
     limits = limits_from(options)
-    compiled, invoker = prepare(plan, tools, limits=limits, dialect=dialect, backend=backend)
+    compiled, invoker = prepare(plan, tools, limits=limits, dialect=dialect, backend=backend, policy=policy)
     return await run_compiled(compiled, invoker, limits, on_event, store, run_id, rerun_unknown)
 
 
@@ -222,6 +228,7 @@ async def stream_plan(
     store: RunStore | None = None,
     run_id: str | None = None,
     rerun_unknown: bool = False,
+    policy: ToolChooser | None = None,
     **options: Unpack[LimitOptions],
 ) -> AsyncIterator[PlanStream]:
     """Run a plan in the background of this block and iterate over its events.
@@ -237,7 +244,7 @@ async def stream_plan(
     Leaving the block early cancels the plan. Validation errors raise on entry, before any tool runs.
     """
     limits = limits_from(options)
-    compiled, invoker = prepare(plan, tools, limits=limits, dialect=dialect, backend=backend)
+    compiled, invoker = prepare(plan, tools, limits=limits, dialect=dialect, backend=backend, policy=policy)
     stream = PlanStream()
     callback: Callable[[PlanEvent], None] | None = on_event
 

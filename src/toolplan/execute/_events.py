@@ -4,6 +4,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from ._choice import Choice
 from ._result import PlanResult, StepError, StepResult
 
 __all__ = (
@@ -14,6 +15,7 @@ __all__ = (
     "StepFinished",
     "StepRetrying",
     "StepStarted",
+    "ToolChosen",
 )
 
 
@@ -61,6 +63,17 @@ class StepFinished:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ToolChosen:
+    """A step with alternatives was dispatched and ``choice.chosen`` will run (before its `StepStarted`)."""
+
+    kind: Literal["tool_chosen"] = "tool_chosen"
+    run_id: str
+    step_id: str
+    choice: Choice
+    at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PlanFinished:
     """A plan ended; ``result`` holds every step's record."""
 
@@ -69,5 +82,5 @@ class PlanFinished:
     result: PlanResult
 
 
-PlanEvent: TypeAlias = PlanStarted | StepStarted | StepRetrying | StepFinished | PlanFinished
+PlanEvent: TypeAlias = PlanStarted | StepStarted | StepRetrying | StepFinished | ToolChosen | PlanFinished
 EventHandler: TypeAlias = Callable[[PlanEvent], None]

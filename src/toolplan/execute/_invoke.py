@@ -20,6 +20,7 @@ from .._records import fast_init, maker
 from ..plan import Budget
 from ..tools import Tool, ToolAnnotations, ToolRegistry, ToolResult
 from ._backend import Backend
+from ._choice import ToolChooser
 from ._limits import RunLimits
 from ._result import StepError
 
@@ -156,6 +157,7 @@ class ToolInvoker:
         "_entries",
         "_lingering",
         "backend",
+        "chooser",
         "default_timeout",
         "exclusive",
         "meter",
@@ -171,8 +173,10 @@ class ToolInvoker:
         default_timeout: float | None = None,
         tool_limits: Mapping[str, int] | None = None,
         backend: Backend | None = None,
+        chooser: ToolChooser | None = None,
     ) -> None:
         self.registry = registry
+        self.chooser = chooser  # picks among alternative tools (None: the general one, else the first)
         self.meter = BudgetMeter(budget or Budget())
         self.default_timeout = default_timeout
         self.tool_limits = dict(tool_limits or {})
@@ -183,7 +187,14 @@ class ToolInvoker:
         self.exclusive = False
 
     @classmethod
-    def for_limits(cls, registry: ToolRegistry, limits: RunLimits, *, backend: Backend | None = None) -> ToolInvoker:
+    def for_limits(
+        cls,
+        registry: ToolRegistry,
+        limits: RunLimits,
+        *,
+        backend: Backend | None = None,
+        chooser: ToolChooser | None = None,
+    ) -> ToolInvoker:
         """An invoker that applies ``limits`` (budget, step timeout, per-tool concurrency)."""
         return cls(
             registry,
@@ -191,6 +202,7 @@ class ToolInvoker:
             default_timeout=limits.step_timeout,
             tool_limits=limits.tool_concurrency,
             backend=backend,
+            chooser=chooser,
         )
 
     def for_plan(self) -> ToolInvoker:
@@ -220,17 +232,35 @@ class ToolInvoker:
         child.default_timeout = self.default_timeout
         child.tool_limits = self.tool_limits
         child.backend = self.backend
+        child.chooser = self.chooser
         child.exclusive = False
         child._entries = self._entries  # shared: the tools' concurrency slots are the run's
         child._lingering = self._lingering
         return child
+
+    def alternatives(self, tool: str, one_of: tuple[str, ...] = ()) -> tuple[tuple[str, ...], str | None] | None:
+        """``(members, general member)`` when ``tool`` is a group (or a step's ``one_of``), else None."""
+        if one_of:
+            general = next((m for m in one_of if self.annotations(m).general), None)
+            return one_of, general
+        group = self.registry.group(tool)
+        return None if group is None else (group.members, group.general)
 
     def _entry(self, tool: str) -> _Entry | None:
         entry = self._entries.get(tool)
         if entry is None:
             owner = self.registry.owner(tool)
             if owner is None:
-                return None
+                group = self.registry.group(tool)
+                if group is None:
+                    return None
+                # A group called without a choice (a fallback's tool): its default member.
+                entry = self._entry(group.default)
+                if entry is not None:
+                    self._entries[tool] = entry = _Entry(
+                        entry.owner, _calling(entry.execute, group.default), entry.annotations, entry.semaphore
+                    )
+                return entry
             annotations = self.registry.definition(tool).annotations
             limit = _low(annotations.concurrency, self.tool_limits.get(tool))
             entry = self._entries[tool] = _Entry(
@@ -350,6 +380,17 @@ class ToolInvoker:
             sem.release()
             return
         when_done(lingering, sem.release)
+
+
+def _calling(
+    execute: Callable[[str, Mapping[str, Any]], Awaitable[ToolResult]], name: str
+) -> Callable[[str, Mapping[str, Any]], Awaitable[ToolResult]]:
+    """``execute`` with the function name fixed to ``name`` (a group's default member)."""
+
+    def call(_tool: str, arguments: Mapping[str, Any]) -> Awaitable[ToolResult]:
+        return execute(name, arguments)
+
+    return call
 
 
 def when_done(future: Future[Any], callback: Callable[[], None]) -> None:

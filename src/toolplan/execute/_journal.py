@@ -127,6 +127,8 @@ def calls_made(steps: Mapping[str, StoredStep], plan: Plan) -> list[tuple[str, i
             continue
         step = by_id.get(sid)
         tool = step.tool if step is not None else row.call_tool
+        if row.call_tool and not row.fallback:  # the tool it called (a step with alternatives: the one chosen)
+            tool = row.call_tool
         if row.fallback and step is not None and step.fallback is not None:
             made.append((step.fallback.tool, 1))
             if row.attempt > 1:

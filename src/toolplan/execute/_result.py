@@ -8,6 +8,7 @@ from .._errors import PlanIssue
 from .._json import dumps, json_safe
 from .._records import fast_init
 from ..plan import Dialect, critical_path, waves
+from ._choice import Choice
 
 __all__ = ("ErrorKind", "PlanResult", "PlanStatus", "StepError", "StepResult", "StepStatus", "cap_text")
 
@@ -128,6 +129,7 @@ class PlanResult:
     ended_at: float = 0.0
     deps: Mapping[str, tuple[str, ...]] = field(default_factory=dict[str, tuple[str, ...]])
     warnings: tuple[PlanIssue, ...] = field(default=())
+    choices: tuple[Choice, ...] = field(default=())  # made among alternative tools, in order
 
     # The graph facts below are computed when asked for (O(steps)), not on every run.
 
@@ -195,6 +197,7 @@ class PlanResult:
             "critical_path_duration": path_duration,
             "parallelism": round(self.parallelism, 3),
             "warnings": [w.to_dict() for w in self.warnings],
+            **({"choices": [c.to_dict() for c in self.choices]} if self.choices else {}),
         }
 
     def summary(self, *, max_value_chars: int = DEFAULT_MAX_VALUE_CHARS) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from .._errors import StoreError
 from .._records import maker
 from ..plan import CompiledPlan, CompiledStep, Plan
 from ..plan._ir import MissingField
+from ._choice import Choice
 from ._events import EventHandler, PlanEvent, PlanFinished, PlanStarted, StepFinished
 from ._invoke import CallOutcome, ToolInvoker, when_done
 from ._journal import Decision, Journal, StoredRun, StoredStep, calls_made, decide
@@ -95,6 +96,10 @@ class PlanRun:
         self._sealed: asyncio.Event | None = asyncio.Event() if compiled is None else None
         self._waiters: dict[str, asyncio.Future[StepResult]] = {}
         self.tool_defaults: dict[str, tuple[int, float | None]] = {}  # (retries, timeout) per tool
+        # Tools of this run's steps that are groups of alternatives: (members, general member).
+        self.groups: dict[str, tuple[tuple[str, ...], str | None]] = {}
+        self.choices: list[Choice] = []  # made among alternatives, in order
+        self.policy: str | None = None  # the plan's own strategy for them
         self.aborted: str | None = None
         self.outputs: dict[str, Any] = {}
         self.results: dict[str, StepResult] = {}
@@ -142,6 +147,8 @@ class PlanRun:
         """
         limits = self.limits.merged(plan)
         self.missing_field = plan.missing_field
+        if plan.policy is not None:
+            self.policy = plan.policy
         sched = self.sched
         if limits.max_concurrency < sched.max_concurrency:
             sched.max_concurrency = limits.max_concurrency
@@ -186,13 +193,25 @@ class PlanRun:
         if tool not in self.tool_defaults:  # a tool's own settings, looked up once per run
             invoker = self.invoker
             self.tool_defaults[tool] = (invoker.annotations(tool).retries, invoker.timeout_for(tool))
-            concurrency = invoker.concurrency(tool)
-            if concurrency is not None:
-                self.sched.tool_limits[tool] = concurrency
+            alternatives = invoker.alternatives(tool, cs.step.one_of)
+            if alternatives is not None:  # a group: its members' own limits apply to the member chosen
+                self.groups[tool] = alternatives
+            else:
+                concurrency = invoker.concurrency(tool)
+                if concurrency is not None:
+                    self.sched.tool_limits[tool] = concurrency
         self.steps[cs.step.id] = cs
         self.sched.add(cs.step.id, tool, cs.deps)
         if self._tg is not None:
             self._launch()
+
+    def tool_settings(self, tool: str) -> tuple[int, float | None]:
+        """``(retries, timeout)`` of ``tool`` by its annotations and the run's defaults (a chosen member's)."""
+        settings = self.tool_defaults.get(tool)
+        if settings is None:  # (not kept in tool_defaults: `add` registers a tool's limits when it first sees it)
+            invoker = self.invoker
+            settings = (invoker.annotations(tool).retries, invoker.timeout_for(tool))
+        return settings
 
     def seal(self, compiled: CompiledPlan) -> None:
         """The plan is complete: apply its limits, add the steps not added yet, then finish when all have ended."""
@@ -539,6 +558,7 @@ class PlanRun:
             ended_at=self.now(),
             deps=compiled.deps,
             warnings=compiled.warnings,
+            choices=tuple(self.choices),
         )
         if self.on_event is not None:
             self.emit(PlanFinished(run_id=self.run_id, result=result))

@@ -96,6 +96,10 @@ async def run_step(run: PlanRun, cs: CompiledStep) -> StepResult:
         args = resolve_compiled(cs.arguments, run.outputs, run.missing_field == "null", missed.append)
     except _RESOLVE_ERRORS as exc:
         return _record(run, cs, "failed", CallOutcome(error=_unresolvable(cs, exc)), 0, None, False, missed)
+    if run.groups and tool in run.groups and not in_fallback:  # alternatives: one is chosen now
+        from ._alternatives import run_alternative
+
+        return await run_alternative(run, cs, args, attempt, missed)
     defaults = run.tool_defaults[tool]  # filled in by PlanRun.add
     timeout = step.timeout if step.timeout is not None else defaults[1]
     retries = step.retry if step.retry is not None else defaults[0]

@@ -26,6 +26,7 @@ from ..plan._refs import compile_arguments
 from ..plan._validate import step_dependencies
 from ..tools import ToolRegistry, ToolsLike
 from ._backend import Backend
+from ._choice import ToolChooser
 from ._events import EventHandler
 from ._invoke import ToolInvoker
 from ._journal import RunStore, check_run_id
@@ -204,6 +205,7 @@ async def execute_plan_stream(
     backend: Backend | None = None,
     store: RunStore | None = None,
     run_id: str | None = None,
+    policy: ToolChooser | None = None,
     **options: Unpack[LimitOptions],
 ) -> PlanResult:
     """Run a native plan whose JSON text arrives in ``pieces``, starting steps as they complete.
@@ -218,7 +220,7 @@ async def execute_plan_stream(
     """
     limits = limits_from(options)
     registry = ToolRegistry.of(tools)
-    invoker = ToolInvoker.for_limits(registry, limits, backend=backend)
+    invoker = ToolInvoker.for_limits(registry, limits, backend=backend, chooser=policy)
     if run_id is not None:
         check_run_id(run_id)
     plan = StreamingPlan(registry, invoker, limits=limits, on_event=on_event, store=store, run_id=run_id)

@@ -24,7 +24,7 @@ FailureMode = Literal["fail_forward", "fail_fast"]
 MissingField = Literal["null", "keep"]
 
 #: Tools that run plans or code. A plan may not call them (no recursion).
-META_TOOL_NAMES = frozenset({"execute_tool_plan", "execute_plan", "execute_code"})
+META_TOOL_NAMES = frozenset({"execute_tool_plan", "execute_plan", "execute_code", "declare_plan"})
 
 
 @fast_init
@@ -80,7 +80,12 @@ class Budget:
 @fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Step:
-    """One tool call of a plan. ``arguments`` is the JSON object as written, references included."""
+    """One tool call of a plan. ``arguments`` is the JSON object as written, references included.
+
+    A step with alternatives (``"tool": {"one_of": [...]}``) has them in ``one_of``, in the order
+    written, and ``tool`` is their group's name (the names sorted, joined by ``|``); which one
+    runs is chosen when the step is dispatched.
+    """
 
     kind: Literal["step"] = "step"
     id: str
@@ -92,6 +97,7 @@ class Step:
     fallback: Fallback | None = None
     rationale: str | None = None
     expected_outcome: str | None = None
+    one_of: tuple[str, ...] = ()
 
 
 @fast_init
@@ -134,7 +140,11 @@ class Plan:
         """The plan in the native dialect, as JSON data."""
         steps: list[dict[str, Any]] = []
         for s in self.steps:
-            d: dict[str, Any] = {"id": s.id, "tool": s.tool, "arguments": dict(s.arguments)}
+            d: dict[str, Any] = {
+                "id": s.id,
+                "tool": {"one_of": list(s.one_of)} if s.one_of else s.tool,
+                "arguments": dict(s.arguments),
+            }
             if s.depends_on:
                 d["depends_on"] = list(s.depends_on)
             for name in ("timeout", "retry", "rationale", "expected_outcome"):

@@ -15,6 +15,7 @@ from typing import Any, cast
 from .._errors import PlanIssue
 from .._json import MAX_DEPTH, JSONTextError, loads, too_deep
 from .._records import maker
+from ..tools._group import inline_group_name
 from ._ir import Budget, Dialect, FailureMode, Fallback, Plan, Step
 
 __all__ = ("BATCH_MAX_STEPS", "ID_RE", "MAX_STEP_RETRY", "check_plan_fields", "detect_dialect", "parse_source")
@@ -281,10 +282,17 @@ def _parse_native(data: dict[str, Any], issues: _Issues) -> Plan:
         # Optional fields are usually absent: the helpers run only for the ones present.
         depends_on, timeout, retry = get("depends_on"), get("timeout"), get("retry")
         rationale, expected = get("rationale"), get("expected_outcome")
+        tool_raw = get("tool")
+        one_of: tuple[str, ...] = ()
+        if type(tool_raw) is dict:  # {"one_of": [...]}: alternatives, one chosen when the step runs
+            one_of = _one_of(tool_raw, sid, issues)
+            tool = inline_group_name(one_of) if one_of else ""
+        else:
+            tool = _tool_name(tool_raw, sid, issues)
         steps.append(
             _new_step(
                 id=sid,
-                tool=_tool_name(get("tool"), sid, issues),
+                tool=tool,
                 arguments=args_raw if type(args_raw) is dict else _arguments(args_raw, "'arguments'", sid, issues),
                 depends_on=() if depends_on is None else _str_list(depends_on, "depends_on", sid, issues),
                 timeout=None if timeout is None else _positive(timeout, "timeout", sid, issues),
@@ -292,6 +300,7 @@ def _parse_native(data: dict[str, Any], issues: _Issues) -> Plan:
                 fallback=fallback,
                 rationale=rationale if isinstance(rationale, str) else None,
                 expected_outcome=expected if isinstance(expected, str) else None,
+                one_of=one_of,
             )
         )
         if len(issues) > first:  # (positions count the steps kept, as validation does)
@@ -309,6 +318,34 @@ def _parse_native(data: dict[str, Any], issues: _Issues) -> Plan:
         dialect="native",
         missing_field="null",
     )
+
+
+_ONE_OF_MESSAGE = (
+    '\'tool\' must be a tool name, or {"one_of": ["tool_a", "tool_b"]} to let the run choose between '
+    "interchangeable tools."
+)
+
+
+def _one_of(raw: dict[str, Any], sid: str, issues: _Issues) -> tuple[str, ...]:
+    """The alternatives of ``"tool": {"one_of": [...]}`` (checked against the tools by validation)."""
+    names: Any = raw.get("one_of")
+    if set(raw) != {"one_of"} or not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+        issues.error("invalid_field", _ONE_OF_MESSAGE, sid)
+        return ()
+    listed: list[str] = names
+    if len(listed) < 2 or len(set(listed)) != len(listed):
+        issues.error(
+            "invalid_alternatives",
+            f"'one_of' must list at least two different tools, got {_show_list(listed)}. "
+            "Name the one tool directly, or list each alternative once.",
+            sid,
+        )
+        return ()
+    return tuple(listed)
+
+
+def _show_list(names: list[str]) -> str:
+    return "[" + ", ".join(_show(n) for n in names[:10]) + (", ...]" if len(names) > 10 else "]")
 
 
 def _name_duplicates_by_position(issues: _Issues, with_issues: list[tuple[int, str, int, int]], ids: list[str]) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 from .._errors import PlanIssue, PlanValidationError
 from .._records import fast_init, maker
 from ..tools import ToolRegistry, ToolsLike
+from ..tools._group import alternatives_problem, inline_group_name  # shared with the registry's groups
 from ._graph import critical_path, find_cycles, mermaid, waves
 from ._ir import META_TOOL_NAMES, Dialect, Plan, Step
 from ._parse import _new_plan, _new_step, duplicate_positions, name_by_position, parse_source
@@ -184,6 +185,38 @@ def _check_tool(name: str, sid: str, registry: ToolRegistry | None, issues: list
     return True
 
 
+def _check_alternatives(s: Step, registry: ToolRegistry | None, issues: list[PlanIssue]) -> bool:
+    """A step's ``one_of``: known tools, none a meta-tool, one safety class, none destructive."""
+    sid = s.id
+    first = len(issues)
+    if s.tool != inline_group_name(s.one_of):
+        issues.append(
+            PlanIssue(
+                code="invalid_field",
+                step=sid,
+                message=f"A step with alternatives has tool {inline_group_name(s.one_of)!r} (its one_of, sorted, "
+                f"joined by '|'), not {s.tool!r}. Set tool to {inline_group_name(s.one_of)!r}.",
+            )
+        )
+    for name in s.one_of:
+        _check_tool(name, sid, registry, issues, "The step's one_of")
+        if registry is not None and registry.group(name) is not None:
+            issues.append(
+                PlanIssue(
+                    code="invalid_alternatives",
+                    step=sid,
+                    message=f"'one_of' names the group {name!r}: list tools, not groups (or call the group itself).",
+                )
+            )
+    if registry is None or len(issues) > first:
+        return False
+    problem = alternatives_problem(s.one_of, {n: registry.definition(n) for n in s.one_of})
+    if problem is not None:
+        issues.append(PlanIssue(code="invalid_alternatives", step=sid, message=problem))
+        return False
+    return True
+
+
 def _report_duplicates(dups: Mapping[str, list[int]], issues: list[PlanIssue]) -> None:
     for sid, positions in dups.items():
         for n in positions[1:]:
@@ -234,7 +267,12 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
     for s in plan.steps:
         sid = s.id
         first_issue = len(issues)
-        tool_ok = s.tool in callable_tools or _check_tool(s.tool, sid, registry, issues, "The step")
+        alternatives_ok = False
+        if s.one_of:  # alternatives: each is checked here, and the arguments against each below
+            tool_ok = False
+            alternatives_ok = _check_alternatives(s, registry, issues)
+        else:
+            tool_ok = s.tool in callable_tools or _check_tool(s.tool, sid, registry, issues, "The step")
         if batch:  # no data flow between batch steps
             args: Compiled = literal(dict(s.arguments))
             refs: tuple[str, ...] = ()
@@ -244,6 +282,9 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
         if tool_ok and registry is not None and sid not in unreadable_args:
             for problem in registry.argument_problems(s.tool, s.arguments, deferred):
                 error("invalid_arguments", f"Arguments for tool {s.tool!r} are invalid: {problem}.")
+        elif alternatives_ok and registry is not None and sid not in unreadable_args:
+            for problem in registry.alternatives_problems(s.one_of, s.arguments, deferred):
+                error("invalid_arguments", f"Arguments for the step's alternatives are invalid: {problem}.")
         fb_args: Compiled | None = None
         if s.fallback is not None:
             fb_ok = _check_tool(s.fallback.tool, sid, registry, issues, "The step's fallback")

@@ -26,6 +26,7 @@ __all__ = (
     "plans",
     "requests",
     "steps",
+    "tool_stats",
 )
 
 metadata = sa.MetaData()
@@ -156,6 +157,20 @@ idempotency = sa.Table(  # v3: one row per (API key, Idempotency-Key) the servic
 )
 
 
+tool_stats = sa.Table(  # v4: a ToolPolicy's decayed statistics per (group, tool), shared by every process
+    "toolplan_tool_stats",
+    metadata,
+    sa.Column("group_name", sa.String(512), primary_key=True),
+    sa.Column("tool", sa.String(256), primary_key=True),
+    sa.Column("n", sa.Float, nullable=False),
+    sa.Column("reward", sa.Float, nullable=False),
+    sa.Column("successes", sa.Float, nullable=False),
+    sa.Column("latency", sa.Float, nullable=False),
+    sa.Column("cost", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),  # wall-clock seconds: the decay counts from here
+)
+
+
 def _v1(conn: sa.Connection) -> None:
     # Tables are made in their newest shape; later migrations add only what a database made by an
     # earlier toolplan lacks.
@@ -176,6 +191,11 @@ def _v3(conn: sa.Connection) -> None:
     _add_columns(conn, executions, ("api_key", "source_plan_id", "cancel_requested"))
 
 
+def _v4(conn: sa.Connection) -> None:
+    """The tool policy's statistics."""
+    tool_stats.create(conn, checkfirst=True)
+
+
 def _add_columns(conn: sa.Connection, table: sa.Table, names: tuple[str, ...]) -> None:
     have = {c["name"] for c in sa.inspect(conn).get_columns(table.name)}
     for name in names:
@@ -187,7 +207,7 @@ def _add_columns(conn: sa.Connection, table: sa.Table, names: tuple[str, ...]) -
 
 
 #: Ordered migrations: migration ``n`` takes the schema from version ``n - 1`` to ``n``.
-MIGRATIONS: tuple[Callable[[sa.Connection], None], ...] = (_v1, _v2, _v3)
+MIGRATIONS: tuple[Callable[[sa.Connection], None], ...] = (_v1, _v2, _v3, _v4)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

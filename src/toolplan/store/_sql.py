@@ -19,6 +19,7 @@ from .._json import dumps, loads
 from ..execute import PlanResult, PlanStatus, RunLimits, StepResult
 from ..execute._journal import StoredRun, StoredStep, check_run_id
 from ..plan import Plan, Step, parse_plan
+from ..policy import ArmStats, Observation
 from . import _schema as t
 from ._codec import decode, encode, output_json, plan_hash, step_from_row
 from ._db import Database, Statement
@@ -525,6 +526,20 @@ class Store:
     async def list_runs(self, *, limit: int = 50, status: str | None = None) -> list[RunSummary]:
         """The most recent runs first (at most ``limit``), optionally only those with ``status``."""
         return await self.db.read(lambda engine: _list(engine, limit, status))  # type: ignore[no-any-return]
+
+    # -- tool statistics (the toolplan.policy.StatsStore protocol) ------------------------------------
+
+    async def load_tool_stats(self, group: str) -> dict[str, ArmStats]:
+        """A tool policy's stored statistics of ``group``'s tools, by tool (as last updated)."""
+        from ._stats import load_tool_stats
+
+        return await load_tool_stats(self, group)
+
+    async def record_tool_stats(self, group: str, tool: str, observation: Observation, half_life: float | None) -> None:
+        """Add a tool policy's ``observation`` to ``(group, tool)``'s statistics, atomically."""
+        from ._stats import record_tool_stats
+
+        await record_tool_stats(self, group, tool, observation, half_life)
 
     async def events(self, run_id: str, *, after: int = 0, limit: int = 10_000) -> list[StoredEvent]:
         """The run's events numbered above ``after``, in order."""

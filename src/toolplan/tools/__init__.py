@@ -2,10 +2,12 @@
 
 from .._errors import ToolOutputError as ToolOutputError
 from ._context import RunContext as RunContext
+from ._definition import SafetyClass as SafetyClass
 from ._definition import ToolAnnotations as ToolAnnotations
 from ._definition import ToolDefinition as ToolDefinition
 from ._function import FunctionTool as FunctionTool
 from ._function import tool as tool
+from ._group import ToolGroup as ToolGroup
 from ._registry import Tool as Tool
 from ._registry import ToolRegistry as ToolRegistry
 from ._registry import ToolsLike as ToolsLike
@@ -15,9 +17,11 @@ from ._result import ToolResult as ToolResult
 __all__ = (
     "FunctionTool",
     "RunContext",
+    "SafetyClass",
     "Tool",
     "ToolAnnotations",
     "ToolDefinition",
+    "ToolGroup",
     "ToolOutputError",
     "ToolRegistry",
     "ToolResult",

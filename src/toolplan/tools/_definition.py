@@ -2,11 +2,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, TypeAlias
 
 from .._errors import UserError
 
-__all__ = ("ToolAnnotations", "ToolDefinition")
+__all__ = ("SafetyClass", "ToolAnnotations", "ToolDefinition")
+
+#: What calling a tool may do to its environment: nothing (``read_only``), change it (``writes``), or
+#: destroy data (``destructive``). Alternatives for one step must share a class (policies never swap
+#: a tool that writes for one that only reads, and never choose among destructive tools).
+SafetyClass: TypeAlias = Literal["read_only", "writes", "destructive"]
 
 DEFAULT_IDEMPOTENT_RETRIES = 2
 
@@ -52,6 +57,13 @@ class ToolAnnotations:
                     f"retry={self.retry} needs idempotent=True: toolplan only retries tools that are safe "
                     "to call twice. Mark the tool idempotent, or let individual plan steps ask for retries."
                 )
+
+    @property
+    def safety_class(self) -> SafetyClass:
+        """``read_only``, ``destructive`` or ``writes`` (read_only wins, as MCP reads its hints)."""
+        if self.read_only:
+            return "read_only"
+        return "destructive" if self.destructive else "writes"
 
     @property
     def retries(self) -> int:

@@ -1,0 +1,100 @@
+"""``toolplan audit RUN_ID --db URL``: what a stored run declared against what it did."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+
+from .._errors import PlanValidationError, RunNotFoundError
+from ._app import EXIT_FAILED, EXIT_OK, DbOpt, JsonOpt, ToolsOpt, _fail, _out
+from ._loader import CliInputError, load_tools
+from ._render import print_json, say
+from ._runs import _with_store
+
+if TYPE_CHECKING:
+    from ..policy import Declaration, Finding
+    from ..store import Store
+
+__all__ = ("audit_command",)
+
+
+def _declared(path: Path | None) -> Declaration | None:
+    if path is None:
+        return None
+    from ..policy import parse_declaration
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        _fail(f"Cannot read the declared plan {str(path)!r}: {exc}. Pass --declared with a JSON file.")
+    try:
+        return parse_declaration(text)
+    except PlanValidationError as exc:
+        _fail(" ".join(exc.message.split()))
+
+
+async def _audit(store: Store, run_id: str, declared: Declaration | None, tools: Any) -> list[dict[str, Any]]:
+    """Findings per run: the run itself, or (an agent run's id) each plan it ran."""
+    from ..policy import audit, declaration_of, trace_of
+
+    try:
+        infos = [await store.get_run(run_id)]
+    except RunNotFoundError:
+        children = [s for s in await store.list_runs(limit=10_000) if s.parent_id == run_id]
+        if not children:
+            raise
+        infos = [await store.get_run(s.run_id) for s in sorted(children, key=lambda s: s.created_at)]
+    out = []
+    for info in infos:
+        rid = info.summary.run_id
+        trace = trace_of(info.result, events=await store.events(rid))
+        findings: list[Finding] = audit(declared or declaration_of(info.plan), trace, tools=tools)
+        out.append({"run_id": rid, "status": info.summary.status, "findings": [f.to_dict() for f in findings]})
+    return out
+
+
+def audit_command(
+    run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="A stored run's id, or an agent run's id.")],
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+    declared: Annotated[
+        Path | None,
+        typer.Option(
+            "--declared",
+            metavar="FILE.json",
+            help="Audit against this declared plan (ToolCallPlan) instead of the run's own plan "
+            "(its goal, budget, policy and each step's rationale).",
+        ),
+    ] = None,
+    tools: ToolsOpt = None,
+) -> NoReturn:
+    """Compare what a stored run declared with what it did: budget exceeded, plan deviations, policy violations.
+
+    An agent run's id audits each plan it ran. --tools prices the calls (max_cost) and shows tool groups.
+    Exit code 0 when there is no finding, 1 when there are findings, 2 when the run is not found.
+    """
+    declaration = _declared(declared)
+    registry = None
+    if tools is not None:
+        try:
+            registry = load_tools(tools)
+        except CliInputError as exc:
+            _fail(str(exc))
+    runs = _with_store(db, lambda store: _audit(store, run_id, declaration, registry))
+    count = sum(len(r["findings"]) for r in runs)
+    if as_json:
+        print_json(_out, {"run_id": run_id, "findings": count, "runs": runs})
+        raise typer.Exit(EXIT_FAILED if count else EXIT_OK)
+    for r in runs:
+        found = r["findings"]
+        say(
+            _out,
+            f"Run {r['run_id']} ({r['status']}): {len(found) or 'no'} finding{'s' if len(found) != 1 else ''}.",
+            "bold",
+        )
+        for f in found:
+            where = f" [{f['step']}]" if f["step"] else ""
+            say(_out, f"  {f['kind']} {f['code']}{where}: {f['message']}")
+    raise typer.Exit(EXIT_FAILED if count else EXIT_OK)

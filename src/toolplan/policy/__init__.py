@@ -1,0 +1,61 @@
+"""Policies over tool use: explore/exploit among alternative tools, declared plans, and their audit.
+
+- `ToolPolicy` chooses which of a group of interchangeable tools a step calls (``greedy``,
+  ``epsilon_greedy``, ``ucb1``, ``thompson``; seeded), learns from each call's outcome, latency and
+  cost, and keeps decayed statistics in memory or in a store (`StatsStore`).
+- `parse_declaration` reads a declared plan (``ToolCallPlan``) or a native plan's own goal and
+  rationales; `audit` compares it with what ran and returns `Finding` objects.
+- `acp_updates` turns a run into Agent Client Protocol ``session/update`` notifications.
+
+See docs/policy.md.
+"""
+
+from ._acp import AcpExporter as AcpExporter
+from ._acp import acp_updates as acp_updates
+from ._audit import Finding as Finding
+from ._audit import FindingKind as FindingKind
+from ._audit import audit as audit
+from ._declared import Declaration as Declaration
+from ._declared import DeclaredCall as DeclaredCall
+from ._declared import DeclaredPolicy as DeclaredPolicy
+from ._declared import declaration_of as declaration_of
+from ._declared import parse_declaration as parse_declaration
+from ._policy import DEFAULT_HALF_LIFE as DEFAULT_HALF_LIFE
+from ._policy import PreferGeneral as PreferGeneral
+from ._policy import RewardWeights as RewardWeights
+from ._policy import ToolPolicy as ToolPolicy
+from ._policy import parse_policy as parse_policy
+from ._stats import ArmStats as ArmStats
+from ._stats import Observation as Observation
+from ._stats import StatsStore as StatsStore
+from ._strategies import STRATEGIES as STRATEGIES
+from ._strategies import Strategy as Strategy
+from ._trace import Trace as Trace
+from ._trace import TracedCall as TracedCall
+from ._trace import trace_of as trace_of
+
+__all__ = (
+    "DEFAULT_HALF_LIFE",
+    "STRATEGIES",
+    "AcpExporter",
+    "ArmStats",
+    "Declaration",
+    "DeclaredCall",
+    "DeclaredPolicy",
+    "Finding",
+    "FindingKind",
+    "Observation",
+    "PreferGeneral",
+    "RewardWeights",
+    "StatsStore",
+    "Strategy",
+    "ToolPolicy",
+    "Trace",
+    "TracedCall",
+    "acp_updates",
+    "audit",
+    "declaration_of",
+    "parse_declaration",
+    "parse_policy",
+    "trace_of",
+)
