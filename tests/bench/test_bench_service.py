@@ -35,5 +35,5 @@ def test_service_load_has_no_error_and_loses_nothing(tmp_path: Path) -> None:
     assert verified["plans_stored"] == verified["plans_got"] and verified["extra_executions"] == 0
     assert run["server"]["log_problems"] == []
     report = (tmp_path / "RESULTS.md").read_text()
-    assert "## 6. Planner service under load" in report
+    assert "## 7. Planner service under load" in report
     assert "- Target: no error and nothing lost or doubled, on every database run: **met**." in report
