@@ -312,6 +312,19 @@ async def test_a_newer_schema_is_refused(tmp_path: Any) -> None:
             await store.list_runs()
 
 
+async def test_stores_opening_a_new_sqlite_file_at_once_all_work(tmp_path: Any) -> None:
+    # Service workers started together on a fresh file: each makes or finds the schema, none fails.
+    for attempt in range(5):
+        url = f"sqlite:///{tmp_path}/fresh{attempt}.db"
+        stores = [open_store(url) for _ in range(4)]
+        try:
+            listed = await asyncio.gather(*(s.list_runs() for s in stores))
+        finally:
+            for s in stores:
+                await s.close()
+        assert listed == [[]] * 4
+
+
 async def test_stream_plan_runs_durably_too(store_url: str) -> None:
     async with open_store(store_url) as store:
         async with stream_plan(PLAN, TOOLS, store=store, run_id="streamed") as events:

@@ -218,8 +218,11 @@ def migrate(engine: sa.Engine) -> int:
         StoreError: the database was written by a newer toolplan (its schema version is higher).
     """
     with engine.begin() as conn:
-        if conn.dialect.name == "postgresql":  # one migrating process at a time
+        # One migrating process at a time: the others wait here, then find the schema made.
+        if conn.dialect.name == "postgresql":
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(7301885150)"))
+        else:  # SQLite's driver starts no transaction before DDL: take the write lock first
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
         meta.create(conn, checkfirst=True)
         row = conn.execute(sa.select(meta.c.value).where(meta.c.key == "schema_version")).first()
         found = int(row[0]) if row is not None else 0
