@@ -61,6 +61,15 @@ def test_run_a_plan_over_a_stdio_server() -> None:
     assert result["outputs"] == {"a": {"result": "apples"}, "b": {"result": "bananas"}, "all": {"result": ["a", "b"]}}
 
 
+def test_run_starts_a_stdio_server_once(tmp_path: Path) -> None:
+    # The listing (for validation) and the run share one connection: the server starts one time.
+    log = tmp_path / "starts.log"
+    logged = shlex.join(["sh", "-c", f'echo started >> "$0"; exec {KV}', str(log)])
+    done = toolplan("run", str(ROOT / "examples" / "mcp" / "plan.json"), "--mcp-stdio", logged, "--json")
+    assert done.returncode == 0, done.stderr
+    assert log.read_text().splitlines() == ["started"]
+
+
 def test_serve_over_stdio_with_an_upstream_server(tmp_path: Path) -> None:
     tools = tmp_path / "tools.py"
     tools.write_text(

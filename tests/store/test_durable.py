@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 from collections import Counter
 from typing import Any
 
@@ -323,6 +324,32 @@ async def test_stores_opening_a_new_sqlite_file_at_once_all_work(tmp_path: Any) 
             for s in stores:
                 await s.close()
         assert listed == [[]] * 4
+
+
+async def test_a_lock_sqlite_refuses_without_waiting_is_waited_out(tmp_path: Any, monkeypatch: Any) -> None:
+    # SQLite returns "database is locked" at once where waiting could deadlock: the store tries again.
+    from toolplan.store import _schema
+
+    real, refusals = _schema.migrate, [2]
+
+    def refusing(engine: sa.Engine) -> int:
+        if refusals[0]:
+            refusals[0] -= 1
+            raise sa.exc.OperationalError("BEGIN IMMEDIATE", {}, sqlite3.OperationalError("database is locked"))
+        return real(engine)
+
+    monkeypatch.setattr(_schema, "migrate", refusing)
+    async with open_store(f"sqlite:///{tmp_path}/runs.db") as store:
+        assert await store.list_runs() == []
+    assert refusals == [0]
+
+    def broken(engine: sa.Engine) -> int:
+        raise sa.exc.OperationalError("CREATE TABLE", {}, sqlite3.OperationalError("disk I/O error"))
+
+    monkeypatch.setattr(_schema, "migrate", broken)  # any other failure is reported at once
+    async with open_store(f"sqlite:///{tmp_path}/other.db") as store:
+        with pytest.raises(StoreError, match="disk I/O error"):
+            await store.list_runs()
 
 
 async def test_stream_plan_runs_durably_too(store_url: str) -> None:

@@ -305,53 +305,62 @@ def run(
         step_timeout=step_timeout,
         failure_mode="fail_fast" if fail_fast else None,
     )
-    with _stdout_to_stderr(as_json):
-        data, registry = _inputs(plan, tools)
-        if mcp_stdio or mcp_url:
-            from ._mcp import connect_mcp
-
-            registry = connect_mcp(registry, mcp_stdio or (), mcp_url or ())
-        assert registry is not None
-        report = _validate(data, registry, dialect, max_steps)
-    if not report.ok:
-        _report_invalid(report, as_json=as_json, console=_err)
-    if report.warnings and not as_json:
-        say(_err, "Warnings:", "bold yellow")
-        print_issues(_err, report.warnings, style="yellow")
-    live = sys.stdout.isatty() and not as_json
-    options: dict[str, Any] = {
-        "live": live,
-        "tools": _step_tools(report),
-        "db": db,
-        "run_id": run_id,
-        "rerun_unknown": rerun_unknown,
-        "limits": limits,
-        "max_steps": max_steps,
-        "dialect": dialect.value if dialect is not None else None,
-    }
-    if not ui:
-        with _stdout_to_stderr(as_json):
-            result = _execute(data, registry, **options)
-        show_result(result, as_json=as_json, live=live)
-    from ._live import live_page, new_local_run_id
-
-    assert report.compiled is not None
-    if run_id is None:  # the page's address names the run, so its id is chosen first
-        from ..store import new_run_id
-
-        options["run_id"] = new_run_id() if db is not None else new_local_run_id()
-    try:
-        with live_page(report.compiled, options["run_id"], port=ui_port, console=_err) as page:
+    # One event loop for the whole command: MCP servers start once, for the listing and the run.
+    with asyncio.Runner() as loop:
+        registry: ToolRegistry | None = None
+        try:
             with _stdout_to_stderr(as_json):
-                result = _execute(data, registry, on_event=page.feed, **options)
+                data, registry = _inputs(plan, tools)
+                if mcp_stdio or mcp_url:
+                    from ._mcp import connect_mcp
+
+                    registry = connect_mcp(registry, mcp_stdio or (), mcp_url or (), loop)
+                assert registry is not None
+                report = _validate(data, registry, dialect, max_steps)
+            if not report.ok:
+                _report_invalid(report, as_json=as_json, console=_err)
+            if report.warnings and not as_json:
+                say(_err, "Warnings:", "bold yellow")
+                print_issues(_err, report.warnings, style="yellow")
+            live = sys.stdout.isatty() and not as_json
+            options: dict[str, Any] = {
+                "live": live,
+                "tools": _step_tools(report),
+                "db": db,
+                "run_id": run_id,
+                "rerun_unknown": rerun_unknown,
+                "limits": limits,
+                "max_steps": max_steps,
+                "dialect": dialect.value if dialect is not None else None,
+            }
+            if not ui:
+                with _stdout_to_stderr(as_json):
+                    result = _execute(data, registry, loop=loop, **options)
+                show_result(result, as_json=as_json, live=live)
+            from ._live import live_page, new_local_run_id
+
+            assert report.compiled is not None
+            if run_id is None:  # the page's address names the run, so its id is chosen first
+                from ..store import new_run_id
+
+                options["run_id"] = new_run_id() if db is not None else new_local_run_id()
             try:
-                print_result(result, as_json=as_json, live=live)
-                page.linger(ui_keep)
-            except KeyboardInterrupt:  # the run has ended: Ctrl-C stops the page, the exit code stays the run's
-                say(_err, "Stopped the live view.", "dim")
-    except CliInputError as exc:
-        _fail(exc.message)
-    raise typer.Exit(EXIT_OK if result.ok else EXIT_FAILED)
+                with live_page(report.compiled, options["run_id"], port=ui_port, console=_err) as page:
+                    with _stdout_to_stderr(as_json):
+                        result = _execute(data, registry, on_event=page.feed, loop=loop, **options)
+                    try:
+                        print_result(result, as_json=as_json, live=live)
+                        page.linger(ui_keep)
+                    except KeyboardInterrupt:  # the run has ended: Ctrl-C stops the page, the exit code stays the run's
+                        say(_err, "Stopped the live view.", "dim")
+            except CliInputError as exc:
+                _fail(exc.message)
+            raise typer.Exit(EXIT_OK if result.ok else EXIT_FAILED)
+        finally:  # MCP servers started for the command stop with it, also when it ends early
+            if (mcp_stdio or mcp_url) and registry is not None:
+                from ._mcp import close_toolsets
+
+                loop.run(close_toolsets(registry))
 
 
 def show_result(result: PlanResult, *, as_json: bool, live: bool = False, unfinished: bool = False) -> NoReturn:
@@ -413,13 +422,15 @@ def _execute(
     tools: dict[str, str],
     db: str | None = None,
     on_event: EventHandler | None = None,
+    loop: asyncio.Runner | None = None,
     **options: Any,
 ) -> PlanResult:
     from ._progress import ProgressView, live_progress
 
+    run = asyncio.run if loop is None else loop.run
     try:
         if not live:
-            return asyncio.run(_go(data, registry, db, on_event=on_event, **options))
+            return run(_go(data, registry, db, on_event=on_event, **options))
         view = ProgressView(tools)
         if on_event is not None:
             from ._live import both
@@ -428,7 +439,7 @@ def _execute(
         else:
             handler = view
         with live_progress(_out, view):
-            return asyncio.run(_go(data, registry, db, on_event=handler, **options))
+            return run(_go(data, registry, db, on_event=handler, **options))
     except PlanValidationError as exc:  # already validated; kept so a mismatch never shows a traceback
         _fail(" ".join(exc.message.split()))
     except ToolplanError as exc:  # any other error toolplan raises on purpose: one line, never a traceback

@@ -22,7 +22,7 @@ from ._render import print_json, say
 if TYPE_CHECKING:
     from ..mcp import MCPToolset
 
-__all__ = ("connect_mcp", "mcp_app", "open_toolsets")
+__all__ = ("close_toolsets", "connect_mcp", "mcp_app", "open_toolsets")
 
 mcp_app = typer.Typer(
     no_args_is_help=True,
@@ -78,25 +78,30 @@ def _toolsets(stdio: Sequence[str], urls: Sequence[str], token: str | None = Non
     return out
 
 
-async def _connect_all(toolsets: Sequence[MCPToolset]) -> None:
-    """Connect every toolset (at once) and list its tools; close them all again."""
+async def _connect_all(toolsets: Sequence[MCPToolset], *, keep: bool = False) -> None:
+    """Connect every toolset (at once) and list its tools; close them again unless ``keep`` (and it worked)."""
+    ok = False
     try:
         async with asyncio.TaskGroup() as tg:
             for ts in toolsets:
                 tg.create_task(ts.connect())
+        ok = True
     finally:
-        for ts in toolsets:
-            await ts.aclose()
+        if not (keep and ok):
+            for ts in toolsets:
+                await ts.aclose()
 
 
-def connect_mcp(registry: ToolRegistry | None, stdio: Sequence[str], urls: Sequence[str]) -> ToolRegistry:
+def connect_mcp(
+    registry: ToolRegistry | None, stdio: Sequence[str], urls: Sequence[str], loop: asyncio.Runner
+) -> ToolRegistry:
     """``registry`` plus the tools of the MCP servers given to ``toolplan run``.
 
-    The servers are listed now (and their connections closed); each connects again, in the run's
-    event loop, on its first call.
+    The servers are started and listed now, in ``loop``, and stay connected for the run, which goes
+    on in the same loop (each server starts once); the run closes them when it ends.
     """
     toolsets = _toolsets(stdio, urls, os.environ.get("TOOLPLAN_MCP_TOKEN"))
-    _list_or_fail(toolsets)
+    _list_or_fail(toolsets, loop)
     out = ToolRegistry()
     try:
         if registry is not None:
@@ -111,12 +116,7 @@ def connect_mcp(registry: ToolRegistry | None, stdio: Sequence[str], urls: Seque
 @contextlib.asynccontextmanager
 async def open_toolsets(registry: ToolRegistry) -> AsyncIterator[None]:
     """Connect the MCP toolsets among ``registry``'s tools (all at once) for a run, and close them after it."""
-    module = sys.modules.get("toolplan.mcp")  # not imported: no MCP toolset can be among the tools
-    if module is None:
-        yield
-        return
-    owners = {id(o): o for name in registry if isinstance(o := registry.owner(name), module.MCPToolset)}
-    toolsets: list[MCPToolset] = list(owners.values())
+    toolsets = _mcp_toolsets(registry)
     try:
         async with asyncio.TaskGroup() as tg:
             for ts in toolsets:
@@ -127,9 +127,26 @@ async def open_toolsets(registry: ToolRegistry) -> AsyncIterator[None]:
             await ts.aclose()
 
 
-def _list_or_fail(toolsets: Sequence[MCPToolset]) -> None:
+async def close_toolsets(registry: ToolRegistry) -> None:
+    """Close the MCP toolsets among ``registry``'s tools (a no-op for those already closed)."""
+    for ts in _mcp_toolsets(registry):
+        await ts.aclose()
+
+
+def _mcp_toolsets(registry: ToolRegistry) -> list[MCPToolset]:
+    module = sys.modules.get("toolplan.mcp")  # not imported: no MCP toolset can be among the tools
+    if module is None:
+        return []
+    owners = {id(o): o for name in registry if isinstance(o := registry.owner(name), module.MCPToolset)}
+    return list(owners.values())
+
+
+def _list_or_fail(toolsets: Sequence[MCPToolset], loop: asyncio.Runner | None = None) -> None:
     try:
-        asyncio.run(_connect_all(toolsets))
+        if loop is None:
+            asyncio.run(_connect_all(toolsets))
+        else:
+            loop.run(_connect_all(toolsets, keep=True))
     except* ToolplanError as group:
         _fail(" ".join(str(group.exceptions[0]).split()))
 

@@ -625,7 +625,7 @@ def _masked(url: str) -> str:
 
 def _open(engine: sa.Engine) -> None:
     try:
-        t.migrate(engine)
+        _migrate(engine)
     except StoreError:
         raise
     except (sa.exc.SQLAlchemyError, OSError) as exc:
@@ -635,6 +635,24 @@ def _open(engine: sa.Engine) -> None:
             f"The store at {_shown(engine.url)} could not be opened ({detail}). Check the URL, that the "
             "database server is running, and that the file's folder exists."
         ) from None
+
+
+def _migrate(engine: sa.Engine) -> None:
+    """`migrate`, again after a short wait when SQLite refuses a lock without waiting for it.
+
+    SQLite skips its busy handler where waiting could deadlock (stores opening one new file at once
+    may meet there): the migration's transaction is then started again, for at most about 20 s.
+    Runs on the store's own thread, so the waits block no event loop.
+    """
+    for attempt in range(40):
+        try:
+            t.migrate(engine)
+            return
+        except sa.exc.OperationalError as exc:
+            locked = engine.dialect.name == "sqlite" and "locked" in str(exc.orig)
+            if not locked or attempt == 39:
+                raise
+            time.sleep(min(0.01 * 2**attempt, 0.5))
 
 
 def _insert(engine: sa.Engine, table: sa.Table) -> Any:
