@@ -138,6 +138,9 @@ def test_graph_without_tools_and_invalid(cli: Cli, write_plan: WritePlan) -> Non
         (["run", "{plan}", "--tools", "{syntax}"], "SyntaxError"),
         (["run", "{plan}", "--tools", "{exits}"], "SystemExit"),
         (["run", "{plan}", "--tools", "{tools}:MISSING"], "has no attribute 'MISSING'"),
+        (["run", "{plan}", "--tools", "no_such_module"], "no module of that name"),
+        (["run", "{plan}", "--tools", "no_such_pkg.tools:TOOLS"], "no module of that name"),
+        (["run", "{plan}", "--tools", "broken"], "Importing tools module 'broken' failed: ZeroDivisionError"),
         (["run", "{plan}", "--tools", "{tools}:NOT_TOOLS"], "must be a list, dict or ToolRegistry"),
         (["run", "{plan}", "--tools", "{empty}"], "defines no tools"),
         (["run", "{plan}", "--tools", "{varargs}"], "cannot be a tool"),
@@ -184,6 +187,15 @@ def test_bad_inputs_one_line(
     assert expected in lines[0]
     assert "Traceback" not in r.stderr
     assert tool_calls() == []
+
+
+def test_tools_from_an_importable_module(cli: Cli, tools_file: Path, write_plan: WritePlan, tool_calls: Calls) -> None:
+    # --tools MODULE[:NAME]: the tools of an installed package (here my_tools.py, importable from the cwd).
+    plan = write_plan([{"id": "s1", "tool": "add", "arguments": {"a": 1, "b": 2}}])
+    r = cli("run", str(plan), "--tools", tools_file.stem, "--json")
+    assert r.code == 0, r.stderr
+    assert json.loads(r.stdout)["outputs"] == {"s1": 3}
+    assert tool_calls() == ["add"]
 
 
 def test_import_error_names_the_line(cli: Cli, write_plan: WritePlan, tmp_path: Path) -> None:

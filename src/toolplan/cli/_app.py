@@ -96,8 +96,8 @@ ToolsOpt = Annotated[
         "--tools",
         "-t",
         metavar="FILE.py[:NAME]",
-        help="Python file of tools; NAME picks a list, dict or ToolRegistry in it "
-        "(default: the file's public functions and @tool objects).",
+        help="Python file of tools, or an importable module (pkg.tools[:NAME]); NAME picks a list, dict or "
+        "ToolRegistry in it (default: the file's public functions and @tool objects).",
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON only (machine-readable).")]

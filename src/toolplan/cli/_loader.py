@@ -60,14 +60,14 @@ def split_tools_spec(spec: str) -> tuple[str, str | None]:
 
 
 def load_tools(spec: str) -> ToolRegistry:
-    """The tools named by ``FILE.py[:NAME]`` as a registry.
+    """The tools named by ``FILE.py[:NAME]`` (or ``MODULE[:NAME]``, an importable module) as a registry.
 
     With ``NAME``, that attribute of the file (a list, dict or `ToolRegistry` of tools, or a single
     tool). Without it, the file's public functions defined in the file itself plus its `Tool`
     objects (``@tool`` functions included).
     """
     path_text, name = split_tools_spec(spec)
-    module = _import_file(path_text)
+    module = _import_module(path_text) if _is_module_name(path_text) else _import_file(path_text)
     try:
         if name is not None:
             return _named_tools(module, path_text, name)
@@ -76,6 +76,33 @@ def load_tools(spec: str) -> ToolRegistry:
         raise
     except ToolplanError as exc:
         raise CliInputError(f"The tools in {path_text!r} cannot be registered: {_one_line(exc.message)}") from None
+
+
+def _is_module_name(text: str) -> bool:
+    """``pkg.tools`` (no such file here, every part an identifier, not a ``.py`` path) names a module."""
+    parts = text.split(".")
+    return parts[-1] != "py" and all(p.isidentifier() for p in parts) and not Path(text).exists()
+
+
+def _import_module(name: str) -> ModuleType:
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (name == exc.name or name.startswith(exc.name + ".")):
+            raise CliInputError(
+                f"No tools file or module {name!r}: there is no such file here and no module of that name "
+                "to import. Pass --tools FILE.py[:NAME], or MODULE[:NAME] of an installed package."
+            ) from None
+        raise CliInputError(_failed_import(f"tools module {name!r}", exc, "")) from None
+    except BaseException as exc:  # any failure of user code is reported, never a traceback
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise CliInputError(_failed_import(f"tools module {name!r}", exc, "")) from None
+
+
+def _failed_import(what: str, exc: BaseException, where: str) -> str:
+    message = _one_line(str(exc)) or "(no message)"
+    return f"Importing {what} failed{where}: {type(exc).__name__}: {message}. Fix it and try again."
 
 
 def _import_file(path_text: str) -> ModuleType:
@@ -101,10 +128,7 @@ def _import_file(path_text: str) -> ModuleType:
         sys.modules.pop(module_name, None)
         if isinstance(exc, KeyboardInterrupt):
             raise
-        raise CliInputError(
-            f"Importing tools file {path_text!r} failed{_location(exc, path)}: "
-            f"{type(exc).__name__}: {_one_line(str(exc)) or '(no message)'}. Fix the file and try again."
-        ) from None
+        raise CliInputError(_failed_import(f"tools file {path_text!r}", exc, _location(exc, path))) from None
     finally:
         if directory in sys.path:
             sys.path.remove(directory)
