@@ -46,6 +46,7 @@ def test_command_summaries_are_whole_sentences() -> None:
         "serve",
         "keys",
         "scheduler",
+        "skills",
         "mcp",
         "audit",
     }

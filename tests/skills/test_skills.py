@@ -1,7 +1,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
@@ -197,3 +202,34 @@ async def test_a_skill_runs_within_the_calling_steps_deadline(store_url: str) ->
         plan = {"steps": [{"id": "p", "tool": "skill:slowly", "arguments": {}, "timeout": 0.2}]}
         result = await execute_plan(plan, [slow, skills])
         assert not result.ok and result.steps["p"].status in ("failed", "timed_out")
+
+
+@pytest.mark.slow
+async def test_skills_list_and_run_from_the_command_line(tmp_path: Path) -> None:
+    (tmp_path / "tools.py").write_text(
+        "def get_weather(city: str) -> dict:\n"
+        "    '''The weather of a city.'''\n"
+        "    return {'city': city, 'temp': len(city)}\n\n\n"
+        "def warmer(a: dict, b: dict) -> str:\n"
+        "    '''Which is warmer.'''\n"
+        "    return a['city'] if a['temp'] > b['temp'] else b['city']\n",
+        encoding="utf-8",
+    )
+    url = f"sqlite:///{tmp_path / 'skills.db'}"
+    async with open_store(url) as store:
+        await SkillTools(store, TOOLS).skill_create("warmer_city", "Which of two cities is warmer", PAIR, PARAMS)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "toolplan", "skills", *args, "--db", url]
+        return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60, env=env)
+
+    listed = await asyncio.to_thread(cli, "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [s["name"] for s in json.loads(listed.stdout)] == ["warmer_city"]
+    ran = await asyncio.to_thread(cli, "run", "warmer_city", "-p", "first=Reykjavik", "-p", "second=Rome",
+                                  "--tools", "tools.py")  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout) == {"w": "Reykjavik"}
+    bad = await asyncio.to_thread(cli, "run", "warmer_city", "-p", "first=Oslo", "--tools", "tools.py")
+    assert bad.returncode == 1 and "second" in bad.stderr
