@@ -26,6 +26,12 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
+def _start(command: list[str], cwd: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    with (cwd / "serve.log").open("wb") as log:
+        return subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=log)
+
+
 @pytest.mark.slow
 async def test_serve_fires_a_due_schedule_and_runs_it(tmp_path: Path) -> None:
     (tmp_path / "tools.py").write_text(
@@ -42,9 +48,7 @@ async def test_serve_fires_a_due_schedule_and_runs_it(tmp_path: Path) -> None:
         port = s.getsockname()[1]
     command = [sys.executable, "-m", "toolplan", "serve", "--tools", "tools.py", "--db", url, "--port", str(port),
                "--api-key-file", "keys"]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    with (tmp_path / "serve.log").open("wb") as log:
-        process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=log)
+    process = _start(command, tmp_path)
     try:
         status = ""
         async with open_store(url) as store:
