@@ -219,3 +219,19 @@ async def test_the_scheduler_command_fires_a_missed_schedule_once_and_runs_it(tm
         info = await store.get_run(run.run_id)
         (firing,) = await Scheduler(store).rows.firings(sid)
     assert info.result.steps["s"].output == 42 and firing.run_id == run.run_id and firing.missed in (59, 60)
+
+
+async def test_a_stored_plan_is_scheduled_by_its_id(store_url: str) -> None:
+    clock = Clock()
+    async with open_store(store_url) as store:
+        tools = ScheduleTools(store, [add], clock=clock)
+        first = await tools.schedule_create("first", PLAN, "every 1m")
+        again = await tools.schedule_create("same plan", first["plan_id"], "in 30s")
+        assert again["plan_id"] == first["plan_id"]
+        with pytest.raises(ToolError, match="No plan 'plan_missing'"):
+            await tools.schedule_create("none", "plan_missing", "in 30s")
+        clock.now = T0 + 31
+        (firing,) = await Scheduler(store, clock=clock).tick()
+        assert firing.schedule_id == again["schedule_id"]
+        result = await resume(await store.claim_next() or "", [add], store=store)
+        assert result.steps["s"].output == 42

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable
 from typing import Any, Literal
 
-from .._errors import PlanValidationError, ToolError, UserError
+from .._errors import PlanNotFoundError, PlanValidationError, ToolError, UserError
 from .._json import dumps, loads
 from ..execute import RunLimits
 from ..plan import Plan, compile_plan, parse_plan
@@ -23,6 +24,7 @@ __all__ = ("ScheduleTools",)
 _MAX_PLAN_CHARS = 256 * 1024
 _MAX_NAME = 200
 _MAX_LIST = 500
+_PLAN_ID = re.compile(r"plan_[A-Za-z0-9_.-]{1,120}")
 
 
 class ScheduleTools(Toolset):
@@ -65,7 +67,12 @@ class ScheduleTools(Toolset):
             prefix=prefix,
         )
 
-    def _plan(self, plan: dict[str, Any] | str) -> Plan:
+    async def _plan(self, plan: dict[str, Any] | str) -> Plan:
+        if isinstance(plan, str) and _PLAN_ID.fullmatch(plan.strip()):  # a stored plan, by id
+            try:
+                plan = (await self.rows.store.get_plan(plan.strip())).to_dict()
+            except PlanNotFoundError as exc:
+                raise ToolError(f"{exc.message} Pass the plan itself, or the id of a stored plan.") from exc
         text = plan if isinstance(plan, str) else dumps(plan)
         if len(text) > _MAX_PLAN_CHARS:
             raise ToolError(f"The plan is {len(text)} characters; a scheduled plan may have at most {_MAX_PLAN_CHARS}.")
@@ -92,7 +99,8 @@ class ScheduleTools(Toolset):
 
         Args:
             name: A short name for the schedule.
-            plan: The plan to run (the same format as execute_tool_plan's), as an object or JSON text.
+            plan: The plan to run (the same format as execute_tool_plan's), as an object or JSON text, or
+                the id of a stored plan ('plan_...').
             when: A cron expression ('0 9 * * 1-5'), an interval ('every 30m'), a delay ('in 90s') or a time
                 ('2026-12-01T09:00').
             timezone: The IANA time zone cron expressions and times are read in.
@@ -100,7 +108,7 @@ class ScheduleTools(Toolset):
         """
         if not isinstance(name, str) or not name.strip() or len(name) > _MAX_NAME:
             raise ToolError(f"name must be a non-empty string of at most {_MAX_NAME} characters.")
-        parsed = self._plan(plan)
+        parsed = await self._plan(plan)
         now = self.clock()
         w = parse_when(when, timezone, now)
         row = await self.rows.create(
