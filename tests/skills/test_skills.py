@@ -233,3 +233,18 @@ async def test_skills_list_and_run_from_the_command_line(tmp_path: Path) -> None
     assert json.loads(ran.stdout) == {"w": "Reykjavik"}
     bad = await asyncio.to_thread(cli, "run", "warmer_city", "-p", "first=Oslo", "--tools", "tools.py")
     assert bad.returncode == 1 and "second" in bad.stderr
+
+
+async def test_without_steps_only_names_model_apis_take_are_offered(store_url: str) -> None:
+    import re
+
+    async with open_store(store_url) as store:
+        skills = SkillTools(store, TOOLS, steps=False)
+        await skills.skill_create("warmer_city", "d", PAIR, PARAMS)
+        names = [d.name for d in skills.definitions()]
+        assert names == ["skill_create", "skill_update", "skill_search", "skill_run"]
+        assert all(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", n) for n in names)
+        params = {"first": "Oslo", "second": "Rome"}
+        plan = {"steps": [{"id": "r", "tool": "skill_run", "arguments": {"name": "warmer_city", "params": params}}]}
+        result = await execute_plan(plan, [*TOOLS, skills])
+        assert result.ok and result.steps["r"].output == {"w": "Rome"}

@@ -49,6 +49,9 @@ class SkillTools(Toolset):
             ``(texts) -> vectors``, sync or async. Without it, search is by words.
         limits: The limits of each skill run (its plan's own limits can only tighten them).
         max_depth: How deep skills may call skills.
+        steps: Offer ``skill:NAME`` per skill. Model APIs (OpenAI, Anthropic) refuse a function
+            name with ``:``: give an `Agent` ``steps=False``, and its model (and its plans) call
+            skills with ``skill_run``.
         prefix: Put in front of the management functions' names (see `Toolset`).
     """
 
@@ -60,9 +63,11 @@ class SkillTools(Toolset):
         embed: Embedder | EmbedFunction | None = None,
         limits: RunLimits | None = None,
         max_depth: int = 3,
+        steps: bool = True,
         prefix: str = "",
     ) -> None:
         self.rows = SkillStore(store)
+        self.steps = steps
         self.tools = ToolRegistry.of(tools)
         self.embedder = embed
         self.limits = limits or RunLimits()
@@ -117,18 +122,20 @@ class SkillTools(Toolset):
     # -- the Tool protocol, with one function per skill -------------------------------------------
 
     def definitions(self) -> Sequence[ToolDefinition]:
-        """The management functions, then ``skill:NAME`` for every skill known."""
+        """The management functions, then ``skill:NAME`` for every skill known (unless ``steps=False``)."""
+        if not self.steps:
+            return super().definitions()
         return [*super().definitions(), *self._step_definitions.values()]
 
     async def execute(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
         """Run ``skill:NAME``, or call a management function."""
-        if name.startswith(SKILL_PREFIX):
+        if name.startswith(SKILL_PREFIX) and self.steps:
             return ToolResult(content=await self.skill_run(name[len(SKILL_PREFIX) :], dict(arguments)))
         return await super().execute(name, arguments)
 
     def argument_problems(self, name: str, arguments: Mapping[str, Any], deferred: frozenset[str]) -> list[str]:
         """Problems with a call's literal arguments (for ``skill:NAME``: against its parameters)."""
-        if not name.startswith(SKILL_PREFIX):
+        if not (name.startswith(SKILL_PREFIX) and self.steps):
             return super().argument_problems(name, arguments, deferred)
         row = self._skills.get(name[len(SKILL_PREFIX) :])
         if row is None:
