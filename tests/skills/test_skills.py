@@ -5,7 +5,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -248,3 +248,33 @@ async def test_without_steps_only_names_model_apis_take_are_offered(store_url: s
         plan = {"steps": [{"id": "r", "tool": "skill_run", "arguments": {"name": "warmer_city", "params": params}}]}
         result = await execute_plan(plan, [*TOOLS, skills])
         assert result.ok and result.steps["r"].output == {"w": "Rome"}
+
+
+async def test_an_agent_saves_a_plan_in_one_conversation_and_reuses_it_in_the_next(store_url: str) -> None:
+    from toolplan.agent import Agent
+    from toolplan.models import AssistantMessage, ToolCall, ToolReturnMessage
+    from toolplan.testing import ScriptedModel
+
+    def call(name: str, arguments: Mapping[str, object]) -> AssistantMessage:
+        return AssistantMessage(tool_calls=(ToolCall(id="c1", name=name, arguments=json.dumps(arguments)),))
+
+    save = {"name": "warmer_city", "description": "Which of two cities is warmer", "plan": PAIR,
+            "parameters": PARAMS}  # fmt: skip
+    async with open_store(store_url) as store:
+        first = ScriptedModel([call("skill_create", save), "Saved."])
+        agent = Agent(model=first, tools=[*TOOLS, SkillTools(store, TOOLS, steps=False)], tool_planning=True)
+        assert (await agent.run("remember how to compare two cities")).output == "Saved."
+
+        second = ScriptedModel([
+            call("skill_search", {"query": "warmer cities"}),
+            call("skill_run", {"name": "warmer_city", "params": {"first": "Lima", "second": "Oslo"}}),
+            "Lima is warmer.",
+        ])  # fmt: skip
+        skills = SkillTools(store, TOOLS, steps=False)
+        agent = Agent(model=second, tools=[*TOOLS, skills], tool_planning=True)
+        result = await agent.run("which is warmer, Lima or Oslo?")
+        assert result.output == "Lima is warmer."
+        second.assert_consumed()
+        found, ran = [m for m in result.messages if isinstance(m, ToolReturnMessage)]
+        assert json.loads(str(found.content))[0]["name"] == "warmer_city"
+        assert json.loads(str(ran.content)) == {"w": "Lima"} and not ran.is_error
