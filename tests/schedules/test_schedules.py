@@ -235,3 +235,18 @@ async def test_a_stored_plan_is_scheduled_by_its_id(store_url: str) -> None:
         assert firing.schedule_id == again["schedule_id"]
         result = await resume(await store.claim_next() or "", [add], store=store)
         assert result.steps["s"].output == 42
+
+
+async def test_a_due_time_that_fired_before_does_not_fire_again_after_an_update(store_url: str) -> None:
+    clock = Clock()
+    async with open_store(store_url) as store:
+        tools = ScheduleTools(store, [add], clock=clock)
+        at = "2027-01-15T08:05:00+00:00"  # T0 + 300
+        sid = (await tools.schedule_create("once", PLAN, at))["schedule_id"]
+        clock.now = T0 + 301
+        scheduler = Scheduler(store, clock=clock)
+        assert len(await scheduler.tick()) == 1
+        await tools.schedule_update(sid, when=at)  # the same time again
+        assert await scheduler.tick() == []
+        (row,) = await tools.schedule_list()
+        assert row["next_at"] is None and row["fired"] == 1 and len(await store.list_runs()) == 1

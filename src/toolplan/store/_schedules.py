@@ -226,12 +226,14 @@ class ScheduleStore:
 
         def write(engine: sa.Engine) -> bool:
             with engine.begin() as conn:
+                done = sa.select(f.c.run_id).where(f.c.schedule_id == schedule.schedule_id, f.c.due_at == due_at)
+                again = conn.execute(done).first() is not None  # this due time fired before (a time set back)
                 moved = conn.execute(
                     sa.update(s)
                     .where(s.c.id == schedule.schedule_id, s.c.next_at == due_at, s.c.enabled == 1)
-                    .values(next_at=next_at, fired=s.c.fired + (1 if run_id else 0), updated_at=now)
+                    .values(next_at=next_at, fired=s.c.fired + (1 if run_id and not again else 0), updated_at=now)
                 ).rowcount
-                if moved != 1:
+                if moved != 1 or again:  # taken by another scheduler; or moved on without firing twice
                     return False
                 conn.execute(
                     sa.insert(f).values(
