@@ -33,6 +33,8 @@ LAYERS = [
     "mcp",
     "store",
     "planner",
+    "skills",
+    "schedules",
     "testing",
     "client",
     "service",

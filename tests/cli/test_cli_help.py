@@ -37,7 +37,19 @@ def test_command_summaries_are_whole_sentences() -> None:
     commands = _help("-h").split("Commands:\n", 1)[1].split("\n\n", 1)[0]
     assert "..." not in commands and "…" not in commands
     summaries = dict(line.split(None, 1) for line in commands.splitlines())
-    assert set(summaries) == {"run", "validate", "graph", "demo", "runs", "serve", "keys", "mcp", "audit"}
+    assert set(summaries) == {
+        "run",
+        "validate",
+        "graph",
+        "demo",
+        "runs",
+        "serve",
+        "keys",
+        "scheduler",
+        "skills",
+        "mcp",
+        "audit",
+    }
     assert all(s.endswith(".") for s in summaries.values()), summaries
 
 

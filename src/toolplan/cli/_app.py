@@ -546,6 +546,14 @@ def _add_runs() -> None:
 
     app.command("serve", cls=_Command, short_help="Serve the planner API (REST, GraphQL) over a store.")(serve_command)
     app.add_typer(keys_app, name="keys", help="Make, list and revoke the planner service's API keys.")
+    from ._schedules import scheduler_command
+
+    app.command("scheduler", cls=_Command, short_help="Fire due schedules and run the plans they start.")(
+        scheduler_command
+    )
+    from ._skills import skills_app
+
+    app.add_typer(skills_app, name="skills", help="List and run saved plans (skills).")
     from ._audit import audit_command
 
     app.command("audit", cls=_Command, short_help="Compare what a stored run declared with what it did.")(audit_command)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -73,11 +74,15 @@ def serve_command(
             help="Executions one API key may have queued or running at once; more are answered 429 (default 32).",
         ),
     ] = None,
+    no_scheduler: Annotated[
+        bool, typer.Option("--no-scheduler", help="Do not fire due schedules here (another process does).")
+    ] = False,
 ) -> None:
     """Serve the planner API (REST under /v1, GraphQL at /graphql, OpenAPI at /docs) until stopped.
 
     On start it takes up the executions a dead process left running; on stop it queues the ones
-    still running here for the next process. Keys: `toolplan keys create --db URL NAME`.
+    still running here for the next process. It fires due schedules too, unless --no-scheduler.
+    Keys: `toolplan keys create --db URL NAME`.
     """
     if tools is None:
         _fail("serve needs the tools its plans call: pass --tools FILE.py[:NAME].")
@@ -109,7 +114,18 @@ def serve_command(
         config = ServiceConfig(slots=slots)
         if max_active_per_key is not None:
             config = dataclasses.replace(config, max_active_per_key=max_active_per_key)
-        await serve(store, registry, model=model_obj, api_keys=keys, config=config, host=host, port=port)
+        if no_scheduler:
+            await serve(store, registry, model=model_obj, api_keys=keys, config=config, host=host, port=port)
+            return
+        from ..schedules import Scheduler
+
+        stop = asyncio.Event()  # due schedules become queued executions, which the service runs
+        async with asyncio.TaskGroup() as group:
+            group.create_task(Scheduler(store).run(stop=stop), name="toolplan:scheduler")
+            try:
+                await serve(store, registry, model=model_obj, api_keys=keys, config=config, host=host, port=port)
+            finally:
+                stop.set()
 
     _with_store(db, run)
 

@@ -25,6 +25,9 @@ __all__ = (
     "migrate",
     "plans",
     "requests",
+    "schedule_firings",
+    "schedules",
+    "skills",
     "steps",
     "tool_stats",
 )
@@ -171,6 +174,49 @@ tool_stats = sa.Table(  # v4: a ToolPolicy's decayed statistics per (group, tool
 )
 
 
+schedules = sa.Table(  # v5: plans to run later (`toolplan.schedules`)
+    "toolplan_schedules",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),  # cron, every, once
+    sa.Column("spec", sa.String(200), nullable=False),  # the cron expression, seconds, or the time (ISO)
+    sa.Column("timezone", sa.String(64), nullable=False),
+    sa.Column("plan_id", sa.String(128), nullable=False),  # the content-addressed row of toolplan_plans
+    sa.Column("limits", sa.Text, nullable=False),
+    sa.Column("catch_up", sa.String(16), nullable=False),  # once, skip
+    sa.Column("next_at", sa.Float, nullable=True),  # wall-clock seconds of the next firing; NULL: no more
+    sa.Column("enabled", sa.Integer, nullable=False),
+    sa.Column("fired", sa.Integer, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+    sa.Index("toolplan_schedules_due", "enabled", "next_at"),
+)
+
+schedule_firings = sa.Table(  # v5: one row per due time of a schedule: its run, or why none ran
+    "toolplan_schedule_firings",
+    metadata,
+    sa.Column("schedule_id", sa.String(64), primary_key=True),
+    sa.Column("due_at", sa.Float, primary_key=True),  # the unique key: a due time fires at most once
+    sa.Column("run_id", sa.String(128), nullable=True),  # NULL for a missed firing skipped (catch_up=skip)
+    sa.Column("fired_at", sa.Float, nullable=False),
+    sa.Column("missed", sa.Integer, nullable=False),  # earlier due times this firing stands for
+    sa.Column("owner", sa.String(128), nullable=False),  # the scheduler process that fired it
+)
+
+skills = sa.Table(  # v5: saved plans (`toolplan.skills`), one row per version
+    "toolplan_skills",
+    metadata,
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("description", sa.Text, nullable=False),
+    sa.Column("plan", sa.Text, nullable=False),  # the plan template as JSON (with {{params.x}})
+    sa.Column("parameters", sa.Text, nullable=False),  # JSON Schema of the parameters
+    sa.Column("embedding", sa.Text, nullable=True),  # JSON list of floats, when an embedder was given
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+
 def _v1(conn: sa.Connection) -> None:
     # Tables are made in their newest shape; later migrations add only what a database made by an
     # earlier toolplan lacks.
@@ -196,6 +242,12 @@ def _v4(conn: sa.Connection) -> None:
     tool_stats.create(conn, checkfirst=True)
 
 
+def _v5(conn: sa.Connection) -> None:
+    """Schedules, their firings, and saved plans (skills)."""
+    for table in (schedules, schedule_firings, skills):
+        table.create(conn, checkfirst=True)
+
+
 def _add_columns(conn: sa.Connection, table: sa.Table, names: tuple[str, ...]) -> None:
     have = {c["name"] for c in sa.inspect(conn).get_columns(table.name)}
     for name in names:
@@ -207,7 +259,7 @@ def _add_columns(conn: sa.Connection, table: sa.Table, names: tuple[str, ...]) -
 
 
 #: Ordered migrations: migration ``n`` takes the schema from version ``n - 1`` to ``n``.
-MIGRATIONS: tuple[Callable[[sa.Connection], None], ...] = (_v1, _v2, _v3, _v4)
+MIGRATIONS: tuple[Callable[[sa.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

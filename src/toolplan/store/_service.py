@@ -32,6 +32,7 @@ __all__ = (
     "Claimed",
     "Page",
     "ServiceStore",
+    "insert_queued",
 )
 
 _ACTIVE = ("queued", "running")
@@ -131,9 +132,8 @@ class ServiceStore:
             ConcurrencyLimitError: ``api_key`` has ``max_active`` executions queued or running.
         """
         body = encode(plan)
-        ref = plan_id(body)
         now = time.time()
-        e, ev = t.executions, t.events
+        e = t.executions
 
         def write(engine: sa.Engine) -> None:
             with engine.begin() as conn:
@@ -148,36 +148,7 @@ class ServiceStore:
                             f"This API key has {active} executions queued or running, its limit: wait for one "
                             "to finish (GET /v1/executions?status=running) or cancel one, then try again."
                         )
-                if conn.execute(sa.select(t.plans.c.id).where(t.plans.c.id == ref)).first() is None:
-                    conn.execute(sa.insert(t.plans).values(**plan_row(body, now, plan.dialect)))
-                conn.execute(
-                    sa.insert(e).values(
-                        id=run_id,
-                        plan_id=ref,
-                        parent_id=None,
-                        status="queued",
-                        limits=encode(limits),
-                        calls=0,
-                        cost=0.0,
-                        owner=None,
-                        lease_until=None,
-                        created_at=now,
-                        updated_at=now,
-                        api_key=api_key,
-                        source_plan_id=source_plan_id,
-                        cancel_requested=0,
-                    )
-                )
-                started = {"plan_id": source_plan_id or ref, "steps": list(plan.step_ids)}
-                conn.execute(
-                    sa.insert(ev),
-                    [
-                        {"execution_id": run_id, "seq": 1, "type": "plan_started", "step_id": None,
-                         "payload": dumps(started), "at": now},
-                        {"execution_id": run_id, "seq": 2, "type": "run_queued", "step_id": None,
-                         "payload": dumps({"status": "queued"}), "at": now},
-                    ],
-                )  # fmt: skip
+                insert_queued(conn, run_id, plan, body, limits, now, api_key=api_key, source_plan_id=source_plan_id)
 
         await self._call(write)
 
@@ -506,6 +477,57 @@ class ServiceStore:
                 )
 
         await self._call(write)
+
+
+def insert_queued(
+    conn: sa.Connection,
+    run_id: str,
+    plan: Plan,
+    body: str,
+    limits: RunLimits,
+    now: float,
+    *,
+    parent_id: str | None = None,
+    api_key: str | None = None,
+    source_plan_id: str | None = None,
+) -> None:
+    """Insert a queued execution of ``plan`` (encoded ``body``) in ``conn``'s transaction, for a worker to claim.
+
+    Its plan row (if not stored yet), its row and its first two events (``plan_started``,
+    ``run_queued``), as `Store.submit` leaves a run; the service and the schedules use it.
+    """
+    e, ev = t.executions, t.events
+    ref = plan_id(body)
+    if conn.execute(sa.select(t.plans.c.id).where(t.plans.c.id == ref)).first() is None:
+        conn.execute(sa.insert(t.plans).values(**plan_row(body, now, plan.dialect)))
+    conn.execute(
+        sa.insert(e).values(
+            id=run_id,
+            plan_id=ref,
+            parent_id=parent_id,
+            status="queued",
+            limits=encode(limits),
+            calls=0,
+            cost=0.0,
+            owner=None,
+            lease_until=None,
+            created_at=now,
+            updated_at=now,
+            api_key=api_key,
+            source_plan_id=source_plan_id,
+            cancel_requested=0,
+        )
+    )
+    started = {"plan_id": source_plan_id or ref, "steps": list(plan.step_ids)}
+    conn.execute(
+        sa.insert(ev),
+        [
+            {"execution_id": run_id, "seq": 1, "type": "plan_started", "step_id": None,
+             "payload": dumps(started), "at": now},
+            {"execution_id": run_id, "seq": 2, "type": "run_queued", "step_id": None,
+             "payload": dumps({"status": "queued"}), "at": now},
+        ],
+    )  # fmt: skip
 
 
 def _append_event(conn: sa.Connection, run_id: str, kind: str, payload: Mapping[str, Any], now: float) -> None:

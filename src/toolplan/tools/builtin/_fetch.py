@@ -55,12 +55,12 @@ _MAX_HEADERS_SHOWN = 100
 _HOST = re.compile(r"[a-z0-9_.-]{1,253}|[0-9a-f:.]{2,45}")  # a DNS name (IDNA), or an IPv4/IPv6 address
 
 
-def import_httpx() -> Any:
+def import_httpx(feature: str = "HttpTools", extra: str = "builtin") -> Any:
     """The ``httpx`` module, or an error naming the extra to install."""
     try:
         import httpx
     except ImportError as exc:
-        raise OptionalDependencyError("HttpTools", extra="builtin", package="httpx") from exc
+        raise OptionalDependencyError(feature, extra=extra, package="httpx") from exc
     return httpx
 
 

@@ -1,0 +1,91 @@
+"""``toolplan scheduler``: fire due schedules and run what they start."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Annotated, NoReturn
+
+import typer
+
+from .._errors import RunConflictError, ToolplanError
+from ..tools import ToolRegistry
+from ._app import EXIT_OK, DbOpt, ToolsOpt, _err, _fail, _out
+from ._loader import CliInputError, load_tools
+from ._render import say
+from ._runs import _with_store
+
+if TYPE_CHECKING:
+    from ..store import Store
+
+__all__ = ("run_queued", "scheduler_command")
+
+
+async def run_queued(store: Store, registry: ToolRegistry, failed: set[str]) -> int:
+    """Run queued runs (and runs whose process died) one after another until none is left; returns how many."""
+    from ..store import resume
+
+    done = 0
+    while (run_id := await store.claim_next(skip=failed)) is not None:
+        try:
+            result = await resume(run_id, registry, store=store)
+        except RunConflictError:  # taken by another process in between
+            continue
+        except ToolplanError as exc:  # this process cannot run it (a tool it lacks): leave it
+            failed.add(run_id)
+            say(_err, f"{run_id}: not run here: {' '.join(exc.message.split())}", "yellow")
+            continue
+        done += 1
+        say(_out, f"{run_id}: {result.status}")
+    return done
+
+
+def scheduler_command(
+    tools: ToolsOpt = None,
+    db: DbOpt = None,
+    poll: Annotated[
+        float, typer.Option("--poll", metavar="SECONDS", min=0.05, help="Seconds between looks for due schedules.")
+    ] = 1.0,
+    once: Annotated[
+        bool, typer.Option("--once", help="Fire what is due now, run it, and stop (for cron or a test).")
+    ] = False,
+    no_run: Annotated[
+        bool,
+        typer.Option("--no-run", help="Only fire (queue runs); leave running them to workers or the service."),
+    ] = False,
+) -> NoReturn:
+    """Fire due schedules as queued durable runs, and run them with the tools of --tools.
+
+    Several schedulers may share one database: each due time fires exactly once. A time missed
+    while no scheduler ran fires once (or not, per the schedule's catch_up) when one starts.
+    """
+    from ..schedules import Scheduler
+
+    registry: ToolRegistry | None = None
+    if not no_run:
+        if tools is None:
+            _fail("the scheduler runs what it fires: pass --tools FILE.py[:NAME] (or --no-run to only fire).")
+        try:
+            registry = load_tools(tools)
+        except CliInputError as exc:
+            _fail(exc.message)
+
+    async def loop(store: Store) -> int:
+        scheduler = Scheduler(store)
+        failed: set[str] = set()
+        fired = 0
+        while True:
+            started = time.monotonic()
+            for firing in await scheduler.tick():
+                fired += 1
+                what = firing.run_id or "skipped (missed, catch_up=skip)"
+                say(_err, f"{firing.schedule_id}: fired {what}", "dim")
+            if registry is not None:
+                await run_queued(store, registry, failed)
+            if once:
+                return fired
+            await asyncio.sleep(max(0.0, poll - (time.monotonic() - started)))
+
+    n = _with_store(db, loop)
+    say(_err, f"Fired {n}.", "dim")
+    raise typer.Exit(EXIT_OK)

@@ -1,0 +1,28 @@
+"""Schedules: plans that run later (at a time, after a delay, every interval, on a cron expression).
+
+```python
+from toolplan.schedules import Scheduler, ScheduleTools
+from toolplan.store import open_store
+
+async with open_store("sqlite:///runs.db") as store:
+    schedules = ScheduleTools(store, tools)        # schedule_create/list/update/delete, for a model or a plan
+    await schedules.schedule_create("digest", plan, "0 9 * * 1-5", timezone="Europe/Paris")
+    await Scheduler(store).tick()                  # fire what is due: queued durable runs, once each
+```
+
+Cron expressions need ``pip install "toolplan[schedules]"`` (croniter). See docs/schedules.md.
+"""
+
+from ..store._schedules import Firing as Firing
+from ..store._schedules import ScheduleRow as ScheduleRow
+from ._scheduler import Scheduler as Scheduler
+from ._tools import ScheduleTools as ScheduleTools
+from ._when import parse_when as parse_when
+
+__all__ = (
+    "Firing",
+    "ScheduleRow",
+    "ScheduleTools",
+    "Scheduler",
+    "parse_when",
+)

@@ -1,0 +1,95 @@
+"""`Scheduler`: fires due schedules as queued durable runs, once each, with any number of schedulers.
+
+Each `tick` reads the schedules due at the clock's time and fires each by one compare-and-set
+transaction (`ScheduleStore.fire`): the schedule moves to its next time, the firing is recorded,
+and the run is stored ``queued`` with the schedule as its parent. Whoever runs queued runs (the
+service, ``toolplan runs work``, ``toolplan scheduler --tools``) then runs it like any durable run:
+a crash mid-run resumes, finished steps are not repeated.
+
+Catch-up rule: a schedule found due more than ``misfire_grace`` seconds late (no scheduler ran)
+fires **once** for all the times it missed (``catch_up="once"``, the default; the firing's
+``missed`` counts the others), or not at all (``catch_up="skip"``: the firing is recorded with no
+run). Either way it then moves to its first time after now.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+
+from .._errors import ToolError
+from ..store import Store
+from ..store._schedules import Firing, ScheduleRow, ScheduleStore  # private: the schedules' rows live in the store
+from ._when import catch_up
+
+__all__ = ("Scheduler",)
+
+log = logging.getLogger("toolplan.schedules")
+
+
+class Scheduler:
+    """Fires the due schedules of a store.
+
+    Args:
+        store: The store holding the schedules (and the runs they start).
+        clock: Wall-clock seconds (Unix time) now; tests pass their own.
+        misfire_grace: Seconds late a firing may be and still count as on time (a firing later than
+            that follows the schedule's ``catch_up``).
+        batch: Most schedules fired per tick.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        clock: Callable[[], float] = time.time,
+        misfire_grace: float = 60.0,
+        batch: int = 100,
+    ) -> None:
+        self.store = store
+        self.rows = ScheduleStore(store)
+        self.clock = clock
+        self.misfire_grace = misfire_grace
+        self.batch = batch
+
+    async def tick(self) -> list[Firing]:
+        """Fire every schedule due now; returns the firings this scheduler made (others' are not)."""
+        now = self.clock()
+        made: list[Firing] = []
+        for schedule in await self.rows.due(now, limit=self.batch):
+            firing = await self._fire(schedule, now)
+            if firing is not None:
+                made.append(firing)
+        return made
+
+    async def _fire(self, schedule: ScheduleRow, now: float) -> Firing | None:
+        due = schedule.next_at
+        assert due is not None  # `due` lists only schedules with a next time
+        try:
+            next_at, missed = catch_up(schedule.kind, schedule.spec, schedule.timezone, due, now)
+        except ToolError:  # a row that no longer parses (edited by hand): stop it rather than fire it forever
+            await self.rows.update(schedule.schedule_id, enabled=0)
+            return None
+        late = now - due > self.misfire_grace
+        run_id = None if late and schedule.catch_up == "skip" else f"{schedule.schedule_id}-{round(due * 1000)}"
+        fired = await self.rows.fire(
+            schedule, next_at=next_at, run_id=run_id, missed=missed, now=now, owner=self.store.owner
+        )
+        if not fired:
+            return None
+        return Firing(schedule_id=schedule.schedule_id, due_at=due, run_id=run_id, fired_at=now, missed=missed)
+
+    async def run(self, *, poll: float = 1.0, stop: asyncio.Event | None = None) -> None:
+        """Tick every ``poll`` seconds until ``stop`` is set (or the task is cancelled)."""
+        stop = stop or asyncio.Event()
+        while not stop.is_set():
+            try:
+                await self.tick()
+            except Exception:  # the store failed: say so and try again on the next tick
+                log.exception("toolplan scheduler: firing due schedules failed")
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(poll):
+                    await stop.wait()
