@@ -31,6 +31,7 @@ from ._errors import UnexpectedModelBehavior as UnexpectedModelBehavior
 from ._errors import UnknownToolError as UnknownToolError
 from ._errors import UsageLimitExceeded as UsageLimitExceeded
 from ._errors import UserError as UserError
+from ._errors import WorkerDiedError as WorkerDiedError
 from ._version import __version__ as __version__
 from .agent import Agent as Agent
 from .agent import AgentResult as AgentResult
@@ -114,6 +115,7 @@ __all__ = (
     "UsageLimitExceeded",
     "UserError",
     "ValidationReport",
+    "WorkerDiedError",
     "__version__",
     "create_executor",
     "current_call",

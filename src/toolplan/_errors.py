@@ -21,6 +21,7 @@ ToolplanError                      root; every error toolplan raises on purpose
 │   ├── UnexpectedModelBehavior    a model (or test model) did something the run cannot continue with
 │   │   └── OutputValidationError  the final answer did not match output_type, output_retries times
 │   ├── SandboxError               a code runner failed or killed the code (the limit is named)
+│   ├── WorkerDiedError            the remote worker running a call died (a distributed backend)
 │   └── StoreError                 the store (database) failed or refused; durable runs stop, resumable
 │       ├── RunNotFoundError       no stored run has that id
 │       ├── PlanNotFoundError      no stored plan or planning request has that id
@@ -71,6 +72,7 @@ __all__ = (
     "UnknownToolError",
     "UsageLimitExceeded",
     "UserError",
+    "WorkerDiedError",
 )
 
 
@@ -314,6 +316,23 @@ class SandboxError(RunError):
     def __init__(self, message: str, *, limit: str | None = None) -> None:
         super().__init__(message)
         self.limit = limit
+
+
+class WorkerDiedError(RunError):
+    """The process running a tool call on another machine or process (a Ray worker) died mid-call.
+
+    Raised by distributed backends. Whether the call had its effect is unknown: ``outcome_unknown``
+    is True when the tool is not read-only or idempotent, and the step then ends ``unknown_outcome``
+    (never called again); a read-only or idempotent tool's call fails as ``infrastructure`` and is
+    retried like any other infrastructure failure, with the same idempotency key.
+    """
+
+    code = "worker_died"
+
+    def __init__(self, message: str, *, tool: str | None = None, outcome_unknown: bool = True) -> None:
+        super().__init__(message)
+        self.tool = tool
+        self.outcome_unknown = outcome_unknown
 
 
 class StoreError(RunError):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._context import _CURRENT, CallContext, RawCall, raw_call
-from .._errors import InvalidArgumentsError, ToolError, ToolOutputError, UnknownToolError
+from .._errors import InvalidArgumentsError, ToolError, ToolOutputError, UnknownToolError, WorkerDiedError
 from .._records import fast_init, maker
 from ..plan import Budget
 from ..tools import Tool, ToolAnnotations, ToolRegistry, ToolResult
@@ -416,6 +416,10 @@ def _failure(tool: str, exc: BaseException) -> CallOutcome:
         return CallOutcome(error=StepError(kind="unknown_tool", message=exc.message))
     if isinstance(exc, ToolError):
         return CallOutcome(error=StepError(kind="business", message=exc.message))
+    if isinstance(exc, WorkerDiedError):  # a distributed backend lost the process running the call
+        return CallOutcome(
+            error=StepError(kind="unknown_outcome" if exc.outcome_unknown else "infrastructure", message=exc.message)
+        )
     if isinstance(exc, ToolOutputError):  # returned normally, but output that is not JSON data
         return CallOutcome(error=StepError(kind="infrastructure", message=exc.message))
     if isinstance(exc, SystemExit):

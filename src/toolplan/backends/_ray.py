@@ -1,0 +1,282 @@
+"""`RayBackend`: tool calls run on a Ray cluster; everything else stays in this process.
+
+The scheduler (references, fail-forward, budgets, limits, timeouts, retries, fallbacks, events, the
+store) runs in the driver exactly as with the in-process backend. This backend only moves one call's
+body: the tool is shipped to the workers once (``ray.put``), each call sends the function name, the
+resolved arguments and the call context, and the worker sends back the `ToolResult` or the exception
+the tool raised, which the executor then handles as it would locally.
+
+- I/O-bound tools run on a small pool of async actors, each holding the tools it was sent and
+  running many calls at once; CPU-bound tools (``cpu_tools``) run as Ray tasks, one CPU each.
+- Ray's own retries are off (actors ``max_restarts=0, max_task_retries=0``, tasks
+  ``max_retries=0``): Ray would re-run a call whose worker died, repeating its side effect. toolplan
+  retries, because only it knows which tools are read-only or idempotent.
+- A worker that dies mid-call raises `WorkerDiedError`: a read-only or idempotent tool's call fails
+  as ``infrastructure`` (retried per the tool's retry policy, same idempotency key); any other
+  tool's step ends with error kind ``unknown_outcome`` and is never called again by toolplan.
+- A timeout or cancellation reaches the remote call with ``ray.cancel``: an async tool's coroutine is
+  cancelled on the actor; a sync tool's thread, like locally, runs on to its end and its result is
+  discarded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import itertools
+import threading
+import time
+import uuid
+from collections.abc import Collection, Mapping
+from typing import Any
+
+# Private use (marked): the worker sets the call context the same way the in-process backend does.
+from .._context import _CURRENT, CallContext, raw_call
+from .._errors import OptionalDependencyError, UserError, WorkerDiedError
+from ..tools import Tool, ToolAnnotations, ToolResult
+
+__all__ = ("RayBackend", "import_ray")
+
+# What travels with a call: run id, step id, tool, attempt, seconds left (None: no deadline), fallback.
+# Seconds left, not the deadline: `time.monotonic` means nothing on another machine.
+_Wire = tuple[str, str, str, int, float | None, bool]
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or an `OptionalDependencyError` that names the pip command."""
+    try:
+        return importlib.import_module("ray")  # by name: type checkers need not have ray installed
+    except ImportError as exc:
+        raise OptionalDependencyError("Running tools on Ray (RayBackend)", "ray", package="ray") from exc
+
+
+async def _run_call(tool: Tool, name: str, arguments: Mapping[str, Any], wire: _Wire) -> tuple[bool, Any]:
+    """On a worker: run the call under its call context; ``(True, result)`` or ``(False, exception)``."""
+    run_id, step_id, tool_name, attempt, remaining, fallback = wire
+    deadline = None if remaining is None else time.monotonic() + remaining
+    token = _CURRENT.set(raw_call(None, run_id, step_id, tool_name, attempt, deadline, fallback))
+    try:
+        return True, await tool.execute(name, arguments)
+    except (Exception, SystemExit) as exc:  # sent back and handled by the driver as a local failure
+        return False, _sendable(exc)
+    finally:
+        _CURRENT.reset(token)
+
+
+def _sendable(exc: BaseException) -> BaseException:
+    """``exc``, or an exception of the same class name and message when ``exc`` cannot be pickled."""
+    ray = import_ray()
+    try:
+        ray.cloudpickle.loads(ray.cloudpickle.dumps(exc))
+    except Exception:
+        stand_in: BaseException = type(type(exc).__name__, (Exception,), {})(str(exc))
+        return stand_in
+    return exc
+
+
+class _ToolActor:
+    """An async actor: keeps the tools it was sent and runs many calls at once."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, Tool] = {}
+
+    def pid(self) -> int:
+        import os
+
+        return os.getpid()
+
+    async def call(self, key: str, holder: list[Any], name: str, arguments: Mapping[str, Any], wire: _Wire) -> Any:
+        tool = self._tools.get(key)
+        if tool is None:
+            tool = self._tools[key] = await holder[0]  # the ObjectRef, sent in a list so Ray does not resolve it
+        return await _run_call(tool, name, arguments, wire)
+
+
+_TASK_TOOLS: dict[str, Tool] = {}  # in each task worker process: the tools it has loaded
+
+
+def _task_call(key: str, holder: list[Any], name: str, arguments: Mapping[str, Any], wire: _Wire) -> Any:
+    """A Ray task: one CPU-bound call in a worker process (the tool is loaded once per process)."""
+    tool = _TASK_TOOLS.get(key)
+    if tool is None:
+        tool = _TASK_TOOLS[key] = import_ray().get(holder[0])
+    return asyncio.run(_run_call(tool, name, arguments, wire))
+
+
+class RayBackend:
+    """Runs tool calls on a Ray cluster: I/O-bound tools on async actors, CPU-bound ones as tasks.
+
+    Pass it where a backend is taken: ``execute_plan(plan, tools, backend=RayBackend())``,
+    ``Agent(..., backend=...)``, ``toolplan run --backend ray``. Call `start` before the first plan
+    (connecting to a cluster, or starting a local one, takes seconds), and `close` at the end (or use
+    it as a context manager).
+
+    Args:
+        address: The cluster to join (``"ray://host:10001"``, ``"host:6379"``, ``"auto"``); None starts
+            a local cluster in this process (or uses the one ``ray.init`` already started).
+        actors: How many async actors run the I/O-bound calls (each runs up to ``max_concurrency`` calls).
+        max_concurrency: Calls at once per actor.
+        cpu_tools: Names of tools that are CPU-bound: each call runs as a Ray task with ``num_cpus`` CPUs.
+        num_cpus: CPUs a CPU-bound call reserves.
+        init_options: More keyword arguments for ``ray.init`` (``num_cpus``, ``runtime_env``, ...).
+    """
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        actors: int = 2,
+        max_concurrency: int = 1000,
+        cpu_tools: Collection[str] = (),
+        num_cpus: float = 1,
+        init_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        if actors < 1:
+            raise UserError(f"RayBackend needs at least one actor, got actors={actors}.")
+        if max_concurrency < 1:
+            raise UserError(f"RayBackend max_concurrency must be >= 1, got {max_concurrency}.")
+        if isinstance(cpu_tools, str):
+            raise UserError("RayBackend cpu_tools takes a list of tool names, not one string: cpu_tools=[name].")
+        self.address = address
+        self.actors = actors
+        self.max_concurrency = max_concurrency
+        self.cpu_tools = frozenset(cpu_tools)
+        self.num_cpus = num_cpus
+        self.init_options = dict(init_options or {})
+        self._lock = threading.Lock()
+        self._pool: list[Any] | None = None
+        self._next = itertools.count()
+        self._task: Any = None
+        self._owns_ray = False
+        self._prefix = uuid.uuid4().hex[:12]
+        self._shipped: dict[int, tuple[Tool, str, list[Any]]] = {}  # id(tool) -> (tool kept alive, key, [ref])
+        self._safe: dict[tuple[int, str], bool] = {}
+
+    def __repr__(self) -> str:
+        return f"RayBackend(address={self.address!r}, actors={self.actors}, cpu_tools={sorted(self.cpu_tools)!r})"
+
+    # -- life cycle -------------------------------------------------------------------------------
+
+    def start(self) -> RayBackend:
+        """Connect to the cluster (or start a local one) and start the actors; does nothing the second time."""
+        with self._lock:
+            if self._pool is not None:
+                return self
+            ray = import_ray()
+            if not ray.is_initialized():
+                options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+                options.update(self.init_options)
+                ray.init(address=self.address, **options)
+                self._owns_ray = True
+            actor_class = ray.remote(_ToolActor).options(
+                max_restarts=0, max_task_retries=0, max_concurrency=self.max_concurrency, num_cpus=0
+            )
+            self._task = ray.remote(_task_call).options(max_retries=0, retry_exceptions=False, num_cpus=self.num_cpus)
+            self._pool = [actor_class.remote() for _ in range(self.actors)]
+            return self
+
+    def close(self) -> None:
+        """Stop the actors, and the local cluster if `start` started it."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+            if pool is None:
+                return
+            ray = import_ray()
+            for actor in pool:
+                ray.kill(actor, no_restart=True)
+            self._shipped.clear()
+            if self._owns_ray:
+                ray.shutdown()
+                self._owns_ray = False
+
+    def __enter__(self) -> RayBackend:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def actor_pids(self) -> list[int]:
+        """The process ids of the actors (for tests and diagnostics)."""
+        ray = import_ray()
+        return [ray.get(actor.pid.remote()) for actor in self.start()._pool or []]
+
+    # -- the seam ---------------------------------------------------------------------------------
+
+    async def invoke(self, tool: Tool, name: str, arguments: Mapping[str, Any], call: CallContext) -> ToolResult:
+        """Run the call on the cluster; return its result or raise what the tool raised."""
+        if self._pool is None:
+            await asyncio.to_thread(self.start)
+        ray = import_ray()
+        key, holder = self._ship(ray, tool)
+        wire: _Wire = (call.run_id, call.step_id, call.tool, call.attempt, call.remaining(), call.fallback)
+        actor = None
+        if name in self.cpu_tools:
+            ref = self._task.remote(key, holder, name, dict(arguments), wire)
+        else:
+            pool = self._pool
+            assert pool is not None
+            actor = pool[next(self._next) % len(pool)]
+            ref = actor.call.remote(key, holder, name, dict(arguments), wire)
+        try:
+            ok, value = await ref
+        except asyncio.CancelledError:  # a timeout, fail-fast or the caller: stop the remote call too
+            ray.cancel(ref, recursive=True)
+            raise
+        except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError) as exc:
+            if actor is not None:
+                self._replace(ray, actor)
+            raise self._died(tool, name, call, exc) from None
+        if ok:
+            return value  # type: ignore[no-any-return]  # a ToolResult, as the worker sent it
+        raise value
+
+    def _ship(self, ray: Any, tool: Tool) -> tuple[str, list[Any]]:
+        """The key and object-store reference of ``tool``, put in the object store the first time."""
+        shipped = self._shipped.get(id(tool))
+        if shipped is not None:
+            return shipped[1], shipped[2]
+        try:
+            ref = ray.put(tool)
+        except Exception as exc:
+            raise UserError(
+                f"{type(tool).__name__} cannot be sent to Ray workers ({type(exc).__name__}: {exc}). Define tools "
+                "at module level in an importable module, without open connections or locks in their state."
+            ) from None
+        key = f"{self._prefix}-{len(self._shipped)}"
+        self._shipped[id(tool)] = (tool, key, [ref])
+        return key, [ref]
+
+    def _replace(self, ray: Any, dead: Any) -> None:
+        """Put a new actor in the dead one's place (the calls it ran have failed already)."""
+        with self._lock:
+            pool = self._pool
+            if pool is None:
+                return
+            for i, actor in enumerate(pool):
+                if actor is dead:
+                    pool[i] = (
+                        ray.remote(_ToolActor)
+                        .options(max_restarts=0, max_task_retries=0, max_concurrency=self.max_concurrency, num_cpus=0)
+                        .remote()
+                    )
+
+    def _died(self, tool: Tool, name: str, call: CallContext, exc: BaseException) -> WorkerDiedError:
+        safe = self._safe.get((id(tool), name))
+        if safe is None:
+            annotations = next((d.annotations for d in tool.definitions() if d.name == name), ToolAnnotations())
+            safe = self._safe[(id(tool), name)] = annotations.read_only or annotations.idempotent
+        what = f"The Ray worker running tool {name!r} (step {call.step_id!r}, attempt {call.attempt}) died mid-call"
+        why = f" ({type(exc).__name__})"
+        if safe:
+            message = (
+                f"{what}{why}. {name!r} is read-only or idempotent, so toolplan may call it again with the same "
+                f"idempotency key {call.idempotency_key!r}. If workers keep dying, check the cluster's logs "
+                "(running out of memory is the usual cause)."
+            )
+        else:
+            message = (
+                f"{what}{why}, so whether that call had its effect is unknown. {name!r} is not marked read_only or "
+                f"idempotent, so toolplan did not call it again. Check the outside system for idempotency key "
+                f"{call.idempotency_key!r} before running the step again; the cluster's logs say why the worker died."
+            )
+        return WorkerDiedError(message, tool=name, outcome_unknown=not safe)
