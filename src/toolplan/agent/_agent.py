@@ -17,7 +17,7 @@ from typing_extensions import TypeVar
 from .._context import reset_run_deps, set_run_deps
 from .._errors import OutputValidationError, UsageLimitExceeded, UserError
 from .._tasks import task_group
-from ..execute import RunLimits, RunStore, ToolChooser, ToolInvoker
+from ..execute import Backend, RunLimits, RunStore, ToolChooser, ToolInvoker
 from ..models import (
     AssistantMessage,
     Model,
@@ -111,6 +111,8 @@ class Agent(Generic[DepsT, OutputT]):
         declare_plan: Offer the model ``declare_plan`` and ask it to declare its calls before
             making them; ``result.declarations`` holds what it declared and ``result.audit()``
             compares the last declaration with what ran.
+        backend: Where tool calls run (``toolplan.backends.RayBackend()``, say); None: in this process.
+            Limits, budgets, retries and the run's records stay in this process either way.
     """
 
     def __init__(
@@ -138,6 +140,7 @@ class Agent(Generic[DepsT, OutputT]):
         store: RunStore | None = None,
         policy: ToolChooser | Strategy | None = None,
         declare_plan: bool = False,
+        backend: Backend | None = None,
     ) -> None:
         if max_iterations < 1:
             raise UserError(f"max_iterations must be >= 1, got {max_iterations}.")
@@ -174,6 +177,7 @@ class Agent(Generic[DepsT, OutputT]):
         self.store = store
         self.policy = self._policy(policy, store)
         self.declare_plan = declare_plan
+        self.backend = backend
         self._output: OutputSpec[OutputT] | None = None if output_type is str else OutputSpec(output_type)
         if self._output is not None:
             if OUTPUT_TOOL_NAME in registry:
@@ -407,7 +411,8 @@ class Agent(Generic[DepsT, OutputT]):
         ctx = TurnContext(
             registry=self.registry,
             meta_tools=meta,
-            invoker=ToolInvoker.for_limits(self.registry, self.limits, chooser=self.policy),  # the run's one ledger
+            # the run's one ledger
+            invoker=ToolInvoker.for_limits(self.registry, self.limits, backend=self.backend, chooser=self.policy),
             max_tool_calls_per_turn=self.max_tool_calls_per_turn,
             limits=self._inner_limits(),
             expires=None if deadline is None else time.monotonic() + deadline,

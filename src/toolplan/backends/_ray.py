@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import itertools
+import sys
 import threading
 import time
 import uuid
@@ -40,6 +41,7 @@ __all__ = ("RayBackend", "import_ray")
 # What travels with a call: run id, step id, tool, attempt, seconds left (None: no deadline), fallback.
 # Seconds left, not the deadline: `time.monotonic` means nothing on another machine.
 _Wire = tuple[str, str, str, int, float | None, bool]
+_CLI_MODULES = "_toolplan_cli_tools_"  # the names `toolplan run --tools FILE.py` gives the files it loads
 
 
 def import_ray() -> Any:
@@ -235,6 +237,10 @@ class RayBackend:
         shipped = self._shipped.get(id(tool))
         if shipped is not None:
             return shipped[1], shipped[2]
+        module = sys.modules.get(getattr(getattr(tool, "function", None), "__module__", None) or "")
+        if module is not None and module.__name__.startswith(_CLI_MODULES):
+            # A tools file the CLI loaded by path: the workers cannot import it by name, so it travels by value.
+            ray.cloudpickle.register_pickle_by_value(module)
         try:
             ref = ray.put(tool)
         except Exception as exc:

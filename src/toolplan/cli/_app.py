@@ -14,7 +14,7 @@ from rich.console import Console
 
 from .._errors import PlanValidationError, ToolplanError, UserError
 from .._version import __version__
-from ..execute import DEFAULT_MAX_CONCURRENCY, EventHandler, PlanResult, RunLimits, execute_plan
+from ..execute import DEFAULT_MAX_CONCURRENCY, Backend, EventHandler, PlanResult, RunLimits, execute_plan
 from ..execute._journal import check_run_id
 from ..plan import DEFAULT_MAX_STEPS, ValidationReport, validate_plan
 from ..tools import ToolRegistry
@@ -281,6 +281,15 @@ def run(
             help="With --ui: how long the page stays up after the run ends (default 300; Ctrl-C stops it sooner).",
         ),
     ] = _UI_KEEP,
+    backend: Annotated[
+        str | None,
+        typer.Option(
+            "--backend",
+            metavar="SPEC",
+            help="Where tool calls run: local (default), ray (a local Ray cluster) or ray:ADDRESS (join a cluster). "
+            "See docs/ray.md.",
+        ),
+    ] = None,
 ) -> NoReturn:
     """Run a plan with the tools of a Python file and of MCP servers.
 
@@ -308,6 +317,7 @@ def run(
     # One event loop for the whole command: MCP servers start once, for the listing and the run.
     with asyncio.Runner() as loop:
         registry: ToolRegistry | None = None
+        backend_obj: Backend | None = None
         try:
             with _stdout_to_stderr(as_json):
                 data, registry = _inputs(plan, tools)
@@ -323,6 +333,7 @@ def run(
                 say(_err, "Warnings:", "bold yellow")
                 print_issues(_err, report.warnings, style="yellow")
             live = sys.stdout.isatty() and not as_json
+            backend_obj = start_backend(backend)  # after validation: an invalid plan starts no cluster
             options: dict[str, Any] = {
                 "live": live,
                 "tools": _step_tools(report),
@@ -333,6 +344,8 @@ def run(
                 "max_steps": max_steps,
                 "dialect": dialect.value if dialect is not None else None,
             }
+            if backend_obj is not None:
+                options["backend"] = backend_obj
             if not ui:
                 with _stdout_to_stderr(as_json):
                     result = _execute(data, registry, loop=loop, **options)
@@ -357,10 +370,33 @@ def run(
                 _fail(exc.message)
             raise typer.Exit(EXIT_OK if result.ok else EXIT_FAILED)
         finally:  # MCP servers started for the command stop with it, also when it ends early
+            close_backend(backend_obj)
             if (mcp_stdio or mcp_url) and registry is not None:
                 from ._mcp import close_toolsets
 
                 loop.run(close_toolsets(registry))
+
+
+def start_backend(spec: str | None) -> Backend | None:
+    """The backend ``--backend`` names, started (joining a Ray cluster takes seconds), or None (local)."""
+    from ..backends import backend_from_spec
+
+    try:
+        backend = backend_from_spec(spec)
+        start = getattr(backend, "start", None)
+        if start is not None:
+            say(_err, f"Starting the {spec} backend...", "dim")
+            start()
+    except ToolplanError as exc:
+        _fail(f"--backend: {exc.message}")
+    return backend
+
+
+def close_backend(backend: Backend | None) -> None:
+    """Stop what `start_backend` started."""
+    close = getattr(backend, "close", None)
+    if close is not None:
+        close()
 
 
 def show_result(result: PlanResult, *, as_json: bool, live: bool = False, unfinished: bool = False) -> NoReturn:

@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from .._errors import OptionalDependencyError
-from ._app import DbOpt, JsonOpt, ToolsOpt, _Command, _fail, _out
+from ._app import DbOpt, JsonOpt, ToolsOpt, _Command, _fail, _out, close_backend, start_backend
 from ._loader import CliInputError, load_tools
 from ._render import print_json, say
 from ._runs import _when, _with_store
@@ -77,6 +77,14 @@ def serve_command(
     no_scheduler: Annotated[
         bool, typer.Option("--no-scheduler", help="Do not fire due schedules here (another process does).")
     ] = False,
+    backend: Annotated[
+        str | None,
+        typer.Option(
+            "--backend",
+            metavar="SPEC",
+            help="Where tool calls run: local (default), ray (a local Ray cluster) or ray:ADDRESS (join a cluster).",
+        ),
+    ] = None,
 ) -> None:
     """Serve the planner API (REST under /v1, GraphQL at /graphql, OpenAPI at /docs) until stopped.
 
@@ -91,6 +99,7 @@ def serve_command(
     except CliInputError as exc:
         _fail(str(exc))
     keys = _read_keys(api_key_file)
+    backend_obj = start_backend(backend)
     try:
         from ..service import ServiceConfig, serve
     except OptionalDependencyError as exc:
@@ -111,7 +120,7 @@ def serve_command(
                 f"`toolplan keys create --db {store.url_shown} NAME` (or pass --api-key-file FILE)."
             )
         say(_out, f"toolplan service on http://{host}:{port} (API docs: /docs), store {store.url_shown}")
-        config = ServiceConfig(slots=slots)
+        config = ServiceConfig(slots=slots, backend=backend_obj)
         if max_active_per_key is not None:
             config = dataclasses.replace(config, max_active_per_key=max_active_per_key)
         if no_scheduler:
@@ -127,7 +136,10 @@ def serve_command(
             finally:
                 stop.set()
 
-    _with_store(db, run)
+    try:
+        _with_store(db, run)
+    finally:
+        close_backend(backend_obj)
 
 
 async def _any_key(store: Store) -> bool:

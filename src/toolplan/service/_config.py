@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .._errors import UserError
-from ..execute import RunLimits
+from ..execute import Backend, RunLimits
 
 __all__ = ("ServiceConfig",)
 
@@ -23,6 +23,8 @@ class ServiceConfig:
         max_wait: Upper bound of ``?wait=`` on ``POST /v1/plans/{id}/executions``, in seconds.
         limits: The run limits of each execution.
         max_query_chars: Longest question ``POST /v1/requests`` takes.
+        backend: Where the executions' tool calls run (``toolplan.backends.RayBackend()``: on a Ray
+            cluster); None: in this process. Started before the service takes work.
     """
 
     max_body_bytes: int = 1_048_576
@@ -32,8 +34,13 @@ class ServiceConfig:
     max_wait: float = 60.0
     limits: RunLimits = field(default_factory=RunLimits)
     max_query_chars: int = 8_000
+    backend: Backend | None = None
 
     def __post_init__(self) -> None:
+        if self.backend is not None and not isinstance(self.backend, Backend):
+            raise UserError(
+                f"ServiceConfig.backend must be a toolplan backend (RayBackend(...)), not {self.backend!r}."
+            )
         for name in ("max_body_bytes", "max_active_per_key", "slots", "max_query_chars"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -96,7 +96,7 @@ class Runner:
 
     async def _execute(self, run_id: str) -> None:
         try:
-            await resume(run_id, self.tools, store=self.store)
+            await resume(run_id, self.tools, store=self.store, backend=self.config.backend)
         except Exception:
             log.exception("toolplan service: execution %s stopped with an error", run_id)
         finally:
