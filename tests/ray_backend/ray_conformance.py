@@ -1,0 +1,83 @@
+"""The conformance suite and the worker-death tests on a local Ray cluster.
+
+Not collected by the main test run (its name does not start with ``test_``): `test_ray_namespace.py`
+runs it with pytest inside a network and process namespace of its own, because Ray binds wildcard
+addresses and leaves processes behind. One cluster serves the whole module (starting one takes
+10-20 s here).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conformance_cases import *  # noqa: F403  # the shared cases
+from conformance_cases import run, wait_for_file
+from ray_tools import ledger
+
+from toolplan.backends import RayBackend
+
+
+@pytest.fixture(scope="module")
+def ray_backend() -> Iterator[RayBackend]:
+    """A local 2-CPU cluster with two actors; ``burn`` runs as a Ray task."""
+    with RayBackend(actors=2, cpu_tools=["burn", "charge_cpu"], init_options={"num_cpus": 2}) as backend:
+        yield backend
+
+
+@pytest.fixture
+def backend(ray_backend: RayBackend) -> RayBackend:
+    return ray_backend
+
+
+async def _kill_when_started(pid_path: Path) -> int:
+    return await asyncio.to_thread(_kill_when_written, pid_path)
+
+
+def _kill_when_written(pid_path: Path) -> int:
+    """Wait until the tool wrote its process id (after its side effect), then kill -9 that process."""
+    wait_for_file(pid_path, 60)
+    pid = int(pid_path.read_text())
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+async def _run_and_kill(tool: str, tmp_path: Path, backend: RayBackend, run_id: str) -> tuple[object, Path, int]:
+    path, pid_path = tmp_path / "ledger.jsonl", tmp_path / "pid"
+    plan = {"steps": [{"id": "pay", "tool": tool, "arguments": {"ledger_path": str(path), "pid_path": str(pid_path)}}]}
+    result, pid = await asyncio.gather(run(plan, backend, run_id=run_id), _kill_when_started(pid_path))
+    return result, path, pid
+
+
+@pytest.mark.parametrize("tool", ["charge", "charge_cpu"])  # on an actor, and as a Ray task
+async def test_killed_worker_never_repeats_a_side_effect(tool: str, backend: RayBackend, tmp_path: Path) -> None:
+    result, path, pid = await _run_and_kill(tool, tmp_path, backend, "run-kill")
+    step = result.steps["pay"]  # type: ignore[attr-defined]
+    assert step.status == "failed" and step.attempts == 1
+    assert step.error.kind == "unknown_outcome"
+    assert "died mid-call" in step.error.message and "'run-kill:pay'" in step.error.message
+    assert [r["pid"] for r in ledger(str(path))] == [pid]  # exactly one call: Ray did not run it again
+
+
+async def test_killed_actor_worker_is_replaced_and_idempotent_call_retried(backend: RayBackend, tmp_path: Path) -> None:
+    result, path, pid = await _run_and_kill("lookup", tmp_path, backend, "run-idem")
+    step = result.steps["pay"]  # type: ignore[attr-defined]
+    assert step.status == "succeeded" and step.attempts == 2
+    records = ledger(str(path))
+    assert [r["attempt"] for r in records] == [1, 2]
+    assert {r["key"] for r in records} == {"run-idem:pay"}
+    assert records[1]["pid"] != pid
+    # The pool has healed: plans still run on two live actors.
+    again = await run({"steps": [{"id": "w", "tool": "weather", "arguments": {"city": "Lima"}}]}, backend)
+    assert again.status == "succeeded"
+
+
+async def test_cpu_tools_run_as_tasks_on_both_cpus(backend: RayBackend) -> None:
+    steps = [{"id": f"b{i}", "tool": "burn", "arguments": {"n": 10_000 + i}} for i in range(4)]
+    result = await run({"steps": steps}, backend)
+    assert result.status == "succeeded"
+    assert result.steps["b0"].output == sum(i * i for i in range(10_000)) % 1_000_003
