@@ -21,6 +21,7 @@ BENCHMARKS = (
     "service",
     "planner",
     "bandit",
+    "ray",
 )
 
 

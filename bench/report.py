@@ -610,6 +610,49 @@ def bandit_section(d: dict[str, Any]) -> list[str]:
     return lines
 
 
+RAY_LABELS = {
+    "local": "toolplan, in-process backend",
+    "toolplan_ray": "toolplan, RayBackend (2 actors; CPU tools as tasks)",
+    "raw_ray": "raw Ray (the floor: the same calls, no toolplan)",
+}
+
+
+def ray_section(d: dict[str, Any]) -> list[str]:
+    out = _head("Ray: RayBackend against the in-process backend and raw Ray (`python -m bench ray`)", d)
+    if d.get("skipped"):
+        return out
+    out.append(
+        f"A local cluster (`ray.init(num_cpus=2)`, ray {d['versions'].get('ray')}) in its own network namespace; "
+        f"starting it took {d['ray_start_s']:.1f} s (not counted). Seconds of wall time, median of "
+        f"{d['dag']['local']['n']} runs after a warm-up. Load average (1 min) before and after: "
+        f"{d.get('load_average_before', ['?'])[0]}, {d.get('load_average_after', ['?'])[0]}: the machine "
+        "was shared with other work, so absolute figures are noisy."
+    )
+    out += [
+        "",
+        f"| contender | {d['dag_steps']}-step random DAG, no-op tools | {d['io_calls']} x {d['io_ms']} ms I/O "
+        f"fan-out | {d['cpu_calls']} x CPU-bound pure Python |",
+        "|---|---:|---:|---:|",
+    ]
+    for name, label in RAY_LABELS.items():
+        out.append(
+            f"| {label} | {d['dag'][name]['median']:.3f} | {d['io'][name]['median']:.3f} | "
+            f"{d['cpu'][name]['median']:.3f} |"
+        )
+    t = d["targets"]
+    per_step = d["dag_ms_per_step"]
+    out += [
+        "",
+        f"- DAG, per step: {per_step['toolplan_ray']:.2f} ms on Ray, {per_step['raw_ray']:.2f} ms raw Ray, "
+        f"{per_step['local']:.3f} ms in process; toolplan / raw Ray = {d['dag_ratio_toolplan_to_raw']:.2f}x "
+        f"(target <= 1.5x: {_ok(t['dag_within_1_5x_of_raw'])}).",
+        f"- I/O fan-out on Ray: {d['io_wall_s_toolplan_ray']:.3f} s (target < 0.5 s: {_ok(t['io_under_0_5s'])}).",
+        f"- CPU fan-out, Ray over in-process: {d['cpu_speedup_ray_over_local']:.2f}x on 2 CPUs "
+        f"(target >= 1.8x: {_ok(t['cpu_speedup_at_least_1_8x'])}).",
+    ]
+    return out
+
+
 def write_report(out_dir: Path) -> Path:
     lines = [
         "# toolplan benchmark results",
@@ -629,6 +672,7 @@ def write_report(out_dir: Path) -> Path:
         ("mcp", mcp_section),
         ("service", service_section),
         ("bandit", bandit_section),
+        ("ray", ray_section),
     ):
         data = _load(out_dir, name)
         if data is not None:

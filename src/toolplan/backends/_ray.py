@@ -80,17 +80,29 @@ class _ToolActor:
     """An async actor: keeps the tools it was sent and runs many calls at once."""
 
     def __init__(self) -> None:
-        self._tools: dict[str, Tool] = {}
+        self._tools: dict[str, asyncio.Future[Tool]] = {}
 
     def pid(self) -> int:
         import os
 
         return os.getpid()
 
-    async def call(self, key: str, holder: list[Any], name: str, arguments: Mapping[str, Any], wire: _Wire) -> Any:
-        tool = self._tools.get(key)
-        if tool is None:
-            tool = self._tools[key] = await holder[0]  # the ObjectRef, sent in a list so Ray does not resolve it
+    async def call(
+        self, key: str, holder: list[Any] | None, name: str, arguments: Mapping[str, Any], wire: _Wire
+    ) -> Any:
+        # The driver sends a tool's reference with the first call to this actor only (a nested ObjectRef
+        # costs a borrower round trip per call); calls that follow wait for that first load if needed.
+        loading = self._tools.get(key)
+        if loading is None:
+            loading = self._tools[key] = asyncio.get_running_loop().create_future()
+        if holder is not None and not loading.done():
+            try:
+                loading.set_result(await holder[0])  # the ObjectRef, sent in a list so Ray does not resolve it
+            except Exception as exc:  # the calls waiting for it fail alike
+                if not loading.done():
+                    loading.set_exception(exc)
+                raise
+        tool = await asyncio.shield(loading)
         return await _run_call(tool, name, arguments, wire)
 
 
@@ -153,6 +165,7 @@ class RayBackend:
         self._prefix = uuid.uuid4().hex[:12]
         self._shipped: dict[int, tuple[Tool, str, list[Any]]] = {}  # id(tool) -> (tool kept alive, key, [ref])
         self._safe: dict[tuple[int, str], bool] = {}
+        self._sent: dict[int, set[str]] = {}  # id(actor) -> keys of the tools it was sent
 
     def __repr__(self) -> str:
         return f"RayBackend(address={self.address!r}, actors={self.actors}, cpu_tools={sorted(self.cpu_tools)!r})"
@@ -187,6 +200,7 @@ class RayBackend:
             for actor in pool:
                 ray.kill(actor, no_restart=True)
             self._shipped.clear()
+            self._sent.clear()
             if self._owns_ray:
                 ray.shutdown()
                 self._owns_ray = False
@@ -218,7 +232,10 @@ class RayBackend:
             pool = self._pool
             assert pool is not None
             actor = pool[next(self._next) % len(pool)]
-            ref = actor.call.remote(key, holder, name, dict(arguments), wire)
+            sent = self._sent.setdefault(id(actor), set())
+            first = key not in sent
+            sent.add(key)
+            ref = actor.call.remote(key, holder if first else None, name, dict(arguments), wire)
         try:
             ok, value = await ref
         except asyncio.CancelledError:  # a timeout, fail-fast or the caller: stop the remote call too
@@ -258,6 +275,7 @@ class RayBackend:
             pool = self._pool
             if pool is None:
                 return
+            self._sent.pop(id(dead), None)
             for i, actor in enumerate(pool):
                 if actor is dead:
                     pool[i] = (
