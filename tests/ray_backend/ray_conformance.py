@@ -9,8 +9,12 @@ addresses and leaves processes behind. One cluster serves the whole module (star
 from __future__ import annotations
 
 import asyncio
+import importlib
+import json
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -81,3 +85,23 @@ async def test_cpu_tools_run_as_tasks_on_both_cpus(backend: RayBackend) -> None:
     result = await run({"steps": steps}, backend)
     assert result.status == "succeeded"
     assert result.steps["b0"].output == sum(i * i for i in range(10_000)) % 1_000_003
+
+
+def test_the_docs_example_runs_on_the_cluster(ray_backend: RayBackend, tmp_path: Path) -> None:
+    ray = importlib.import_module("ray")
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address, "PYTHONPATH": str(root / "src")}
+    done = subprocess.run(
+        [sys.executable, str(root / "examples" / "ray" / "run_on_ray.py")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    first, second = done.stdout.strip().splitlines()[-2:]
+    assert json.loads(first)["status"] == "succeeded"
+    assert json.loads(first)["outputs"]["n_ray"] == 12
+    assert second.startswith("ray-example:save: ") and second.endswith(" words")

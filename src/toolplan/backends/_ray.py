@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import itertools
+import os
 import sys
 import threading
 import time
@@ -83,8 +84,6 @@ class _ToolActor:
         self._tools: dict[str, asyncio.Future[Tool]] = {}
 
     def pid(self) -> int:
-        import os
-
         return os.getpid()
 
     async def call(
@@ -179,7 +178,9 @@ class RayBackend:
                 return self
             ray = import_ray()
             if not ray.is_initialized():
-                options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+                options: dict[str, Any] = {"log_to_driver": False}
+                if self.address is None and not os.environ.get("RAY_ADDRESS"):  # a new local cluster
+                    options["include_dashboard"] = False
                 options.update(self.init_options)
                 ray.init(address=self.address, **options)
                 self._owns_ray = True
