@@ -93,6 +93,8 @@ async def _inner(quick: bool, reps: int, seed: int) -> dict[str, Any]:
     from toolplan.backends import RayBackend
     from toolplan.execute import RunLimits
 
+    # Sized before the cluster starts: its processes keep the CPUs busy for a while after ray.init returns.
+    loops = _calibrate(0.1 if quick else 0.5)
     t0 = time.perf_counter()
     backend = RayBackend(actors=2, cpu_tools=["burn"], init_options={"num_cpus": 2})
     await asyncio.to_thread(backend.start)
@@ -107,7 +109,6 @@ async def _inner(quick: bool, reps: int, seed: int) -> dict[str, Any]:
     io_n, io_ms = 200, 100
     io_plan = {"steps": [{"id": f"w{i}", "tool": "wait_io", "arguments": {"ms": io_ms}} for i in range(io_n)]}
     cpu_n = 8
-    loops = _calibrate(0.1 if quick else 0.5)
     cpu_plan = {"steps": [{"id": f"c{i}", "tool": "burn", "arguments": {"n": loops}} for i in range(cpu_n)]}
     wide = RunLimits(max_concurrency=1000, max_steps=max(n, io_n))
 

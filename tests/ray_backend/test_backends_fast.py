@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import toolplan
 from toolplan import CallContext, OptionalDependencyError, UserError, WorkerDiedError, execute_plan, tool
 from toolplan.backends import RayBackend, backend_from_spec
 from toolplan.execute import Backend, no_retry_backoff
@@ -97,3 +102,43 @@ async def test_a_dead_worker_retries_a_read_only_step_with_the_same_key() -> Non
         )
     assert result.steps["r"].status == "succeeded" and result.steps["r"].attempts == 2
     assert backend.calls == [("read", 1, "r2:r"), ("read", 2, "r2:r")]
+
+
+CLI_TOOLS = '''
+from toolplan import tool
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add."""
+    return a + b
+'''
+CLI_PLAN = '{"steps": [{"id": "a", "tool": "add", "arguments": {"a": 1, "b": 2}}]}'
+
+
+def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``toolplan run`` on a one-step plan in ``tmp_path`` (tools.py, plan.json), in a subprocess."""
+    (tmp_path / "tools.py").write_text(CLI_TOOLS, encoding="utf-8")
+    (tmp_path / "plan.json").write_text(CLI_PLAN, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(Path(toolplan.__file__).parents[1])}
+    return subprocess.run(
+        [sys.executable, "-m", "toolplan.cli", "run", "plan.json", "--tools", "tools.py", "--json", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_cli_backend_local_runs_in_process(tmp_path: Path) -> None:
+    done = cli(tmp_path, "--backend", "local")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["steps"][0]["output"] == 3
+
+
+def test_cli_rejects_an_unknown_backend(tmp_path: Path) -> None:
+    done = cli(tmp_path, "--backend", "spark")
+    assert done.returncode == 2
+    assert "--backend: Unknown backend 'spark': use local, ray, or ray:ADDRESS." in done.stderr
