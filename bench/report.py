@@ -618,7 +618,7 @@ RAY_LABELS = {
 
 
 def ray_section(d: dict[str, Any]) -> list[str]:
-    out = _head("Ray: RayBackend against the in-process backend and raw Ray (`python -m bench ray`)", d)
+    out = _head("9. Ray: RayBackend against the in-process backend and raw Ray", d)
     if d.get("skipped"):
         return out
     out.append(

@@ -105,3 +105,43 @@ def test_the_docs_example_runs_on_the_cluster(ray_backend: RayBackend, tmp_path:
     assert json.loads(first)["status"] == "succeeded"
     assert json.loads(first)["outputs"]["n_ray"] == 12
     assert second.startswith("ray-example:save: ") and second.endswith(" words")
+
+
+CLI_TOOLS = '''
+import os
+
+from toolplan import current_call, tool
+
+
+@tool
+def where(x: int) -> dict[str, object]:
+    """Where it ran."""
+    with open(f"/proc/{os.getpid()}/cmdline", encoding="utf-8", errors="replace") as f:
+        process = f.read()
+    return {"x": x, "process": process, "key": current_call().idempotency_key}
+'''
+CLI_RUN = [sys.executable, "-m", "toolplan.cli", "run", "plan.json", "--tools", "tools.py", "--json"]
+
+
+def test_cli_runs_a_plan_on_the_cluster(ray_backend: RayBackend, tmp_path: Path) -> None:
+    # A tools file the CLI loads by path is not importable on the workers: it travels by value.
+    ray = importlib.import_module("ray")
+    root = Path(__file__).resolve().parents[2]
+    (tmp_path / "tools.py").write_text(CLI_TOOLS, encoding="utf-8")
+    (tmp_path / "plan.json").write_text(
+        '{"steps": [{"id": "a", "tool": "where", "arguments": {"x": 1}}]}', encoding="utf-8"
+    )
+    address = ray.get_runtime_context().gcs_address
+    done = subprocess.run(
+        [*CLI_RUN, "--backend", f"ray:{address}", "--run-id", "cli-ray"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(root / "src")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    step = json.loads(done.stdout)["steps"][0]
+    assert step["output"]["x"] == 1 and step["output"]["key"] == "cli-ray:a"
+    assert step["output"]["process"].startswith("ray::")  # a Ray worker ran it, not the CLI's own process
