@@ -32,4 +32,3 @@ def test_ray_quick(tmp_path: Path) -> None:
         assert set(data[workload]) == {"local", "toolplan_ray", "raw_ray"}
         assert all(r["n"] == 1 and r["median"] > 0 for r in data[workload].values())
     assert set(data["targets"]) == {"dag_within_1_5x_of_raw", "io_under_0_5s", "cpu_speedup_at_least_1_8x"}
-
