@@ -33,8 +33,8 @@ def plan(report: str) -> dict[str, object]:
 
 def main(address: str | None) -> None:
     report = str(Path(tempfile.mkdtemp()) / "report.txt")
-    options = {} if address else {"num_cpus": 2}
-    with RayBackend(address, cpu_tools=["word_count"], init_options=options) as backend:
+    # num_cpus sizes a local cluster; it is left out when joining one (ADDRESS, or RAY_ADDRESS set).
+    with RayBackend(address, cpu_tools=["word_count"], init_options={"num_cpus": 2}) as backend:
         result = execute_plan_sync(plan(report), TOOLS, backend=backend, run_id="ray-example")
     print(json.dumps({"status": result.status, "outputs": result.outputs}, sort_keys=True))
     print(Path(report).read_text(encoding="utf-8").strip())

@@ -90,7 +90,11 @@ async def test_cpu_tools_run_as_tasks_on_both_cpus(backend: RayBackend) -> None:
 def test_the_docs_example_runs_on_the_cluster(ray_backend: RayBackend, tmp_path: Path) -> None:
     ray = importlib.import_module("ray")
     root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address, "PYTHONPATH": str(root / "src")}
+    env = {
+        **os.environ,
+        "RAY_ADDRESS": ray.get_runtime_context().gcs_address,
+        "PYTHONPATH": os.pathsep.join([str(root / "src"), os.environ.get("PYTHONPATH", "")]),
+    }
     done = subprocess.run(
         [sys.executable, str(root / "examples" / "ray" / "run_on_ray.py")],
         cwd=tmp_path,
@@ -103,7 +107,7 @@ def test_the_docs_example_runs_on_the_cluster(ray_backend: RayBackend, tmp_path:
     assert done.returncode == 0, done.stdout + done.stderr
     first, second = done.stdout.strip().splitlines()[-2:]
     assert json.loads(first)["status"] == "succeeded"
-    assert json.loads(first)["outputs"]["n_ray"] == 12
+    assert json.loads(first)["outputs"]["n_ray"] == 13
     assert second.startswith("ray-example:save: ") and second.endswith(" words")
 
 
@@ -135,7 +139,7 @@ def test_cli_runs_a_plan_on_the_cluster(ray_backend: RayBackend, tmp_path: Path)
     done = subprocess.run(
         [*CLI_RUN, "--backend", f"ray:{address}", "--run-id", "cli-ray"],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(root / "src")},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), os.environ.get("PYTHONPATH", "")])},
         capture_output=True,
         text=True,
         timeout=300,

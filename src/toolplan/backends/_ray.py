@@ -42,6 +42,7 @@ __all__ = ("RayBackend", "import_ray")
 # What travels with a call: run id, step id, tool, attempt, seconds left (None: no deadline), fallback.
 # Seconds left, not the deadline: `time.monotonic` means nothing on another machine.
 _Wire = tuple[str, str, str, int, float | None, bool]
+_LOCAL_ONLY = ("num_cpus", "num_gpus", "include_dashboard")  # ray.init options for a cluster it starts
 _CLI_MODULES = "_toolplan_cli_tools_"  # the names `toolplan run --tools FILE.py` gives the files it loads
 
 
@@ -131,7 +132,8 @@ class RayBackend:
         max_concurrency: Calls at once per actor.
         cpu_tools: Names of tools that are CPU-bound: each call runs as a Ray task with ``num_cpus`` CPUs.
         num_cpus: CPUs a CPU-bound call reserves.
-        init_options: More keyword arguments for ``ray.init`` (``num_cpus``, ``runtime_env``, ...).
+        init_options: More keyword arguments for ``ray.init`` (``runtime_env``, ...); ``num_cpus`` and
+            ``num_gpus`` size a local cluster and are left out when joining one (``address`` or ``RAY_ADDRESS``).
     """
 
     def __init__(
@@ -178,10 +180,11 @@ class RayBackend:
                 return self
             ray = import_ray()
             if not ray.is_initialized():
-                options: dict[str, Any] = {"log_to_driver": False}
-                if self.address is None and not os.environ.get("RAY_ADDRESS"):  # a new local cluster
-                    options["include_dashboard"] = False
-                options.update(self.init_options)
+                options: dict[str, Any] = {"log_to_driver": False, "include_dashboard": False, **self.init_options}
+                if self.address is not None or os.environ.get("RAY_ADDRESS"):
+                    # Joining a running cluster: the sizes of a local one do not apply (ray.init refuses them).
+                    for name in _LOCAL_ONLY:
+                        options.pop(name, None)
                 ray.init(address=self.address, **options)
                 self._owns_ray = True
             actor_class = ray.remote(_ToolActor).options(
