@@ -142,3 +142,28 @@ def test_cli_rejects_an_unknown_backend(tmp_path: Path) -> None:
     done = cli(tmp_path, "--backend", "spark")
     assert done.returncode == 2
     assert "--backend: Unknown backend 'spark': use local, ray, or ray:ADDRESS." in done.stderr
+
+
+def test_serve_rejects_an_unknown_backend_before_serving(tmp_path: Path) -> None:
+    (tmp_path / "tools.py").write_text(CLI_TOOLS, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(Path(toolplan.__file__).parents[1])}
+    done = subprocess.run(
+        [sys.executable, "-m", "toolplan.cli", "serve", "--tools", "tools.py", "--backend", "ray:"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "--backend: Unknown backend 'ray:': use local, ray, or ray:ADDRESS." in done.stderr
+
+
+def test_service_config_takes_a_backend_object_only() -> None:
+    from toolplan.service import ServiceConfig
+
+    backend = DyingBackend(deaths=0)
+    assert ServiceConfig(backend=backend).backend is backend
+    with pytest.raises(UserError, match=r"ServiceConfig\.backend must be a toolplan backend"):
+        ServiceConfig(backend="ray")  # type: ignore[arg-type]
