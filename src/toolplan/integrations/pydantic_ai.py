@@ -119,12 +119,15 @@ class ToolPlanning(AbstractCapability[Any]):
 
     @classmethod
     def get_serialization_name(cls) -> str | None:
+        """Not serializable into an agent spec (it holds Python objects)."""
         return None
 
     def get_instructions(self) -> Any:
+        """The planning section of the system prompt."""
         return planning_instructions() if self.instructions else None
 
     def get_toolset(self) -> Any:
+        """A toolset with the one ``execute_tool_plan`` tool."""
         toolset: FunctionToolset[Any] = FunctionToolset(
             [
                 PydanticTool.from_schema(

@@ -98,7 +98,7 @@ class AgentsFunctionTool(_Foreign):
             arguments); by default a context with no run state.
     """
 
-    __slots__ = ("context", "_calls")
+    __slots__ = ("_calls", "context")
 
     def __init__(
         self,
