@@ -128,6 +128,7 @@ class AgentsFunctionTool(_Foreign):
         from agents import tool as agents_tool
         from agents.tool_context import ToolContext
         from agents.tool_guardrails import ToolInputGuardrailData
+        from agents.tracing import function_span
 
         if self.needs_approval():
             return ToolResult.failure(f"Tool {name!r} needs approval and cannot run inside a plan: call it directly.")
@@ -146,6 +147,12 @@ class AgentsFunctionTool(_Foreign):
                 return ToolResult.failure(str(behavior["message"]))
             if behavior["type"] == "raise_exception":
                 return ToolResult.failure(f"Guardrail {guardrail.get_name()!r} stopped the call of {name!r}.")
+        with function_span(name=name, input=payload) as span:  # nests under the plan call's span
+            result = await self._invoke(ctx, payload, agents_tool)
+            span.span_data.output = str(result.content if result.ok else result.error)[:2000]
+        return result
+
+    async def _invoke(self, ctx: Any, payload: str, agents_tool: Any) -> ToolResult:
         invoke = self.tool.on_invoke_tool
         # The SDK's invoker turns an exception into text the model reads, which would pass for a
         # success here: call what it wraps, and format the error with the tool's failure function.
