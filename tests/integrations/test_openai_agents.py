@@ -98,7 +98,7 @@ class _Spans(TracingProcessor):
         pass
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def spans() -> Iterator[_Spans]:
     recorder = _Spans()
     set_trace_processors([recorder])  # replaces the exporter: nothing leaves the machine
