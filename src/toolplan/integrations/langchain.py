@@ -12,9 +12,11 @@ Needs ``pip install 'toolplan[langchain]'``.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+from .._errors import UserError
 from ..agent import PLAN_TOOL_NAME
 from ..agent._metatools import _PLAN_DESCRIPTION, _plan_schema  # private: one plan schema for every host
 from ..execute import PlanEvent, RunLimits
@@ -90,8 +92,19 @@ def make_plan_tool(
         )
         return outcome.text, outcome.artifact()
 
+    def execute_tool_plan_sync(
+        config: RunnableConfig, callbacks: Any = None, **plan: Any
+    ) -> tuple[str, dict[str, Any]]:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(execute_tool_plan(config, callbacks, **plan))
+        raise UserError(f"{name} was invoked synchronously inside an event loop: use `await tool.ainvoke(...)`.")
+
     execute_tool_plan.__annotations__["config"] = RunnableConfig
+    execute_tool_plan_sync.__annotations__["config"] = RunnableConfig
     return StructuredTool.from_function(
+        func=execute_tool_plan_sync,
         coroutine=execute_tool_plan,
         name=name,
         description=_PLAN_DESCRIPTION,
