@@ -14,7 +14,7 @@ from toolplan.integrations.langchain import make_plan_tool
 
 
 @tool
-def get_weather(city: str) -> dict:
+def get_weather(city: str) -> dict[str, object]:
     """Current weather for a city."""
     return {"city": city, "temp": {"Oslo": 4, "Rome": 19}.get(city, 12)}
 

@@ -13,7 +13,7 @@ set_tracing_disabled(True)  # this example stays offline
 
 
 @function_tool
-def get_weather(city: str) -> dict:
+def get_weather(city: str) -> dict[str, object]:
     """Current weather for a city."""
     return {"city": city, "temp": {"Oslo": 4, "Rome": 19}.get(city, 12)}
 

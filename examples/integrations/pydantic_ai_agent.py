@@ -12,7 +12,7 @@ from pydantic_ai.usage import UsageLimits
 from toolplan.integrations.pydantic_ai import ToolPlanning
 
 
-def get_weather(city: str) -> dict:
+def get_weather(city: str) -> dict[str, object]:
     """Current weather for a city."""
     return {"city": city, "temp": {"Oslo": 4, "Rome": 19}.get(city, 12)}
 

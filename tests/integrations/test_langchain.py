@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 import pytest
@@ -17,10 +17,12 @@ from langchain_core.tools import BaseTool, ToolException, tool
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
-from toolplan import ToolRegistry, execute_plan
+from toolplan import Agent, ToolRegistry, execute_plan
 from toolplan.execute import RunLimits
 from toolplan.integrations.langchain import make_plan_tool
+from toolplan.models import AssistantMessage, ToolCall
 from toolplan.plan import Budget
+from toolplan.testing import ScriptedModel
 
 CALLS: list[str] = []
 
@@ -43,7 +45,7 @@ def compare(a: float, b: float) -> str:
 
 TOOLS: list[BaseTool] = [get_weather, compare]
 
-PLAN = {
+PLAN: dict[str, Any] = {
     "steps": [
         {"id": "oslo", "tool": "get_weather", "arguments": {"city": "Oslo"}},
         {"id": "rome", "tool": "get_weather", "arguments": {"city": "Rome"}},
@@ -135,7 +137,7 @@ async def test_a_failed_step_comes_back_as_the_result_and_skips_dependents() -> 
 
 async def test_an_invalid_plan_runs_nothing_and_lists_the_problems() -> None:
     CALLS.clear()
-    plan = {"steps": [*PLAN["steps"], {"id": "x", "tool": "get_wether", "arguments": {}}]}  # type: ignore[list-item]
+    plan = {"steps": [*PLAN["steps"], {"id": "x", "tool": "get_wether", "arguments": {}}]}
     final = await _graph(plan, TOOLS).ainvoke({"messages": [HumanMessage("Compare")]})
     tool_message = next(m for m in final["messages"] if isinstance(m, ToolMessage))
     assert CALLS == []
@@ -155,8 +157,22 @@ async def test_limits_hold() -> None:
 
 async def test_langchain_tools_plug_into_toolplan_directly() -> None:
     CALLS.clear()
-    registry = ToolRegistry(TOOLS)
+    registry = ToolRegistry(cast(Any, TOOLS))  # foreign tools are adapted at run time
     assert registry.definition("get_weather").parameters_json_schema["properties"]["city"]["type"] == "string"
     result = await execute_plan(PLAN, registry)
     assert result.status == "succeeded"
     assert result.outputs == {"cmp": "15.0 degrees apart"}
+
+
+async def test_a_toolplan_agent_plans_over_langchain_tools() -> None:
+    CALLS.clear()
+    model = ScriptedModel(
+        [
+            AssistantMessage(tool_calls=(ToolCall(id="1", name="execute_tool_plan", arguments=json.dumps(PLAN)),)),
+            "15 degrees.",
+        ]
+    )
+    result = await Agent(model=model, tools=cast(Any, TOOLS), tool_planning=True).run("Compare")
+    assert result.output == "15 degrees."
+    assert result.plan_results[0].outputs == {"cmp": "15.0 degrees apart"}
+    assert sorted(CALLS) == ["compare:4.0:19.0", "get_weather:Oslo", "get_weather:Rome"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -65,7 +65,7 @@ def delete_city(city: str) -> str:
 
 TOOLS: list[FunctionTool] = [get_weather, compare, delete_city]
 
-PLAN = {
+PLAN: dict[str, Any] = {
     "steps": [
         {"id": "oslo", "tool": "get_weather", "arguments": {"city": "Oslo"}},
         {"id": "rome", "tool": "get_weather", "arguments": {"city": "Rome"}},
@@ -168,7 +168,7 @@ async def test_limits_hold(spans: _Spans) -> None:
     ],
 )
 async def test_an_invalid_plan_runs_nothing(bad_step: dict[str, Any], spans: _Spans) -> None:
-    plan = {"steps": [*PLAN["steps"], bad_step]}  # type: ignore[list-item]
+    plan = {"steps": [*PLAN["steps"], bad_step]}
     model, outcomes = await _run(plan)
     assert CALLS == []
     assert outcomes[0].result is None
@@ -177,7 +177,7 @@ async def test_an_invalid_plan_runs_nothing(bad_step: dict[str, Any], spans: _Sp
 
 async def test_agents_function_tools_plug_into_toolplan_directly() -> None:
     CALLS.clear()
-    registry = ToolRegistry([get_weather, compare])
+    registry = ToolRegistry(cast(Any, [get_weather, compare]))
     result = await execute_plan(PLAN, registry)
     assert result.status == "succeeded" and result.outputs == {"cmp": "15.0 degrees apart"}
     assert json.loads(json.dumps(registry.definition("compare").parameters_json_schema))["required"] == ["a", "b"]

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 pytest.importorskip("pydantic_ai")
 
 from pydantic_ai import Agent, ModelRetry, RunContext, Tool
+from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import UsageLimits
@@ -40,7 +41,7 @@ def delete_city(city: str) -> str:
     return "deleted"
 
 
-PLAN = {
+PLAN: dict[str, Any] = {
     "steps": [
         {"id": "oslo", "tool": "get_weather", "arguments": {"city": "Oslo"}},
         {"id": "rome", "tool": "get_weather", "arguments": {"city": "Rome"}},
@@ -123,7 +124,7 @@ async def test_the_host_tool_call_limit_binds_nested_calls() -> None:
 async def test_an_invalid_plan_runs_nothing(bad_step: dict[str, Any]) -> None:
     CALLS.clear()
     seen: list[list[ModelMessage]] = []
-    plan = {"steps": [*PLAN["steps"], bad_step]}  # type: ignore[list-item]
+    plan = {"steps": [*PLAN["steps"], bad_step]}
     await _agent(plan, seen, ToolPlanning()).run("Compare", deps="d")
     assert CALLS == []
     answer = _plan_return(seen[1])
@@ -133,7 +134,7 @@ async def test_an_invalid_plan_runs_nothing(bad_step: dict[str, Any]) -> None:
 
 async def test_pydantic_ai_tools_plug_into_toolplan_directly() -> None:
     CALLS.clear()
-    registry = ToolRegistry([Tool(get_weather), Tool(compare_plain := _compare_plain)])
+    registry = ToolRegistry(cast(Any, [Tool(get_weather), Tool(compare_plain := _compare_plain)]))
     assert compare_plain is _compare_plain
     result = await execute_plan(PLAN, registry)
     assert result.status == "succeeded" and result.outputs == {"cmp": "15.0 degrees apart"}
@@ -145,3 +146,25 @@ def _compare_plain(a: float, b: float) -> str:
 
 
 _compare_plain.__name__ = "compare"
+
+
+class _SeeToolCalls(AbstractCapability[Any]):
+    """A host capability: its hook sees every nested call, under the plan call's id."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+
+    async def before_tool_execute(self, ctx: RunContext[Any], *, call: ToolCallPart, tool_def: Any, args: Any) -> Any:
+        self.seen.append((call.tool_name, call.tool_call_id))
+        return args
+
+
+async def test_host_hooks_see_the_nested_calls_under_the_plan_call() -> None:
+    CALLS.clear()
+    seen: list[list[ModelMessage]] = []
+    hook = _SeeToolCalls()
+    agent = _agent(PLAN, seen, ToolPlanning())
+    await agent.run("Compare", deps="d", capabilities=[hook])
+    nested = sorted(name for name, call_id in hook.seen if call_id.startswith("p1."))
+    assert nested == ["compare", "get_weather", "get_weather"]
+    assert ("execute_tool_plan", "p1") in hook.seen

@@ -141,7 +141,8 @@ class AgentsFunctionTool(_Foreign):
             else ToolContext(context=None, tool_name=name, tool_call_id=call_id, tool_arguments=payload)
         )
         for guardrail in self.tool.tool_input_guardrails or ():
-            verdict = await guardrail.run(ToolInputGuardrailData(context=ctx, agent=ctx.agent))
+            agent: Any = ctx.agent
+            verdict = await guardrail.run(ToolInputGuardrailData(context=ctx, agent=agent))
             behavior = verdict.behavior
             if behavior["type"] == "reject_content":
                 return ToolResult.failure(str(behavior["message"]))
