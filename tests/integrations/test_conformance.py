@@ -84,16 +84,15 @@ async def _pydantic_ai(plan: dict[str, Any], limits: RunLimits | None) -> tuple[
 
 
 async def _openai_agents(plan: dict[str, Any], limits: RunLimits | None) -> tuple[str, dict[str, Any]]:
-    from agents import Agent, Runner, function_tool, set_tracing_disabled
+    from agents import Agent, RunConfig, Runner, function_tool
     from agents.testing import ScriptedModel, assistant_message, function_call
 
     from toolplan.integrations.openai_agents import plan_tool
 
-    set_tracing_disabled(True)
     model = ScriptedModel([[function_call("execute_tool_plan", plan, call_id="c1")], [assistant_message("done")]])
     outcomes: list[PlanOutcome] = []
-    tools = [function_tool(get_weather), function_tool(compare), plan_tool(limits=limits, outcomes=outcomes)]
-    await Runner.run(Agent(name="t", model=model, tools=tools), "go")
+    tools: list[Any] = [function_tool(get_weather), function_tool(compare), plan_tool(limits=limits, outcomes=outcomes)]
+    await Runner.run(Agent(name="t", model=model, tools=tools), "go", run_config=RunConfig(tracing_disabled=True))
     items = [i for i in model.calls[1].input if isinstance(i, dict) and i.get("type") == "function_call_output"]
     return str(items[-1]["output"]), outcomes[0].artifact()
 
