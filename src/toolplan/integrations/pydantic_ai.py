@@ -65,7 +65,7 @@ class _HostTools:
         tool = self._tools[name]
         if tool.tool_def.defer:
             why = "needs approval" if tool.tool_def.kind == "unapproved" else "runs outside the agent (deferred)"
-            return [f"tool {name!r} {why}, which a plan cannot wait for: call it on its own."]
+            return [f"tool {name!r} {why}, which a plan cannot wait for: call it on its own"]
         try:
             tool.args_validator.validate_python(dict(arguments))
         except ValidationError as exc:

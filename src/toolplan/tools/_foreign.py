@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._errors import UserError
 from ._definition import ToolAnnotations, ToolDefinition
 from ._result import ToolResult
+
+if TYPE_CHECKING:
+    from ._registry import Tool
 
 __all__ = ("AgentsFunctionTool", "LangChainTool", "PydanticAITool", "foreign_tool")
 
@@ -28,7 +31,7 @@ def _module_of(obj: Any) -> str:
     return ""
 
 
-def foreign_tool(obj: Any, name: str | None = None) -> Any:
+def foreign_tool(obj: Any, name: str | None = None) -> Tool | None:
     """A toolplan tool for a LangChain tool, an Agents SDK ``FunctionTool`` or a pydantic-ai ``Tool``; else None."""
     module = _module_of(obj)
     if not module:
@@ -118,7 +121,7 @@ class AgentsFunctionTool(_Foreign):
     def argument_problems(self, name: str, arguments: Mapping[str, Any], deferred: frozenset[str]) -> list[str]:
         """Refuses tools that need approval; other arguments are checked by the SDK when called."""
         if self.needs_approval():
-            return [f"tool {name!r} needs approval before it runs, which a plan cannot ask for: call it on its own."]
+            return [f"tool {name!r} needs approval before it runs, which a plan cannot ask for: call it on its own"]
         from ._registry import schema_problems  # the shared JSON Schema check
 
         return schema_problems(self._definition.parameters_json_schema, arguments, deferred)

@@ -58,7 +58,7 @@ def _as_tool(obj: Any, name: str | None = None) -> Tool:
             raise UserError(f"Cannot rename a multi-function tool to {name!r}; register it in a list instead.")
         return obj
     if (adapted := foreign_tool(obj, name)) is not None:  # a LangChain, Agents SDK or pydantic-ai tool
-        return adapted  # type: ignore[no-any-return]
+        return adapted
     if callable(obj):
         return FunctionTool(obj, name=name)
     raise UserError(
