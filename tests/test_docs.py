@@ -25,7 +25,7 @@ from toolplan import ToolRegistry, validate_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = Path(toolplan.__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "docs").glob("*/*.md"))]
 BLOCK = re.compile(r"^```python([^\n]*)\n(.*?)^```", re.DOTALL | re.MULTILINE)
 PRELUDE = "from toolplan.testing import forbid_model_requests as _forbid\n_forbid()\n"
 # Blocks allowed to be skipped: page -> how many. Each needs a real provider or a real model.

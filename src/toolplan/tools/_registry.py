@@ -5,6 +5,7 @@ from typing import Any, Protocol, TypeAlias, TypeGuard, runtime_checkable
 
 from .._errors import UnknownToolError, UserError
 from ._definition import ToolDefinition
+from ._foreign import foreign_tool
 from ._function import FunctionTool
 from ._group import ToolGroup, make_group
 from ._result import ToolResult
@@ -56,6 +57,8 @@ def _as_tool(obj: Any, name: str | None = None) -> Tool:
         if name is not None:
             raise UserError(f"Cannot rename a multi-function tool to {name!r}; register it in a list instead.")
         return obj
+    if (adapted := foreign_tool(obj, name)) is not None:  # a LangChain, Agents SDK or pydantic-ai tool
+        return adapted
     if callable(obj):
         return FunctionTool(obj, name=name)
     raise UserError(
@@ -272,6 +275,13 @@ class ToolRegistry:
             where = ".".join(str(p) for p in path)
             problems.append(f"argument {where!r}: {err.message}" if where else err.message)
         return problems
+
+
+def schema_problems(schema: Mapping[str, Any], arguments: Mapping[str, Any], deferred: frozenset[str]) -> list[str]:
+    """Problems with ``arguments`` under the JSON Schema ``schema`` (keys in ``deferred`` unchecked)."""
+    registry = ToolRegistry()
+    registry._definitions["_"] = ToolDefinition(name="_", parameters_json_schema=schema)
+    return registry._schema_problems("_", {k: v for k, v in arguments.items() if k not in deferred}, deferred)
 
 
 def names_any(members: Sequence[str], names: Sequence[str]) -> bool:

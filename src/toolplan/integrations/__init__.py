@@ -1,0 +1,10 @@
+"""One-line adapters for the agent frameworks users already run (each behind its extra).
+
+- `toolplan.integrations.pydantic_ai`: the ``ToolPlanning`` capability (``toolplan[pydantic-ai]``).
+- `toolplan.integrations.openai_agents`: ``plan_tool(...)`` (``toolplan[openai-agents]``).
+- `toolplan.integrations.langchain`: ``make_plan_tool(...)`` (``toolplan[langchain]``).
+
+The subpackage itself imports no framework; import the module of the one you use.
+"""
+
+__all__ = ()
