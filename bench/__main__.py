@@ -22,6 +22,7 @@ BENCHMARKS = (
     "planner",
     "bandit",
     "ray",
+    "knowledge",
 )
 
 
@@ -40,7 +41,8 @@ def parser() -> argparse.ArgumentParser:
         "--sizes",
         type=int,
         nargs="*",
-        help="overhead, instructions, durable: plan sizes (default 10 100 1000 10000; 10 100 1000; 10 100 1000)",
+        help="overhead, instructions, durable: plan sizes (default 10 100 1000 10000; 10 100 1000; 10 100 1000); "
+        "knowledge: chunks per namespace (default 1000 10000)",
     )
     p.add_argument(
         "--backends",

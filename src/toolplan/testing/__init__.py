@@ -8,8 +8,10 @@
 - `FakeProvider`: a real HTTP server that answers like a model provider (OpenAI, Anthropic) from
   `Canned` answers (`openai_tool_call`, `openai_text`, `openai_sse`, `anthropic_sse`), so a real
   provider client, or a service started with ``--model openai:NAME``, can be tested end to end.
+- `HashEmbeddings`: a deterministic embedding provider (hashed words) for knowledge-base tests.
 """
 
+from ._embeddings import HashEmbeddings as HashEmbeddings
 from ._local_llama import LocalLlamaServer as LocalLlamaServer
 from ._local_llama import find_smollm2_gguf as find_smollm2_gguf
 from ._local_llama import local_llama_server as local_llama_server
@@ -35,6 +37,7 @@ __all__ = (
     "FakeProvider",
     "FunctionInfo",
     "FunctionModel",
+    "HashEmbeddings",
     "LocalLlamaServer",
     "ProviderRequest",
     "RecordedRequest",
