@@ -140,3 +140,10 @@ async def test_the_local_model_finds_meaning_without_shared_words(tmp_path: Path
         assert [h.source for h in await kb.search("train to the German capital", k=1, mode="vector")] == ["train"]
     vectors = await provider.embed(["one", "two"], kind="passage")
     assert len(vectors) == 2 and len(vectors[0]) == 384
+
+
+async def test_providers_fit_the_skills_embedder_seam() -> None:
+    from toolplan.skills._search import embed_texts
+
+    vectors = await embed_texts(HashEmbeddings(), ["save a plan", "run it later"])
+    assert len(vectors) == 2 and len(vectors[0]) == 64

