@@ -97,7 +97,7 @@ class _Cached:
     def name(self) -> str:
         return self.model.name
 
-    async def embed(self, texts: Sequence[str], *, kind: Any) -> list[list[float]]:
+    async def embed(self, texts: Sequence[str], *, kind: Any = "passage") -> list[list[float]]:
         if kind == "passage" and self.filler:
             return [[self.rng.gauss(0.0, 1.0) for _ in range(self.dims)] for _ in texts]
         cache = self.queries if kind == "query" else self.passages
