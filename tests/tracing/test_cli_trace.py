@@ -101,3 +101,29 @@ def test_trace_to_an_unwritable_place_is_a_clear_error(tmp_path: Path) -> None:
     proc = _run(tmp_path, "plan.json", "--tools", "tools.py", "--trace", str(tmp_path / "missing" / "spans.jsonl"))
     assert proc.returncode == 2
     assert "--trace: cannot write the spans" in proc.stderr
+
+
+@pytest.mark.slow  # a subprocess
+def test_the_example_prints_the_span_tree() -> None:
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [sys.executable, str(root / "examples" / "tracing" / "trace_a_plan.py")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[1:] == snapshot(
+        [
+            "invoke_workflow [ERROR]",
+            "  event toolplan.step.not_called step=never",
+            "  execute_tool weather [UNSET] step=tokyo",
+            "    GET /weather/Tokyo [UNSET]",
+            "  execute_tool weather [UNSET] step=paris",
+            "    GET /weather/Paris [UNSET]",
+            "  execute_tool weather [ERROR] step=atlantis",
+            "    GET /weather/Atlantis [UNSET]",
+            "  execute_tool compare [UNSET] step=cmp",
+        ]
+    )
