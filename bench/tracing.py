@@ -56,7 +56,9 @@ def _per_step(shape: str, phase: str, src: str | None) -> float:
 
 def run() -> list[dict[str, Any]]:
     baseline = os.environ.get("TOOLPLAN_BASELINE_SRC") or None
-    jobs = [(shape, phase, None) for shape in SHAPES for phase in ("toolplan", TRACED)]
+    jobs: list[tuple[str, str, str | None]] = [
+        (shape, phase, None) for shape in SHAPES for phase in ("toolplan", TRACED)
+    ]
     if baseline is not None:
         jobs += [(shape, "toolplan", baseline) for shape in SHAPES]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:

@@ -134,18 +134,15 @@ async def test_a_tool_sees_its_trace_context_and_its_spans_nest_under_its_call(
             pass
         return "done"
 
-    if kind == "async":
+    async def work_async() -> str:
+        """Do the work."""
+        return body()
 
-        async def work() -> str:
-            """Do the work."""
-            return body()
+    def work_sync() -> str:
+        """Do the work."""
+        return body()
 
-    else:
-
-        def work() -> str:
-            """Do the work."""
-            return body()
-
+    work: Any = tool(name="work")(work_async) if kind == "async" else tool(name="work")(work_sync)
     result = await execute_plan({"steps": [{"id": "w", "tool": "work"}]}, [work])
     assert result.ok
     assert tree(exporter.get_finished_spans()) == [

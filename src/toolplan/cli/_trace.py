@@ -25,7 +25,8 @@ _SDK = 'pip install "toolplan[tracing]"'
 
 
 def _line(span: ReadableSpan) -> str:
-    return span.to_json(indent=None) + "\n"
+    text: str = span.to_json(indent=None)
+    return text + "\n"
 
 
 def start_tracing(target: str) -> Callable[[], None]:
