@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from conftest import tree
 from toolplan import ToolError, current_call, tool
 from toolplan._context import run_deps
 from toolplan.agent import Agent
-from toolplan.execute import PlanEvent, StepFinished, execute_plan
+from toolplan.execute import PlanEvent, StepFinished, execute_plan, execute_plan_stream
 from toolplan.models import AssistantMessage, ToolCall
 from toolplan.testing import ScriptedModel, disable_retry_backoff
 from toolplan.tracing import configure_tracing, tracing_enabled, tracing_is_on
@@ -257,3 +258,44 @@ async def test_steps_started_after_a_timed_out_sync_tool_frees_its_slot_keep_the
     assert seen == [(0, "the deps", True), (1, "the deps", True)]
     traces = {s.context.trace_id for s in exporter.get_finished_spans() if s.context is not None}
     assert len(traces) == 1
+
+
+async def test_a_streamed_plan_is_traced_as_its_steps_arrive(exporter: InMemorySpanExporter) -> None:
+    text = json.dumps(PLAN)
+
+    async def pieces() -> AsyncIterator[str]:
+        for i in range(0, len(text), 7):
+            yield text[i : i + 7]
+
+    result = await execute_plan_stream(pieces(), _tools(meet=2))
+    assert result.status == "failed"
+    assert tree(exporter.get_finished_spans(), keep=("toolplan.step.id",)) == snapshot(
+        [
+            "invoke_workflow [ERROR]",
+            "  event toolplan.step.not_called: step.id='cmp', status='skipped'",
+            "  execute_tool weather [ERROR] step.id='atl'",
+            "  execute_tool weather [UNSET] step.id='tokyo'",
+        ]
+    )
+    root = next(s for s in exporter.get_finished_spans() if s.name == "invoke_workflow")
+    assert root.attributes is not None and root.attributes["toolplan.plan.steps"] == 3
+
+
+async def test_an_agent_streaming_its_plan_traces_it_under_the_request(exporter: InMemorySpanExporter) -> None:
+    call = ToolCall(id="call_9", name="execute_tool_plan", arguments=json.dumps(PLAN))
+    model = ScriptedModel([AssistantMessage(tool_calls=(call,)), "done"], chunk_size=16)
+    agent = Agent(model=model, name="streamer", tools=_tools(meet=2), tool_planning=True, stream_plans=True)
+    await agent.run("go")
+    assert tree(exporter.get_finished_spans(), keep=("toolplan.step.id",)) == snapshot(
+        [
+            "invoke_agent streamer [UNSET]",
+            "  chat scripted [UNSET]",
+            "    execute_tool execute_tool_plan [ERROR]",
+            "      event toolplan.step.not_called: step.id='cmp', status='skipped'",
+            "      execute_tool weather [ERROR] step.id='atl'",
+            "      execute_tool weather [UNSET] step.id='tokyo'",
+            "  chat scripted [UNSET]",
+        ]
+    )
+    plan_span = next(s for s in exporter.get_finished_spans() if s.name == "execute_tool execute_tool_plan")
+    assert plan_span.attributes is not None and plan_span.attributes["gen_ai.tool.call.id"] == "call_9"

@@ -101,7 +101,7 @@ class PlanTrace:
                 attributes[sc.TOOL_CALL_ID] = role[1]
             kind = SpanKind.INTERNAL
         attributes[sc.RUN_ID] = run_id
-        if steps:
+        if steps:  # a streamed plan's count is set when it ends
             attributes[sc.PLAN_STEPS] = len(steps)
         span = self.tracer.start_span(name, context=parent, kind=kind, attributes=attributes)
         self.span = span
@@ -120,6 +120,7 @@ class PlanTrace:
                 at = step.ended_at if step.ended_at is not None else result.ended_at
                 span.add_event(sc.STEP_NOT_CALLED, attributes, timestamp=int(at * 1e9))
         span.set_attribute(sc.STATUS, result.status)
+        span.set_attribute(sc.PLAN_STEPS, len(result.steps))
         path = result.critical_path
         if path:
             span.set_attribute(sc.CRITICAL_PATH, list(path))
