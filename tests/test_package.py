@@ -97,7 +97,7 @@ def test_import_toolplan_loads_no_optional_dependency() -> None:
     code = (
         "import sys, toolplan\n"
         "bad = [m for m in ('openai', 'anthropic', 'pydantic_monty', 'llama_cpp', 'typer', 'rich', 'jsonschema',"
-        " 'sqlalchemy', 'psycopg', 'mcp', 'anyio')"
+        " 'sqlalchemy', 'psycopg', 'mcp', 'anyio', 'opentelemetry')"
         " if m in sys.modules]\n"
         "print(','.join(bad))"
     )

@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from conftest import tree
-from toolplan import ToolError, current_call, tool
+from toolplan import ToolError, UserError, current_call, tool
 from toolplan._context import run_deps
 from toolplan.agent import Agent
 from toolplan.execute import PlanEvent, StepFinished, execute_plan, execute_plan_stream
@@ -299,3 +299,24 @@ async def test_an_agent_streaming_its_plan_traces_it_under_the_request(exporter:
     )
     plan_span = next(s for s in exporter.get_finished_spans() if s.name == "execute_tool execute_tool_plan")
     assert plan_span.attributes is not None and plan_span.attributes["gen_ai.tool.call.id"] == "call_9"
+
+
+async def test_arguments_and_results_only_with_content_capture(
+    exporter: InMemorySpanExporter, provider: TracerProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = {"steps": [{"id": "a", "tool": "weather", "arguments": {"city": "Oslo"}}]}
+    await execute_plan(plan, _tools())
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+    await execute_plan(plan, _tools())
+    configure_tracing(tracer_provider=provider, capture_content=True, content_limit=64)
+    await execute_plan(
+        {"steps": [{"id": "a", "tool": "compare", "arguments": {"a": {"x": "y" * 500}, "b": {}}}]}, _tools()
+    )
+    calls = [dict(s.attributes or {}) for s in exporter.get_finished_spans() if s.name.startswith("execute_tool ")]
+    assert "gen_ai.tool.call.arguments" not in calls[0]
+    assert calls[1]["gen_ai.tool.call.arguments"] == '{"city": "Oslo"}'
+    assert calls[1]["gen_ai.tool.call.result"] == '{"city": "Oslo", "temp": 21}'
+    cut = str(calls[2]["gen_ai.tool.call.arguments"])
+    assert len(cut) <= 64 and "chars cut" in cut and cut.endswith('}, "b": {}}')
+    with pytest.raises(UserError, match="at least 64"):
+        configure_tracing(content_limit=10)

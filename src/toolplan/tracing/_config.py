@@ -65,8 +65,8 @@ def configure_tracing(
         content_limit: Most characters of one captured value (the head and tail are kept).
     """
     global _enabled, _provider, _capture, _limit, _tracer
-    if content_limit < 16:
-        raise UserError(f"content_limit must be at least 16 characters, got {content_limit!r}.")
+    if isinstance(content_limit, bool) or not isinstance(content_limit, int) or content_limit < 64:
+        raise UserError(f"content_limit must be a whole number of characters, at least 64; got {content_limit!r}.")
     _enabled, _provider, _capture, _limit, _tracer = enabled, tracer_provider, capture_content, content_limit, None
 
 

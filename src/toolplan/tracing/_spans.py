@@ -65,9 +65,10 @@ def _text(value: Any) -> str:
     limit = content_limit()
     if len(text) <= limit:
         return text
-    head = limit * 2 // 3
-    tail = limit - head - 24
-    return f"{text[:head]}…[{len(text) - head - tail} chars cut]…{text[-tail:]}"
+    keep = limit - 32  # room for the marker
+    head = keep * 2 // 3
+    tail = keep - head
+    return f"{text[:head]}…[{len(text) - head - tail} chars cut]…{text[len(text) - tail :]}"
 
 
 class PlanTrace:
