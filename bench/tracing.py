@@ -11,6 +11,7 @@ with that tree first on the path, to show that tracing adds nothing when off. ``
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -96,6 +97,9 @@ def main(args: Any, argv: list[str]) -> Path:
         data.update(skipped=icount.QUICK_SKIP, cases=[])
     elif shutil.which("valgrind") is None:
         data.update(skipped="valgrind not found (apt install valgrind)", cases=[])
+    elif importlib.util.find_spec("opentelemetry.sdk") is None:
+        common.log("tracing: the OpenTelemetry SDK is not installed; skipped")
+        data.update(skipped='the OpenTelemetry SDK is not installed (pip install "toolplan[tracing]")', cases=[])
     else:
         data.update(cases=run(), baseline_src=os.environ.get("TOOLPLAN_BASELINE_SRC") or None)
     return common.write("tracing", data, Path(args.out))
