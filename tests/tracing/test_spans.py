@@ -13,8 +13,8 @@ from inline_snapshot import snapshot
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from tracing_support import tree
 
-from conftest import tree
 from toolplan import ToolError, UserError, current_call, tool
 from toolplan._context import run_deps
 from toolplan.agent import Agent
