@@ -9,7 +9,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..tracing._spans import PlanTrace, attempt_span, cancel_attempt, end_attempt  # private: the span helpers
+from ..tracing._spans import (  # private: the span helpers
+    PlanTrace,
+    attempt_span,
+    cancel_attempt,
+    end_attempt,
+    restore_role,
+    tool_role_cleared,
+)
 from ._invoke import CallOutcome, ToolInvoker
 
 __all__ = ("TracedInvoker", "traced")
@@ -33,11 +40,14 @@ class TracedInvoker(ToolInvoker):
         fallback: bool = False,
     ) -> CallOutcome:
         span, token = attempt_span(self.plan_trace, tool, run_id, step_id, attempt, fallback, arguments)
+        role = tool_role_cleared()  # a plan the tool runs itself (a skill) is a workflow of its own
         try:
             outcome = await super().call(tool, arguments, timeout, run_id, step_id, attempt, expires, fallback)
         except BaseException:
             cancel_attempt(span, token)
             raise
+        finally:
+            restore_role(role)
         end_attempt(self.plan_trace, span, token, outcome.error, outcome.output)
         return outcome
 

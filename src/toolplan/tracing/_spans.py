@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -30,7 +30,9 @@ __all__ = (
     "in_agent",
     "record_response",
     "record_run",
+    "restore_role",
     "set_run_id",
+    "tool_role_cleared",
 )
 
 # What the agent says about the plans it runs next (a tool call of the model's, or its direct calls).
@@ -50,6 +52,15 @@ def as_tool_call(tool: str, call_id: str = "", call_ids: Mapping[str, str] | Non
         yield
     finally:
         _ROLE.reset(token)
+
+
+def tool_role_cleared() -> Token[tuple[str, str, Mapping[str, str]] | None]:
+    """Inside a tool call: plans the tool starts are not the model's tool call (undo with `restore_role`)."""
+    return _ROLE.set(None)
+
+
+def restore_role(token: Token[tuple[str, str, Mapping[str, str]] | None]) -> None:
+    _ROLE.reset(token)
 
 
 def in_agent() -> bool:
