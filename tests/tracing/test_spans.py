@@ -320,3 +320,28 @@ async def test_arguments_and_results_only_with_content_capture(
     assert len(cut) <= 64 and "chars cut" in cut and cut.endswith('}, "b": {}}')
     with pytest.raises(UserError, match="at least 64"):
         configure_tracing(content_limit=10)
+
+
+async def test_a_plan_run_by_a_tool_nests_under_that_tools_call(exporter: InMemorySpanExporter) -> None:
+    inner_tools = _tools()
+
+    @tool
+    async def outer() -> Any:
+        """Runs a plan of its own (as a skill does)."""
+        inner = await execute_plan(
+            {"steps": [{"id": "in", "tool": "weather", "arguments": {"city": "Oslo"}}]}, inner_tools
+        )
+        return inner.outputs["in"]
+
+    model = ScriptedModel([AssistantMessage(tool_calls=(ToolCall(id="c0", name="outer", arguments="{}"),)), "ok"])
+    await Agent(model=model, tools=[outer], name="nest").run("go")
+    assert tree(exporter.get_finished_spans(), keep=("toolplan.step.id",)) == snapshot(
+        [
+            "invoke_agent nest [UNSET]",
+            "  chat scripted [UNSET]",
+            "  chat scripted [UNSET]",
+            "  execute_tool outer [UNSET] step.id='call0'",
+            "    invoke_workflow [UNSET]",
+            "      execute_tool weather [UNSET] step.id='in'",
+        ]
+    )
