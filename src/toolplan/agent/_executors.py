@@ -70,6 +70,7 @@ class TurnContext:
     store: RunStore | None = None  # the agent's store: each plan it runs is stored, under ``run_id``
     run_id: str = ""
     call_results: list[PlanResult] = field(default_factory=list[PlanResult])  # the turns' direct calls
+    traced: bool = False  # the run is traced (OpenTelemetry): plans say which tool call they are
 
 
 def tool_content(value: Any) -> str:
@@ -175,7 +176,13 @@ class ToolCallExecutor:
             expires_note="the agent run's deadline",
             on_event=on_event if emit else None,
         )
-        result = await run.run()
+        if ctx.traced:
+            from ..tracing._spans import as_tool_call  # private: imports opentelemetry
+
+            with as_tool_call("", call_ids={sid: call.id for sid, (_, call) in by_step.items()}):
+                result = await run.run()
+        else:
+            result = await run.run()
         ctx.call_results.append(result)
         return {by_step[sid][0]: self._message(by_step[sid][1], r) for sid, r in result.steps.items()}
 
@@ -191,14 +198,13 @@ class ToolCallExecutor:
         if ctx.emit is not None:
             ctx.emit(ToolExecutionStarted(call=call))
         try:
-            content, is_error, result = await meta.call(
-                args,
-                invoker=ctx.invoker,
-                on_event=ctx.emit,
-                expires=ctx.expires,
-                store=ctx.store,
-                parent=ctx.run_id or None,
-            )
+            if ctx.traced:
+                from ..tracing._spans import as_tool_call  # private: imports opentelemetry
+
+                with as_tool_call(call.name, call.id):
+                    content, is_error, result = await self._call_meta(meta, args, ctx)
+            else:
+                content, is_error, result = await self._call_meta(meta, args, ctx)
         except ToolError as exc:
             content, is_error, result = exc.message, True, None
         if result is not None:
@@ -210,6 +216,17 @@ class ToolCallExecutor:
         if ctx.emit is not None:
             ctx.emit(ToolExecutionFinished(call=call, content=message.content, is_error=message.is_error))
         return message
+
+    @staticmethod
+    async def _call_meta(meta: MetaTool, args: dict[str, Any], ctx: TurnContext) -> tuple[str, bool, PlanResult | None]:
+        return await meta.call(
+            args,
+            invoker=ctx.invoker,
+            on_event=ctx.emit,
+            expires=ctx.expires,
+            store=ctx.store,
+            parent=ctx.run_id or None,
+        )
 
 
 class NativeExecutor(ToolCallExecutor):

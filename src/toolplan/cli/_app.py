@@ -20,6 +20,7 @@ from ..plan import DEFAULT_MAX_STEPS, ValidationReport, validate_plan
 from ..tools import ToolRegistry
 from ._loader import CliInputError, load_plan, load_tools
 from ._render import print_errors, print_issues, print_json, print_outputs, print_step_table, print_summary, say
+from ._trace import TRACE_HELP, start_tracing
 
 __all__ = ("app", "main")
 
@@ -290,6 +291,7 @@ def run(
             "See docs/ray.md.",
         ),
     ] = None,
+    trace: Annotated[str | None, typer.Option("--trace", metavar="TARGET", help=TRACE_HELP)] = None,
 ) -> NoReturn:
     """Run a plan with the tools of a Python file and of MCP servers.
 
@@ -334,6 +336,12 @@ def run(
                 print_issues(_err, report.warnings, style="yellow")
             live = sys.stdout.isatty() and not as_json
             backend_obj = start_backend(backend)  # after validation: an invalid plan starts no cluster
+            stop_tracing = None
+            if trace is not None:
+                try:
+                    stop_tracing = start_tracing(trace)
+                except CliInputError as exc:
+                    _fail(exc.message)
             options: dict[str, Any] = {
                 "live": live,
                 "tools": _step_tools(report),
@@ -348,7 +356,11 @@ def run(
                 options["backend"] = backend_obj
             if not ui:
                 with _stdout_to_stderr(as_json):
-                    result = _execute(data, registry, loop=loop, **options)
+                    try:
+                        result = _execute(data, registry, loop=loop, **options)
+                    finally:
+                        if stop_tracing is not None:
+                            stop_tracing()
                 show_result(result, as_json=as_json, live=live)
             from ._live import live_page, new_local_run_id
 
@@ -360,7 +372,11 @@ def run(
             try:
                 with live_page(report.compiled, options["run_id"], port=ui_port, console=_err) as page:
                     with _stdout_to_stderr(as_json):
-                        result = _execute(data, registry, on_event=page.feed, loop=loop, **options)
+                        try:
+                            result = _execute(data, registry, on_event=page.feed, loop=loop, **options)
+                        finally:
+                            if stop_tracing is not None:
+                                stop_tracing()
                     try:
                         print_result(result, as_json=as_json, live=live)
                         page.linger(ui_keep)

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import _context
 from .._context import _CURRENT, CallContext, RawCall, raw_call
 from .._errors import InvalidArgumentsError, ToolError, ToolOutputError, UnknownToolError, WorkerDiedError
 from .._records import fast_init, maker
@@ -338,8 +340,15 @@ class ToolInvoker:
                     async with deadline:
                         result = await entry.execute(tool, arguments)
             else:
+                carrier = _context.trace_carrier
                 call = CallContext(
-                    run_id=run_id, step_id=step_id, tool=tool, attempt=attempt, deadline=expires, fallback=fallback
+                    run_id=run_id,
+                    step_id=step_id,
+                    tool=tool,
+                    attempt=attempt,
+                    deadline=expires,
+                    fallback=fallback,
+                    trace_context=None if carrier is None else carrier(),
                 )
                 deadline = asyncio.timeout(timeout)
                 async with deadline:
@@ -394,12 +403,18 @@ def _calling(
 
 
 def when_done(future: Future[Any], callback: Callable[[], None]) -> None:
-    """Call ``callback`` in the running event loop once ``future`` (a thread's) is done."""
+    """Call ``callback`` in the running event loop once ``future`` (a thread's) is done.
+
+    The callback runs in the context of the caller (a copy made now), not in the worker thread's:
+    tasks it starts (the steps that waited for the thread's slot) see the run's context
+    variables (its dependencies, its trace).
+    """
     loop = asyncio.get_running_loop()
+    ctx = contextvars.copy_context()
 
     def done(_f: Future[Any]) -> None:
         with contextlib.suppress(RuntimeError):  # the loop has closed: nothing is waiting any more
-            loop.call_soon_threadsafe(callback)
+            loop.call_soon_threadsafe(callback, context=ctx)
 
     future.add_done_callback(done)
 

@@ -13,13 +13,14 @@ import contextlib
 import os
 import time
 from contextlib import nullcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import _faults
 from .._errors import StoreError
 from .._records import maker
 from ..plan import CompiledPlan, CompiledStep, Plan
 from ..plan._ir import MissingField
+from ..tracing._config import get_tracer  # private: the one check whether this run is traced
 from ._choice import Choice
 from ._events import EventHandler, PlanEvent, PlanFinished, PlanStarted, StepFinished
 from ._invoke import CallOutcome, ToolInvoker, when_done
@@ -28,6 +29,9 @@ from ._limits import DEFAULT_LIMITS, RunLimits
 from ._result import ErrorKind, PlanResult, PlanStatus, StepError, StepResult, StepStatus
 from ._scheduler import Scheduler, StepState
 from ._step import new_step_result, run_step
+
+if TYPE_CHECKING:
+    from ..tracing._spans import PlanTrace
 
 __all__ = ("PlanRun",)
 
@@ -70,6 +74,14 @@ class PlanRun:
     ) -> None:
         self.compiled = compiled
         self.invoker = invoker.for_plan()  # this plan's ledger: its own budget arrives with the plan
+        self.trace: PlanTrace | None = None
+        tracer = get_tracer()
+        if tracer is not None:  # traced: the plan's span, and an invoker whose calls make spans
+            from ..tracing._spans import PlanTrace  # private: imports opentelemetry, so only when tracing
+            from ._traced import traced
+
+            self.trace = PlanTrace(tracer)
+            self.invoker = traced(self.invoker, self.trace)
         self.limits = limits
         self.on_event = on_event
         self.missing_field: MissingField = "null"
@@ -245,6 +257,8 @@ class PlanRun:
     async def run(self) -> PlanResult:
         """Run until every step has ended (for an incremental run: until sealed or aborted, too)."""
         start = self.now()
+        if self.trace is not None:
+            self.trace.start(self.run_id, self.compiled.plan.step_ids if self.compiled is not None else ())
         if self.compiled is not None:
             if self.on_event is not None:
                 self.emit(PlanStarted(run_id=self.run_id, steps=self.compiled.plan.step_ids, at=start))
@@ -560,6 +574,9 @@ class PlanRun:
             warnings=compiled.warnings,
             choices=tuple(self.choices),
         )
+        if self.trace is not None:
+            meter = self.invoker.meter
+            self.trace.finish(result, meter.calls, meter.cost)
         if self.on_event is not None:
             self.emit(PlanFinished(run_id=self.run_id, result=result))
         return result
