@@ -10,6 +10,7 @@ import pkgutil
 import subprocess
 import sys
 import traceback
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -214,3 +215,10 @@ def test_license_and_project_urls_match_the_metadata() -> None:
         assert url.startswith("https://") or (ROOT / url.split("#")[0]).is_file(), f"{label}: {url}"
     changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
     assert changelog.startswith("# Changelog\n\n## Unreleased\n"), "CHANGELOG.md starts with an Unreleased section"
+
+
+def test_test_modules_have_unique_names() -> None:
+    # The suite imports test folders side by side (no packages): two files of one name cannot both load.
+    tests = Path(__file__).resolve().parent
+    names = Counter(p.name for p in tests.rglob("*.py") if p.name not in ("__init__.py", "conftest.py"))
+    assert [n for n, c in names.items() if c > 1] == []
