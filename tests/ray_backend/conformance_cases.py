@@ -141,3 +141,25 @@ def wait_for_file(path: Path, seconds: float = 30) -> None:
         if time.monotonic() > ends:
             raise TimeoutError(f"{path} did not appear within {seconds}s")
         time.sleep(0.02)
+
+
+async def test_the_tools_own_spans_join_the_calls_trace(backend: Backend | None) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from toolplan.tracing import configure_tracing
+
+    plan = {"steps": [{"id": "t", "tool": "trace_parent", "arguments": {}}]}
+    assert (await run(plan, backend)).outputs["t"] == ""  # not traced: no trace reaches the tool
+    provider, exporter = TracerProvider(), InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    configure_tracing(tracer_provider=provider)
+    try:
+        result = await run(plan, backend)
+    finally:
+        configure_tracing()
+        provider.shutdown()
+    (span,) = [s for s in exporter.get_finished_spans() if s.name == "execute_tool trace_parent"]
+    assert span.context is not None
+    assert result.outputs["t"] == format(span.context.trace_id, "032x")

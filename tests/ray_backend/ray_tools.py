@@ -153,4 +153,27 @@ def burn(n: int) -> int:
     return total
 
 
-TOOLS = [weather, compare, explode, refuse, whoami, flaky, hang, limited, charge, charge_cpu, lookup, burn]
+@tool
+def trace_parent() -> str:
+    """The trace id the tool's own spans join (hex), or "" outside a trace."""
+    from opentelemetry import trace
+
+    context = trace.get_current_span().get_span_context()
+    return format(context.trace_id, "032x") if context.is_valid else ""
+
+
+TOOLS = [
+    weather,
+    compare,
+    explode,
+    refuse,
+    whoami,
+    flaky,
+    hang,
+    limited,
+    charge,
+    charge_cpu,
+    lookup,
+    burn,
+    trace_parent,
+]

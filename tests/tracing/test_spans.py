@@ -345,3 +345,23 @@ async def test_a_plan_run_by_a_tool_nests_under_that_tools_call(exporter: InMemo
             "      execute_tool weather [UNSET] step.id='in'",
         ]
     )
+
+
+async def test_the_planners_requests_and_repair_sit_under_a_plan_span(exporter: InMemorySpanExporter) -> None:
+    from toolplan.planner import SUBMIT_TOOL_NAME, Planner
+
+    def submit(plan: Any, call_id: str) -> AssistantMessage:
+        return AssistantMessage(tool_calls=(ToolCall(id=call_id, name=SUBMIT_TOOL_NAME, arguments=json.dumps(plan)),))
+
+    bad = {"steps": [{"id": "a", "tool": "no_such_tool", "arguments": {}}]}
+    planner = Planner(ScriptedModel([submit(bad, "p1"), submit(PLAN, "p2")]), _tools())
+    draft = await planner.plan("Compare Tokyo and Atlantis")
+    assert draft.valid and draft.repaired
+    assert tree(exporter.get_finished_spans(), keep=()) == snapshot(
+        ["plan [UNSET]", "  chat scripted [UNSET]", "  chat scripted [UNSET]"]
+    )
+    (plan_span,) = [s for s in exporter.get_finished_spans() if s.name == "plan"]
+    attributes = dict(plan_span.attributes or {})
+    assert attributes["toolplan.plan.request_id"] == draft.request_id
+    assert attributes["toolplan.plan.id"] == draft.plan_id
+    assert attributes["toolplan.plan.valid"] is True and attributes["toolplan.plan.repaired"] is True

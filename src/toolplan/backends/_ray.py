@@ -39,9 +39,10 @@ from ..tools import Tool, ToolAnnotations, ToolResult
 
 __all__ = ("RayBackend", "import_ray")
 
-# What travels with a call: run id, step id, tool, attempt, seconds left (None: no deadline), fallback.
+# What travels with a call: run id, step id, tool, attempt, seconds left (None: no deadline), fallback,
+# and the W3C trace headers of the call's span (None: not traced).
 # Seconds left, not the deadline: `time.monotonic` means nothing on another machine.
-_Wire = tuple[str, str, str, int, float | None, bool]
+_Wire = tuple[str, str, str, int, float | None, bool, dict[str, str] | None]
 _LOCAL_ONLY = ("num_cpus", "num_gpus", "include_dashboard")  # ray.init options for a cluster it starts
 _CLI_MODULES = "_toolplan_cli_tools_"  # the names `toolplan run --tools FILE.py` gives the files it loads
 
@@ -56,15 +57,28 @@ def import_ray() -> Any:
 
 async def _run_call(tool: Tool, name: str, arguments: Mapping[str, Any], wire: _Wire) -> tuple[bool, Any]:
     """On a worker: run the call under its call context; ``(True, result)`` or ``(False, exception)``."""
-    run_id, step_id, tool_name, attempt, remaining, fallback = wire
+    run_id, step_id, tool_name, attempt, remaining, fallback, headers = wire
     deadline = None if remaining is None else time.monotonic() + remaining
     token = _CURRENT.set(raw_call(None, run_id, step_id, tool_name, attempt, deadline, fallback))
+    traced = _attach_trace(headers) if headers else None
     try:
         return True, await tool.execute(name, arguments)
     except (Exception, SystemExit) as exc:  # sent back and handled by the driver as a local failure
         return False, _sendable(exc)
     finally:
+        if traced is not None:
+            from opentelemetry import context as otel_context
+
+            otel_context.detach(traced)
         _CURRENT.reset(token)
+
+
+def _attach_trace(headers: Mapping[str, str]) -> Any:  # a context token of opentelemetry
+    """Make the driver's call span the parent of the spans the tool starts on this worker."""
+    from opentelemetry import context as otel_context
+    from opentelemetry import propagate
+
+    return otel_context.attach(propagate.extract(headers))
 
 
 def _sendable(exc: BaseException) -> BaseException:
@@ -228,7 +242,8 @@ class RayBackend:
             await asyncio.to_thread(self.start)
         ray = import_ray()
         key, holder = self._ship(ray, tool)
-        wire: _Wire = (call.run_id, call.step_id, call.tool, call.attempt, call.remaining(), call.fallback)
+        headers = dict(call.trace_context) if call.trace_context else None
+        wire: _Wire = (call.run_id, call.step_id, call.tool, call.attempt, call.remaining(), call.fallback, headers)
         actor = None
         if name in self.cpu_tools:
             ref = self._task.remote(key, holder, name, dict(arguments), wire)

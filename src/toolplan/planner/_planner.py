@@ -27,6 +27,7 @@ from ..models import (
 from ..plan import DEFAULT_MAX_STEPS, META_TOOL_NAMES, Dialect, Plan, dump_plan, validate_plan
 from ..store import PlanVersion, Store
 from ..tools import ToolAnnotations, ToolDefinition, ToolRegistry, ToolsLike
+from ..tracing._config import get_tracer  # private: whether this request is traced
 from ._schema import plan_schema
 
 __all__ = ("SUBMIT_TOOL_NAME", "OutputDialect", "PlanDraft", "Planner", "new_id")
@@ -182,6 +183,19 @@ class Planner:
         if not isinstance(query, str) or not query.strip():
             raise UserError("Planner.plan() needs a non-empty question (a string).")
         request_id = new_id("req")
+        tracer = get_tracer()
+        if tracer is None:
+            return await self._plan(query, request_id)
+        from ..tracing._spans import plan_span, record_draft  # private: imports opentelemetry
+
+        with plan_span(tracer, self.model.name, request_id) as span:
+            draft = await self._plan(query, request_id)
+            record_draft(
+                span, draft.plan_id, draft.valid, draft.repaired, draft.usage.input_tokens, draft.usage.output_tokens
+            )
+            return draft
+
+    async def _plan(self, query: str, request_id: str) -> PlanDraft:
         messages: list[ModelMessage] = [SystemMessage(content=self.instructions), UserMessage(content=query)]
         requests: list[tuple[ModelMessage, ...]] = []
         usage = Usage()
@@ -254,7 +268,16 @@ class Planner:
             # grammar only to a named tool (and answers "required" with HTTP 500).
             forced = ModelSettings(tool_choice=ForceTool(SUBMIT_TOOL_NAME), parallel_tool_calls=False)
             settings = forced if settings is None else settings.merge(forced)
-        response = await self.model.request(messages, [self.submit_tool] if self.constrained else [], settings)
+        tools = [self.submit_tool] if self.constrained else []
+        tracer = get_tracer()
+        if tracer is None:
+            response = await self.model.request(messages, tools, settings)
+        else:
+            from ..tracing._spans import chat_span, record_response  # private: imports opentelemetry
+
+            with chat_span(tracer, self.model.name) as chat:
+                response = await self.model.request(messages, tools, settings)
+                record_response(chat, response)
         return response.message, usage + response.usage
 
     def _check(self, text: str) -> tuple[Plan | None, tuple[PlanIssue, ...]]:

@@ -16,6 +16,7 @@ INVOKE_AGENT: Final = "invoke_agent"
 INVOKE_WORKFLOW: Final = "invoke_workflow"
 CHAT: Final = "chat"
 EXECUTE_TOOL: Final = "execute_tool"
+PLAN: Final = "plan"  # toolplan's planner: a request (and its repair) that yields a plan
 
 # GenAI attributes.
 OPERATION_NAME: Final = "gen_ai.operation.name"
@@ -38,6 +39,10 @@ CAPTURE_CONTENT_ENV: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
 
 # toolplan's own attributes.
 RUN_ID: Final = "toolplan.run.id"
+PLAN_REQUEST_ID: Final = "toolplan.plan.request_id"
+PLAN_ID: Final = "toolplan.plan.id"
+PLAN_VALID: Final = "toolplan.plan.valid"
+PLAN_REPAIRED: Final = "toolplan.plan.repaired"
 PLAN_STEPS: Final = "toolplan.plan.steps"
 STEP_ID: Final = "toolplan.step.id"
 ATTEMPT: Final = "toolplan.attempt"

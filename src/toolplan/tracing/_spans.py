@@ -221,6 +221,25 @@ def chat_span(tracer: Tracer, model: str) -> Iterator[Span]:
         yield span
 
 
+@contextmanager
+def plan_span(tracer: Tracer, model: str, request_id: str) -> Iterator[Span]:
+    """The planner's span for one request: its model requests (the repair too) are ``chat`` spans under it."""
+    attributes = {sc.OPERATION_NAME: sc.PLAN, sc.REQUEST_MODEL: model, sc.PLAN_REQUEST_ID: request_id}
+    with tracer.start_as_current_span(
+        sc.PLAN, attributes=attributes, record_exception=True, set_status_on_exception=True
+    ) as span:
+        yield span
+
+
+def record_draft(span: Span, plan_id: str, valid: bool, repaired: bool, input_tokens: int, output_tokens: int) -> None:
+    """Put a planner's outcome and token usage on its span."""
+    span.set_attribute(sc.PLAN_ID, plan_id)
+    span.set_attribute(sc.PLAN_VALID, valid)
+    span.set_attribute(sc.PLAN_REPAIRED, repaired)
+    span.set_attribute(sc.USAGE_INPUT_TOKENS, input_tokens)
+    span.set_attribute(sc.USAGE_OUTPUT_TOKENS, output_tokens)
+
+
 def set_run_id(run_id: str) -> None:
     """Name the agent run on its span (current now)."""
     trace.get_current_span().set_attribute(sc.RUN_ID, run_id)
