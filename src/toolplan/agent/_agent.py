@@ -17,7 +17,7 @@ from typing_extensions import TypeVar
 from .._context import reset_run_deps, set_run_deps
 from .._errors import OutputValidationError, UsageLimitExceeded, UserError
 from .._tasks import task_group
-from ..execute import Backend, RunLimits, RunStore, ToolChooser, ToolInvoker
+from ..execute import Backend, BudgetWarning, RunLimits, RunStore, ToolChooser, ToolInvoker
 from ..models import (
     AssistantMessage,
     Model,
@@ -454,6 +454,9 @@ class Agent(Generic[DepsT, OutputT]):
             from ..tracing._spans import set_run_id  # private: imports opentelemetry
 
             set_run_id(ctx.run_id)
+        warnings: list[BudgetWarning] = []  # reached during a turn, told to the model after it
+        if self.limits.budget.warn_at is not None:
+            ctx.invoker.meter.on_warning = _budget_warner(ctx.run_id, emit, warnings)
         executor = create_executor(self, self.strategy)
         output = self._output
         run = RunState(messages=messages, ctx=ctx, model_name=self.model.name, new_from=new_from)
@@ -504,6 +507,8 @@ class Agent(Generic[DepsT, OutputT]):
                     value, final_replies, failure = final_result(output, final)
                     replies.update(final_replies)
                 messages.extend(replies[c.id] for c in tool_calls if c.id in replies)
+                if warnings:
+                    _tell_budget_warnings(messages, warnings)
                 if value is not MISSING:
                     result = run.result(value, "completed")
                     break
@@ -687,3 +692,28 @@ async def run(
         model, tools=tools, max_iterations=max_iterations, tool_planning=tool_planning, instructions=instructions
     )
     return await agent.run(task)
+
+
+def _budget_warner(
+    run_id: str, emit: Callable[[AgentEvent], None] | None, warnings: list[BudgetWarning]
+) -> Callable[[str, float, float, str | None], None]:
+    """The run ledger's warning handler: an event now, and a note for the model after the turn."""
+
+    def warn(limit: str, used: float, cap: float, tool: str | None) -> None:
+        warning = BudgetWarning(run_id=run_id, limit=limit, used=used, cap=cap, tool=tool, at=time.time())
+        warnings.append(warning)
+        if emit is not None:
+            emit(warning)
+
+    return warn
+
+
+def _tell_budget_warnings(messages: list[ModelMessage], warnings: list[BudgetWarning]) -> None:
+    """Add the turn's budget warnings to its last tool result, where the model reads them next."""
+    for i in range(len(messages) - 1, -1, -1):
+        last = messages[i]
+        if isinstance(last, ToolReturnMessage):
+            note = "\n".join(w.message for w in warnings)
+            messages[i] = dataclasses.replace(last, content=f"{last.content}\n\n{note}")
+            break
+    warnings.clear()

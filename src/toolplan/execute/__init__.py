@@ -16,6 +16,7 @@ from ._choice import ChoiceOutcome as ChoiceOutcome
 from ._choice import ChoiceRequest as ChoiceRequest
 from ._choice import FixedChooser as FixedChooser
 from ._choice import ToolChooser as ToolChooser
+from ._events import BudgetWarning as BudgetWarning
 from ._events import EventHandler as EventHandler
 from ._events import PlanEvent as PlanEvent
 from ._events import PlanFinished as PlanFinished
@@ -55,6 +56,7 @@ __all__ = (
     "DEFAULT_MAX_CONCURRENCY",
     "Backend",
     "BudgetMeter",
+    "BudgetWarning",
     "CallContext",
     "CallOutcome",
     "Choice",

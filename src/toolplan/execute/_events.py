@@ -8,6 +8,7 @@ from ._choice import Choice
 from ._result import PlanResult, StepError, StepResult
 
 __all__ = (
+    "BudgetWarning",
     "EventHandler",
     "PlanEvent",
     "PlanFinished",
@@ -74,6 +75,38 @@ class ToolChosen:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class BudgetWarning:
+    """What a run spent first reached the budget's ``warn_at`` share of one of its limits.
+
+    ``limit`` is ``max_tool_calls``, ``max_tool_calls_per_tool`` (``tool`` names which) or
+    ``max_cost``; ``used`` of ``cap`` is what was spent when it was reserved, and ``scope`` says
+    whose budget: ``"plan"`` (a plan's own) or ``"run"`` (the run's: a plain plan run's limits, or
+    an agent run's ledger). One warning per limit and budget.
+    """
+
+    kind: Literal["budget_warning"] = "budget_warning"
+    run_id: str
+    limit: str
+    used: float
+    cap: float
+    tool: str | None = None
+    scope: str = "run"
+    at: float
+
+    @property
+    def message(self) -> str:
+        """A sentence for people and models: what was spent of which limit, and what to do."""
+        share = self.used / self.cap if self.cap else 1.0
+        if self.limit == "max_cost":
+            spent = f"{self.used:g} of max_cost={self.cap:g} spent"
+        elif self.tool is not None:
+            spent = f"{self.used:g} of the {self.cap:g} calls of {self.tool!r} allowed made"
+        else:
+            spent = f"{self.used:g} of max_tool_calls={self.cap:g} calls made"
+        return f"Budget warning: {spent} ({share:.0%}). Spend what is left on the calls that matter most."
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PlanFinished:
     """A plan ended; ``result`` holds every step's record."""
 
@@ -82,5 +115,7 @@ class PlanFinished:
     result: PlanResult
 
 
-PlanEvent: TypeAlias = PlanStarted | StepStarted | StepRetrying | StepFinished | ToolChosen | PlanFinished
+PlanEvent: TypeAlias = (
+    PlanStarted | StepStarted | StepRetrying | StepFinished | ToolChosen | BudgetWarning | PlanFinished
+)
 EventHandler: TypeAlias = Callable[[PlanEvent], None]

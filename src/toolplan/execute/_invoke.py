@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Future
@@ -24,9 +25,9 @@ from ..tools import Tool, ToolAnnotations, ToolRegistry, ToolResult
 from ._backend import Backend
 from ._choice import ToolChooser
 from ._limits import RunLimits
-from ._result import StepError
+from ._result import StepError, cap_text
 
-__all__ = ("BudgetMeter", "CallOutcome", "ToolInvoker", "when_done")
+__all__ = ("BudgetMeter", "CallOutcome", "ToolInvoker", "WarningHandler", "when_done")
 
 _DEFAULT_ANNOTATIONS = ToolAnnotations()
 
@@ -51,12 +52,17 @@ class CallOutcome:
 _new_outcome = maker(CallOutcome)
 
 
+#: Told when a ledger first reaches its budget's ``warn_at`` share of a limit: ``(limit, used, cap, tool)``.
+WarningHandler = Callable[[str, float, float, "str | None"], None]
+
+
 @dataclass(slots=True)
 class BudgetMeter:
     """Counts calls and cost against a `Budget` (pure bookkeeping): one ledger, reserved at dispatch.
 
     A meter may have a ``parent`` (a plan's own budget inside an agent run's): a call must fit both
-    and is charged to both.
+    and is charged to both. When the budget has ``warn_at``, ``on_warning`` is told once per limit
+    when a reservation first reaches that share of it.
     """
 
     budget: Budget = field(default_factory=Budget)
@@ -64,6 +70,8 @@ class BudgetMeter:
     cost: float = 0.0
     calls_by_tool: dict[str, int] = field(default_factory=dict[str, int])
     parent: BudgetMeter | None = None
+    on_warning: WarningHandler | None = None
+    warned: set[tuple[str, str | None]] | None = None
 
     def refusal(self, tool: str, cost: float) -> str | None:
         """Why a call to ``tool`` may not start, or None if the budget (and its parents') allows it."""
@@ -94,7 +102,10 @@ class BudgetMeter:
             return f"Budget exhausted: max_tool_calls={b.max_tool_calls} calls already made."
         per_tool = b.max_tool_calls_per_tool.get(tool)
         if per_tool is not None and self.calls_by_tool.get(tool, 0) >= per_tool:
-            return f"Budget exhausted: at most {per_tool} calls of {tool!r} are allowed."
+            return (
+                f"Budget exhausted: at most {per_tool} calls of {tool!r} are allowed "
+                f"(max_tool_calls_per_tool), and {self.calls_by_tool.get(tool, 0)} were made."
+            )
         if b.max_cost is not None and self.cost + cost > b.max_cost + 1e-12:
             return (
                 f"Budget exhausted: a call of {tool!r} costs {cost:g} and "
@@ -110,6 +121,10 @@ class BudgetMeter:
                 reason = self._refusal_here(b, tool, cost)
                 if reason is not None:
                     return reason
+                if b.warn_at is not None:  # a budget that warns: charge, then look at the shares
+                    self._charge(tool, cost)
+                    self._warn(b, tool)
+                    return None
             self.calls += 1
             self.cost += cost
             by_tool = self.calls_by_tool
@@ -120,12 +135,39 @@ class BudgetMeter:
             return reason
         meter: BudgetMeter | None = self
         while meter is not None:
-            meter.calls += 1
-            meter.cost += cost
-            by_tool = meter.calls_by_tool
-            by_tool[tool] = by_tool.get(tool, 0) + 1
+            meter._charge(tool, cost)
+            if meter.budget.warn_at is not None:
+                meter._warn(meter.budget, tool)
             meter = meter.parent
         return None
+
+    def _charge(self, tool: str, cost: float) -> None:
+        self.calls += 1
+        self.cost += cost
+        by_tool = self.calls_by_tool
+        by_tool[tool] = by_tool.get(tool, 0) + 1
+
+    def _warn(self, b: Budget, tool: str) -> None:
+        """Tell ``on_warning`` of each limit whose ``warn_at`` share was reached for the first time."""
+        share = b.warn_at
+        assert share is not None
+        crossed: list[tuple[str, str | None, float, float]] = []
+        if b.max_tool_calls and self.calls >= share * b.max_tool_calls:
+            crossed.append(("max_tool_calls", None, self.calls, b.max_tool_calls))
+        cap = b.max_tool_calls_per_tool.get(tool)
+        if cap and self.calls_by_tool.get(tool, 0) >= share * cap:
+            crossed.append(("max_tool_calls_per_tool", tool, self.calls_by_tool[tool], cap))
+        if b.max_cost and self.cost >= share * b.max_cost - 1e-12:
+            crossed.append(("max_cost", None, self.cost, b.max_cost))
+        if not crossed:
+            return
+        if self.warned is None:
+            self.warned = set()
+        for limit, which, used, of in crossed:
+            if (limit, which) not in self.warned:
+                self.warned.add((limit, which))
+                if self.on_warning is not None:
+                    self.on_warning(limit, used, of, which)
 
     def release(self, tool: str, cost: float) -> None:
         """Give back a reservation whose call never started."""
@@ -312,7 +354,14 @@ class ToolInvoker:
             return CallOutcome(
                 error=StepError(kind="unknown_tool", message=str(UnknownToolError(tool, self.registry.names)))
             )
-        cost = entry.annotations.cost
+        annotations = entry.annotations
+        if annotations.cost_of is None:
+            cost = annotations.cost
+        else:  # priced from the arguments: a cost function that fails is the call's failure
+            priced = _price(annotations.cost_of, tool, arguments)
+            if isinstance(priced, CallOutcome):
+                return priced
+            cost = priced
         refused = self.meter.spend(tool, cost)
         if refused is not None:
             return CallOutcome(error=StepError(kind="limit", message=refused))
@@ -389,6 +438,33 @@ class ToolInvoker:
             sem.release()
             return
         when_done(lingering, sem.release)
+
+
+def _price(
+    cost_of: Callable[[Mapping[str, Any]], float], tool: str, arguments: Mapping[str, Any]
+) -> float | CallOutcome:
+    """What a call costs by its tool's cost function, or the failed call (error kind ``cost``) when it fails."""
+    try:
+        cost = cost_of(arguments)
+    except Exception as exc:  # a cost function is user code: any error is the call's, coded
+        detail = str(exc) or "(no message)"
+        return CallOutcome(
+            error=StepError(
+                kind="cost",
+                message=f"The cost function of tool {tool!r} raised {type(exc).__name__}: {cap_text(detail, 300)}; "
+                "the call was not made. Check the arguments it was given, or fix the cost function.",
+            )
+        )
+    if isinstance(cost, bool) or not isinstance(cost, int | float) or not math.isfinite(cost) or cost < 0:
+        shown = cap_text(repr(cost), 100)
+        return CallOutcome(
+            error=StepError(
+                kind="cost",
+                message=f"The cost function of tool {tool!r} returned {shown}, not a finite number >= 0; "
+                "the call was not made. Fix the cost function.",
+            )
+        )
+    return float(cost)
 
 
 def _calling(

@@ -69,6 +69,11 @@ class RunLimits:
             _count(f"budget.max_tool_calls_per_tool[{_show(name)}]", n, zero=True)
         _seconds("budget.max_cost", b.max_cost, zero=True, unit="")
         _seconds("budget.max_latency", b.max_latency)
+        if b.warn_at is not None and (not _finite(b.warn_at) or not 0 < b.warn_at <= 1):
+            raise UserError(
+                f"budget.warn_at must be a share of each limit, 0 < warn_at <= 1 (such as 0.8), or None; "
+                f"got {_show(b.warn_at)}."
+            )
 
     @classmethod
     def of(cls, limits: RunLimits | None = None, **options: Any) -> RunLimits:

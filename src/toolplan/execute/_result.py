@@ -26,6 +26,7 @@ ErrorKind = Literal[
     "skipped",
     "not_run",
     "limit",  # a budget or limit refused the call
+    "cost",  # the tool's cost function raised or returned no valid cost: the call was not made
     "reference",  # a referenced output could not be inserted into the arguments (ReferenceResolutionError)
     "unknown_outcome",  # a resumed run found the call in flight and may not repeat it (durable runs)
     "store",  # the store failed, so the step could not run durably

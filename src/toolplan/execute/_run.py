@@ -22,8 +22,8 @@ from ..plan import CompiledPlan, CompiledStep, Plan
 from ..plan._ir import MissingField
 from ..tracing._config import get_tracer  # private: the one check whether this run is traced
 from ._choice import Choice
-from ._events import EventHandler, PlanEvent, PlanFinished, PlanStarted, StepFinished
-from ._invoke import CallOutcome, ToolInvoker, when_done
+from ._events import BudgetWarning, EventHandler, PlanEvent, PlanFinished, PlanStarted, StepFinished
+from ._invoke import BudgetMeter, CallOutcome, ToolInvoker, WarningHandler, when_done
 from ._journal import Decision, Journal, StoredRun, StoredStep, calls_made, decide
 from ._limits import DEFAULT_LIMITS, RunLimits
 from ._result import ErrorKind, PlanResult, PlanStatus, StepError, StepResult, StepStatus
@@ -128,6 +128,24 @@ class PlanRun:
         self._unheld: asyncio.Future[None] | None = None  # done when no thread holds a slot any more
         if compiled is not None:
             self.apply(compiled.plan)
+        elif on_event is not None:
+            self._watch_budget()
+
+    def _watch_budget(self) -> None:
+        """Emit a `BudgetWarning` when a ledger of this run reaches its budget's ``warn_at`` share of a limit.
+
+        Every ledger up the chain that warns and has no one to tell yet (an agent run tells its own).
+        """
+        emit = self.on_event
+        if emit is None:
+            return
+        run_id = self.run_id
+        meter: BudgetMeter | None = self.invoker.meter
+        own = meter
+        while meter is not None:
+            if meter.budget.warn_at is not None and meter.on_warning is None:
+                meter.on_warning = _warner(emit, run_id, "plan" if meter is own and meter.parent is not None else "run")
+            meter = meter.parent
 
     def _resume(self, stored: StoredRun, rerun_unknown: bool) -> None:
         """Take up a stored run: the budget its steps spent, and what each stored step's row means now.
@@ -168,6 +186,8 @@ class PlanRun:
             meter = self.invoker.meter
             meter.budget = meter.budget.merged(plan.budget)
             self._tighten(plan.budget.max_latency, "the plan's max_latency of {:g}s")
+        if self.on_event is not None:
+            self._watch_budget()
         if limits.failure_mode == "fail_fast" and not sched.fail_fast:
             self._cancel(sched.set_fail_fast())
         self.limits = limits
@@ -580,6 +600,15 @@ class PlanRun:
         if self.on_event is not None:
             self.emit(PlanFinished(run_id=self.run_id, result=result))
         return result
+
+
+def _warner(emit: EventHandler, run_id: str, scope: str) -> WarningHandler:
+    """A ledger's warning handler that emits `BudgetWarning` (a closure over the handler, not the run)."""
+
+    def warn(limit: str, used: float, cap: float, tool: str | None) -> None:
+        emit(BudgetWarning(run_id=run_id, limit=limit, used=used, cap=cap, tool=tool, scope=scope, at=time.time()))
+
+    return warn
 
 
 async def _wait_for(future: asyncio.Future[None]) -> None:

@@ -40,13 +40,19 @@ class Fallback:
 @fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Budget:
-    """Limits enforced while a plan runs; steps that would exceed them end as ``not_run``."""
+    """Limits enforced while a plan runs; steps that would exceed them end as ``not_run``.
+
+    ``warn_at`` (a share, 0 < warn_at <= 1, such as 0.8) makes the run emit one `BudgetWarning`
+    per limit (calls, calls of a tool, cost) when what is spent first reaches that share of it;
+    an agent also tells the model. It sets no limit of its own.
+    """
 
     kind: Literal["budget"] = "budget"
     max_tool_calls: int | None = None
     max_tool_calls_per_tool: Mapping[str, int] = field(default_factory=dict[str, int])
     max_cost: float | None = None
     max_latency: float | None = None
+    warn_at: float | None = None
 
     def merged(self, other: Budget | None) -> Budget:
         """The tighter of two budgets, limit by limit."""
@@ -64,11 +70,12 @@ class Budget:
             max_tool_calls_per_tool=per_tool,
             max_cost=low(self.max_cost, other.max_cost),
             max_latency=low(self.max_latency, other.max_latency),
+            warn_at=low(self.warn_at, other.warn_at),
         )
 
     @property
     def unlimited(self) -> bool:
-        """True when no limit is set."""
+        """True when no limit is set (``warn_at`` alone is not a limit)."""
         return (
             self.max_tool_calls is None
             and not self.max_tool_calls_per_tool

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -31,6 +31,11 @@ class ToolAnnotations:
             idempotent tools and 0 otherwise.
         concurrency: At most this many calls of the tool run at once; None for no per-tool limit.
         general: A general-purpose tool (policies may prefer it when a budget is tight).
+        cost_of: A cost function: the budget units of one call from its arguments (the JSON object
+            as the call got it, before validation). When set, it prices each call at dispatch and
+            ``cost`` is only the estimate used where no call is at hand (a group's price, the
+            audit, a resumed run). It must return a finite number >= 0; when it raises or returns
+            anything else the call is not made and fails with error kind ``cost``.
     """
 
     read_only: bool = False
@@ -41,10 +46,15 @@ class ToolAnnotations:
     retry: int | None = None
     concurrency: int | None = None
     general: bool = False
+    cost_of: Callable[[Mapping[str, Any]], float] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.cost < 0:
             raise UserError(f"Tool cost must be >= 0, got {self.cost}.")
+        if self.cost_of is not None and not callable(self.cost_of):
+            raise UserError(
+                f"Tool cost_of must be a function of the call's arguments, got {type(self.cost_of).__name__}."
+            )
         if self.timeout is not None and self.timeout <= 0:
             raise UserError(f"Tool timeout must be a positive number of seconds, got {self.timeout}.")
         if self.concurrency is not None and self.concurrency < 1:

@@ -407,6 +407,7 @@ def tool(
     retry: int | None = None,
     concurrency: int | None = None,
     general: bool = False,
+    cost_of: Callable[[Mapping[str, Any]], float] | None = None,
 ) -> Callable[[Fn], FunctionTool[Fn]]: ...
 
 
@@ -424,6 +425,7 @@ def tool(
     retry: int | None = None,
     concurrency: int | None = None,
     general: bool = False,
+    cost_of: Callable[[Mapping[str, Any]], float] | None = None,
 ) -> FunctionTool[Fn] | Callable[[Fn], FunctionTool[Fn]]:
     """Turn a typed function (sync or async) into a tool.
 
@@ -444,6 +446,7 @@ def tool(
         retry=retry,
         concurrency=concurrency,
         general=general,
+        cost_of=cost_of,
     )
 
     def decorate(fn: Fn) -> FunctionTool[Fn]:
