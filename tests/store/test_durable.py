@@ -548,6 +548,7 @@ async def test_a_version_1_database_is_migrated_on_open_and_keeps_its_runs(store
         conn.execute(sa.text("DROP TABLE toolplan_chunks"))
         if store_url.startswith("sqlite"):
             conn.execute(sa.text("DROP TABLE toolplan_chunks_fts"))
+        conn.execute(sa.text("DROP TABLE toolplan_budget_windows"))
         for column in ("api_key", "source_plan_id", "cancel_requested"):
             conn.execute(sa.text(f"ALTER TABLE toolplan_executions DROP COLUMN {column}"))
         for column in ("request_id", "text", "issues", "valid"):
@@ -565,4 +566,4 @@ async def test_a_version_1_database_is_migrated_on_open_and_keeps_its_runs(store
         version = conn.execute(sa.text("SELECT value FROM toolplan_meta WHERE key = 'schema_version'")).scalar()
     engine.dispose()
     assert info.summary.status == "failed" and info.result.steps["p"].output == "paid 1"
-    assert kept.versions[0].plan_id == "plan_1" and version == str(SCHEMA_VERSION) == "6"
+    assert kept.versions[0].plan_id == "plan_1" and version == str(SCHEMA_VERSION) == "7"

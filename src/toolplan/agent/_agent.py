@@ -231,7 +231,7 @@ class Agent(Generic[DepsT, OutputT]):
 
         The run's budget and deadline are enforced by the run's invoker and deadline, not again per plan.
         """
-        return dataclasses.replace(self.limits, budget=Budget(), deadline=None)
+        return dataclasses.replace(self.limits, budget=Budget(), deadline=None, window=None)
 
     @property
     def model(self) -> Model:

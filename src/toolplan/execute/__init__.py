@@ -50,6 +50,11 @@ from ._step import set_retry_backoff as set_retry_backoff
 from ._streaming import StreamedPlanInvalid as StreamedPlanInvalid
 from ._streaming import StreamingPlan as StreamingPlan
 from ._streaming import execute_plan_stream as execute_plan_stream
+from ._window import BudgetWindow as BudgetWindow
+from ._window import MemoryWindow as MemoryWindow
+from ._window import WindowCharge as WindowCharge
+from ._window import WindowLimits as WindowLimits
+from ._window import WindowUsage as WindowUsage
 
 __all__ = (
     "DEFAULT_LIMITS",
@@ -57,6 +62,7 @@ __all__ = (
     "Backend",
     "BudgetMeter",
     "BudgetWarning",
+    "BudgetWindow",
     "CallContext",
     "CallOutcome",
     "Choice",
@@ -68,6 +74,7 @@ __all__ = (
     "FixedChooser",
     "InProcessBackend",
     "Journal",
+    "MemoryWindow",
     "PlanEvent",
     "PlanFinished",
     "PlanResult",
@@ -91,6 +98,9 @@ __all__ = (
     "ToolChooser",
     "ToolChosen",
     "ToolInvoker",
+    "WindowCharge",
+    "WindowLimits",
+    "WindowUsage",
     "current_call",
     "current_call_or_none",
     "decide_resume",

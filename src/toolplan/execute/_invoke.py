@@ -26,6 +26,7 @@ from ._backend import Backend
 from ._choice import ToolChooser
 from ._limits import RunLimits
 from ._result import StepError, cap_text
+from ._window import WindowCharge
 
 __all__ = ("BudgetMeter", "CallOutcome", "ToolInvoker", "WarningHandler", "when_done")
 
@@ -188,6 +189,8 @@ class _Entry:
     execute: Callable[[str, Mapping[str, Any]], Awaitable[ToolResult]]
     annotations: ToolAnnotations
     semaphore: asyncio.Semaphore | None
+    # Priced by a cost function, or charged to a budget window: the call takes the slower path.
+    special: bool = False
 
 
 class ToolInvoker:
@@ -207,6 +210,7 @@ class ToolInvoker:
         "meter",
         "registry",
         "tool_limits",
+        "window",
     )
 
     def __init__(
@@ -218,8 +222,10 @@ class ToolInvoker:
         tool_limits: Mapping[str, int] | None = None,
         backend: Backend | None = None,
         chooser: ToolChooser | None = None,
+        window: WindowCharge | None = None,
     ) -> None:
         self.registry = registry
+        self.window = window  # a budget window beyond this run, and the key charged
         self.chooser = chooser  # picks among alternative tools (None: the general one, else the first)
         self.meter = BudgetMeter(budget or Budget())
         self.default_timeout = default_timeout
@@ -239,7 +245,7 @@ class ToolInvoker:
         backend: Backend | None = None,
         chooser: ToolChooser | None = None,
     ) -> ToolInvoker:
-        """An invoker that applies ``limits`` (budget, step timeout, per-tool concurrency)."""
+        """An invoker that applies ``limits`` (budget, window, step timeout, per-tool concurrency)."""
         return cls(
             registry,
             budget=limits.budget,
@@ -247,6 +253,7 @@ class ToolInvoker:
             tool_limits=limits.tool_concurrency,
             backend=backend,
             chooser=chooser,
+            window=limits.window,
         )
 
     def for_plan(self) -> ToolInvoker:
@@ -277,6 +284,7 @@ class ToolInvoker:
         child.tool_limits = self.tool_limits
         child.backend = self.backend
         child.chooser = self.chooser
+        child.window = self.window
         child.exclusive = False
         child._entries = self._entries  # shared: the tools' concurrency slots are the run's
         child._lingering = self._lingering
@@ -302,13 +310,21 @@ class ToolInvoker:
                 entry = self._entry(group.default)
                 if entry is not None:
                     self._entries[tool] = entry = _Entry(
-                        entry.owner, _calling(entry.execute, group.default), entry.annotations, entry.semaphore
+                        entry.owner,
+                        _calling(entry.execute, group.default),
+                        entry.annotations,
+                        entry.semaphore,
+                        entry.special,
                     )
                 return entry
             annotations = self.registry.definition(tool).annotations
             limit = _low(annotations.concurrency, self.tool_limits.get(tool))
             entry = self._entries[tool] = _Entry(
-                owner, owner.execute, annotations, asyncio.Semaphore(limit) if limit is not None else None
+                owner,
+                owner.execute,
+                annotations,
+                asyncio.Semaphore(limit) if limit is not None else None,
+                annotations.cost_of is not None or self.window is not None,
             )
         return entry
 
@@ -354,23 +370,25 @@ class ToolInvoker:
             return CallOutcome(
                 error=StepError(kind="unknown_tool", message=str(UnknownToolError(tool, self.registry.names)))
             )
-        annotations = entry.annotations
-        if annotations.cost_of is None:
-            cost = annotations.cost
-        else:  # priced from the arguments: a cost function that fails is the call's failure
-            priced = _price(annotations.cost_of, tool, arguments)
-            if isinstance(priced, CallOutcome):
-                return priced
-            cost = priced
-        refused = self.meter.spend(tool, cost)
-        if refused is not None:
-            return CallOutcome(error=StepError(kind="limit", message=refused))
+        if entry.special:  # a cost function, a budget window: one branch, so that plain calls pay nothing more
+            charged = await self._charge(entry, tool, arguments)
+            if isinstance(charged, CallOutcome):
+                return charged
+            cost = charged
+        else:
+            cost = entry.annotations.cost
+            refused = self.meter.spend(tool, cost)
+            if refused is not None:
+                return CallOutcome(error=StepError(kind="limit", message=refused))
         sem = entry.semaphore
         if sem is not None:
             try:
                 await sem.acquire()
             except BaseException:
                 self.meter.release(tool, cost)  # cancelled before the call started
+                if entry.special and self.window is not None:
+                    with contextlib.suppress(BaseException):
+                        await asyncio.shield(self.window.window.release(self.window.key, tool, cost))
                 raise
         if timeout is not None:
             ends = time.monotonic() + timeout
@@ -428,6 +446,29 @@ class ToolInvoker:
         if result.error is not None:
             return CallOutcome(result.content, StepError(kind="business", message=result.error))
         return _new_outcome(result.content)  # a maker: cheaper than calling the class
+
+    async def _charge(self, entry: _Entry, tool: str, arguments: Mapping[str, Any]) -> float | CallOutcome:
+        """Price a call (its tool's cost function) and reserve it: the run's budget, then the window."""
+        cost_of = entry.annotations.cost_of
+        if cost_of is None:
+            cost = entry.annotations.cost
+        else:  # priced from the arguments: a cost function that fails is the call's failure
+            priced = _price(cost_of, tool, arguments)
+            if isinstance(priced, CallOutcome):
+                return priced
+            cost = priced
+        refused = self.meter.spend(tool, cost)
+        if refused is None and self.window is not None:
+            try:
+                refused = await self.window.window.reserve(self.window.key, tool, cost)
+            except BaseException:
+                self.meter.release(tool, cost)
+                raise
+            if refused is not None:
+                self.meter.release(tool, cost)  # the run's budget is not charged for a call the window refused
+        if refused is not None:
+            return CallOutcome(error=StepError(kind="limit", message=refused))
+        return cost
 
     @staticmethod
     def _free(sem: asyncio.Semaphore | None, lingering: Future[Any] | None) -> None:

@@ -15,6 +15,7 @@ from typing import Any, TypedDict
 from .._errors import UserError
 from ..plan import DEFAULT_MAX_STEPS, Budget, FailureMode, Plan
 from ..plan._parse import _show  # shared, private: the bounded rendering of a bad value in a message
+from ._window import WindowCharge
 
 __all__ = ("DEFAULT_LIMITS", "DEFAULT_MAX_CONCURRENCY", "LimitOptions", "RunLimits", "limits_from")
 
@@ -39,6 +40,9 @@ class RunLimits:
             Merged with a plan's own mode, ``"fail_fast"`` wins.
         max_steps: Most steps a plan may have.
         retry_delay: First backoff between retries of a step, in seconds (doubles, with jitter).
+        window: A budget window beyond this run (`WindowCharge`: a `BudgetWindow` and the key charged,
+            such as an API key): each call is reserved in it too, after the run's budget allowed it.
+            A plan cannot set or loosen it; it is not stored with a durable run (pass it to resume).
     """
 
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
@@ -49,6 +53,7 @@ class RunLimits:
     failure_mode: FailureMode = "fail_forward"
     max_steps: int = DEFAULT_MAX_STEPS
     retry_delay: float = 0.1
+    window: WindowCharge | None = None
 
     def __post_init__(self) -> None:
         _count("max_concurrency", self.max_concurrency)
@@ -60,6 +65,8 @@ class RunLimits:
         _seconds("retry_delay", self.retry_delay, zero=True)
         if self.failure_mode not in ("fail_forward", "fail_fast"):
             raise UserError(f"failure_mode must be 'fail_forward' or 'fail_fast', got {_show(self.failure_mode)}.")
+        if self.window is not None and not isinstance(self.window, WindowCharge):
+            raise UserError(f"window must be a toolplan.execute.WindowCharge, got {type(self.window).__name__}.")
         b = self.budget
         if not isinstance(b, Budget):
             raise UserError(f"budget must be a toolplan.Budget, got {type(b).__name__}.")

@@ -23,6 +23,7 @@ from ._sql import Store as Store
 from ._sql import StoredEvent as StoredEvent
 from ._sql import new_run_id as new_run_id
 from ._sql import open_store as open_store
+from ._windows import StoreWindow as StoreWindow
 
 __all__ = (
     "PlanVersion",
@@ -30,6 +31,7 @@ __all__ = (
     "RunInfo",
     "RunSummary",
     "Store",
+    "StoreWindow",
     "StoredEvent",
     "new_run_id",
     "open_store",

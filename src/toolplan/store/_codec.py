@@ -26,7 +26,9 @@ _TUPLE_FIELDS = {
 }
 _PLAIN = frozenset({str, int, float, bool, type(None), dict, list})  # JSON data as it is (dicts: arguments)
 # Fields left out while empty, so that a plan that does not use them encodes as before they existed.
-_OMITTED_WHEN_EMPTY = frozenset({"one_of"})
+_OMITTED_WHEN_EMPTY = frozenset({"one_of", "warn_at", "window"})
+# Never stored: a budget window is a live object of the process (a resumed run is given its own).
+_NOT_STORED = frozenset({"window"})
 _FIELDS = {cls: (name, tuple(f.name for f in dataclasses.fields(cls))) for name, cls in _TYPES.items()}
 
 
@@ -39,7 +41,7 @@ def _to_data(value: Any) -> Any:
         out: dict[str, Any] = {"$t": name}
         for f in fields:
             item = getattr(value, f)
-            if f in _OMITTED_WHEN_EMPTY and not item:
+            if f in _NOT_STORED or (f in _OMITTED_WHEN_EMPTY and not item):
                 continue  # a field added later: plans without it keep the text (and hash) they had
             out[f] = item if type(item) in _PLAIN else _to_data(item)
         return out

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ..execute import EventHandler, PlanResult, execute_plan
+import dataclasses
+
+from ..execute import EventHandler, PlanResult, WindowCharge, execute_plan
 from ..execute._backend import Backend
 from ..tools import ToolsLike
 from ._sql import Store
@@ -18,6 +20,7 @@ async def resume(
     rerun_unknown: bool = False,
     on_event: EventHandler | None = None,
     backend: Backend | None = None,
+    window: WindowCharge | None = None,
 ) -> PlanResult:
     """Go on with stored run ``run_id``, with its own plan and limits.
 
@@ -26,6 +29,7 @@ async def resume(
     (same idempotency key) only if its tool is ``read_only`` or ``idempotent``, or when
     ``rerun_unknown`` is True; otherwise it ends ``unknown_outcome``. Budget counters and attempts
     go on from their stored values. A finished run is returned as stored, without calling anything.
+    ``window`` charges the calls still to make to a budget window (`toolplan.execute.WindowCharge`).
 
     Raises:
         RunNotFoundError: no run has this id.
@@ -33,6 +37,8 @@ async def resume(
         StoreError: the store cannot be used.
     """
     plan, limits = await store.plan_of(run_id)
+    if window is not None:  # never stored: the caller's window (the service's, per API key)
+        limits = dataclasses.replace(limits, window=window)
     return await execute_plan(
         plan,
         tools,

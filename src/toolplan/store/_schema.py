@@ -17,6 +17,7 @@ __all__ = (
     "SCHEMA_VERSION",
     "api_keys",
     "blobs",
+    "budget_windows",
     "chunks",
     "events",
     "executions",
@@ -217,6 +218,15 @@ skills = sa.Table(  # v5: saved plans (`toolplan.skills`), one row per version
     sa.Column("created_at", sa.Float, nullable=False),
 )
 
+budget_windows = sa.Table(  # v7: budget windows beyond one run (per API key and hour, ...), shared by workers
+    "toolplan_budget_windows",
+    metadata,
+    sa.Column("key", sa.String(256), primary_key=True),
+    sa.Column("window_start", sa.Float, primary_key=True),  # seconds since the epoch
+    sa.Column("calls", sa.Integer, nullable=False),
+    sa.Column("cost", sa.Float, nullable=False),
+)
+
 
 chunks = sa.Table(  # v6: the knowledge base's chunks (toolplan.knowledge), their vectors and text index
     "toolplan_chunks",
@@ -298,6 +308,11 @@ def _v6(conn: sa.Connection) -> None:
     )
 
 
+def _v7(conn: sa.Connection) -> None:
+    """Budget windows."""
+    budget_windows.create(conn, checkfirst=True)
+
+
 def _add_columns(conn: sa.Connection, table: sa.Table, names: tuple[str, ...]) -> None:
     have = {c["name"] for c in sa.inspect(conn).get_columns(table.name)}
     for name in names:
@@ -309,7 +324,7 @@ def _add_columns(conn: sa.Connection, table: sa.Table, names: tuple[str, ...]) -
 
 
 #: Ordered migrations: migration ``n`` takes the schema from version ``n - 1`` to ``n``.
-MIGRATIONS: tuple[Callable[[sa.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6)
+MIGRATIONS: tuple[Callable[[sa.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

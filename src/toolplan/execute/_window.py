@@ -1,0 +1,178 @@
+"""Budget windows: limits on calls and cost beyond one run (per hour, per day, per API key, ...).
+
+A run's `Budget` ends with the run. A `BudgetWindow` counts every call of every run charged to a
+key within a fixed period (the window restarts at each multiple of ``period`` since the epoch), and
+refuses a call that would go past ``max_tool_calls`` or ``max_cost`` of it. Calls are reserved when
+dispatched (after the run's own budget allowed them), so parallel calls and concurrent runs cannot
+overshoot, and given back when they never start.
+
+`MemoryWindow` keeps the counts in this process; ``toolplan.store.StoreWindow`` keeps them in the
+store, shared by every process on the database (the service's workers).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from .._errors import UserError
+from ..plan._parse import _show  # shared, private: the bounded rendering of a bad value in a message
+
+__all__ = ("BudgetWindow", "MemoryWindow", "WindowCharge", "WindowLimits", "WindowUsage", "window_refusal")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WindowLimits:
+    """What one key may spend per window.
+
+    Attributes:
+        period: The window's length in seconds (3600: per hour; 86400: per day).
+        max_tool_calls: Most calls per window, or None for no limit.
+        max_cost: Most cost per window (the tools' ``cost`` or cost functions), or None.
+    """
+
+    period: float
+    max_tool_calls: int | None = None
+    max_cost: float | None = None
+
+    def __post_init__(self) -> None:
+        p = self.period
+        if isinstance(p, bool) or not isinstance(p, int | float) or not math.isfinite(p) or p <= 0:
+            raise UserError(f"WindowLimits.period must be a number of seconds > 0, got {_show(p)}.")
+        n = self.max_tool_calls
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
+            raise UserError(f"WindowLimits.max_tool_calls must be a whole number >= 0 or None, got {_show(n)}.")
+        c = self.max_cost
+        if c is not None and (isinstance(c, bool) or not isinstance(c, int | float) or not math.isfinite(c) or c < 0):
+            raise UserError(f"WindowLimits.max_cost must be a finite number >= 0 or None, got {_show(c)}.")
+
+    def start_of(self, now: float) -> float:
+        """The start of the window that holds ``now`` (seconds since the epoch)."""
+        return float(math.floor(now / self.period) * self.period)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WindowUsage:
+    """What a key spent in the current window, and what it may."""
+
+    key: str
+    window_start: float
+    window_end: float
+    calls: int
+    cost: float
+    max_tool_calls: int | None
+    max_cost: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON data: the fields, and what is left of each limit (None: no limit)."""
+        return {
+            "key": self.key,
+            "window_start": self.window_start,
+            "window_end": self.window_end,
+            "calls": self.calls,
+            "cost": self.cost,
+            "max_tool_calls": self.max_tool_calls,
+            "max_cost": self.max_cost,
+            "calls_left": None if self.max_tool_calls is None else max(0, self.max_tool_calls - self.calls),
+            "cost_left": None if self.max_cost is None else max(0.0, self.max_cost - self.cost),
+        }
+
+
+@runtime_checkable
+class BudgetWindow(Protocol):
+    """Counts calls and cost per key and window; `MemoryWindow` and ``toolplan.store.StoreWindow`` implement it."""
+
+    limits: WindowLimits
+
+    async def reserve(self, key: str, tool: str, cost: float) -> str | None:
+        """Reserve one call of ``tool`` costing ``cost`` for ``key``, or say why the window refuses it."""
+        ...
+
+    async def release(self, key: str, tool: str, cost: float) -> None:
+        """Give back a reservation whose call never started."""
+        ...
+
+    async def usage(self, key: str) -> WindowUsage:
+        """What ``key`` spent in the current window."""
+        ...
+
+
+def window_refusal(limits: WindowLimits, calls: int, cost: float, tool: str, price: float, end: float) -> str | None:
+    """Why one more call (``tool``, costing ``price``) does not fit a window that holds ``calls`` and ``cost``."""
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(end))
+    if limits.max_tool_calls is not None and calls + 1 > limits.max_tool_calls:
+        return (
+            f"Budget window exhausted: max_tool_calls={limits.max_tool_calls} per {limits.period:g}s for this key, "
+            f"{calls} already made. The window restarts at {when}."
+        )
+    if limits.max_cost is not None and cost + price > limits.max_cost + 1e-12:
+        return (
+            f"Budget window exhausted: a call of {tool!r} costs {price:g} and {cost:g} of max_cost={limits.max_cost:g} "
+            f"per {limits.period:g}s is already spent for this key. The window restarts at {when}."
+        )
+    return None
+
+
+class MemoryWindow:
+    """A `BudgetWindow` in this process's memory (lost on restart; not shared between processes).
+
+    ``clock`` gives seconds since the epoch (`time.time`); tests pass their own.
+    """
+
+    def __init__(self, limits: WindowLimits, *, clock: Callable[[], float] = time.time) -> None:
+        if not isinstance(limits, WindowLimits):
+            raise UserError(f"limits must be a toolplan.execute.WindowLimits, got {type(limits).__name__}.")
+        self.limits = limits
+        self._clock = clock
+        self._spent: dict[str, tuple[float, int, float]] = {}  # key -> (window start, calls, cost)
+
+    def _current(self, key: str) -> tuple[float, int, float]:
+        start = self.limits.start_of(self._clock())
+        held = self._spent.get(key)
+        if held is None or held[0] != start:
+            if len(self._spent) > 100_000:  # bounded: forget the keys of past windows
+                self._spent = {k: v for k, v in self._spent.items() if v[0] == start}
+            return start, 0, 0.0
+        return held
+
+    async def reserve(self, key: str, tool: str, cost: float) -> str | None:
+        start, calls, spent = self._current(key)
+        refused = window_refusal(self.limits, calls, spent, tool, cost, start + self.limits.period)
+        if refused is None:
+            self._spent[key] = (start, calls + 1, spent + cost)
+        return refused
+
+    async def release(self, key: str, tool: str, cost: float) -> None:
+        start, calls, spent = self._current(key)
+        if calls > 0:
+            self._spent[key] = (start, calls - 1, max(0.0, spent - cost))
+
+    async def usage(self, key: str) -> WindowUsage:
+        start, calls, spent = self._current(key)
+        lim = self.limits
+        return WindowUsage(
+            key=key,
+            window_start=start,
+            window_end=start + lim.period,
+            calls=calls,
+            cost=spent,
+            max_tool_calls=lim.max_tool_calls,
+            max_cost=lim.max_cost,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class WindowCharge:
+    """A window and the key a run's calls are charged to (``RunLimits.window``)."""
+
+    window: BudgetWindow
+    key: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.window, BudgetWindow):
+            raise UserError(f"WindowCharge.window must be a BudgetWindow, got {type(self.window).__name__}.")
+        if not isinstance(self.key, str) or not 0 < len(self.key) <= 256:
+            raise UserError(f"WindowCharge.key must be a string of 1 to 256 characters, got {_show(self.key)}.")

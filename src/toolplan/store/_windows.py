@@ -1,0 +1,108 @@
+"""`StoreWindow`: a budget window kept in the store, shared by every process on the database.
+
+One row per (key, window start) holds the calls and cost reserved in that window. A reservation is
+one conditional ``UPDATE`` (it adds the call only if the sums stay within the limits), so concurrent
+workers cannot overshoot; rows of past windows of a key are deleted as its new window starts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import sqlalchemy as sa
+
+from .._errors import UserError
+from ..execute import WindowLimits, WindowUsage
+from ..execute._window import window_refusal  # shared, private: one message for every window
+from . import _schema as t
+from ._stats import _insert  # shared, private: the dialect's INSERT ... ON CONFLICT
+
+if TYPE_CHECKING:
+    from ._sql import Store
+
+__all__ = ("StoreWindow",)
+
+
+class StoreWindow:
+    """A `toolplan.execute.BudgetWindow` in the store: counts survive restarts and are shared by workers.
+
+    ``clock`` gives seconds since the epoch (`time.time`); tests pass their own.
+    """
+
+    def __init__(self, store: Store, limits: WindowLimits, *, clock: Callable[[], float] = time.time) -> None:
+        if not isinstance(limits, WindowLimits):
+            raise UserError(f"limits must be a toolplan.execute.WindowLimits, got {type(limits).__name__}.")
+        self.store = store
+        self.limits = limits
+        self._clock = clock
+
+    async def reserve(self, key: str, tool: str, cost: float) -> str | None:
+        """Reserve one call for ``key`` in the current window, or say why it does not fit."""
+        lim = self.limits
+        start = lim.start_of(self._clock())
+        bw = t.budget_windows
+        row_of = (bw.c.key == key) & (bw.c.window_start == start)
+
+        def write(engine: sa.Engine) -> str | None:
+            with engine.begin() as conn:
+                conn.execute(sa.delete(bw).where((bw.c.key == key) & (bw.c.window_start < start)))
+                conn.execute(
+                    _insert(conn, bw).values(key=key, window_start=start, calls=0, cost=0.0).on_conflict_do_nothing()
+                )
+                fits = row_of
+                if lim.max_tool_calls is not None:
+                    fits = fits & (bw.c.calls + 1 <= lim.max_tool_calls)
+                if lim.max_cost is not None:
+                    fits = fits & (bw.c.cost + cost <= lim.max_cost + 1e-12)
+                done = conn.execute(
+                    sa.update(bw).where(fits).values(calls=bw.c.calls + 1, cost=bw.c.cost + cost).returning(bw.c.key)
+                ).first()
+                if done is not None:
+                    return None
+                row = conn.execute(sa.select(bw.c.calls, bw.c.cost).where(row_of)).one()
+                return window_refusal(lim, row.calls, row.cost, tool, cost, start + lim.period) or (
+                    "Budget window exhausted for this key."
+                )
+
+        return await self.store.db.transact(write)  # type: ignore[no-any-return]
+
+    async def release(self, key: str, tool: str, cost: float) -> None:
+        """Give back a reservation whose call never started."""
+        start = self.limits.start_of(self._clock())
+        bw = t.budget_windows
+
+        def write(engine: sa.Engine) -> None:
+            with engine.begin() as conn:
+                conn.execute(
+                    sa.update(bw)
+                    .where((bw.c.key == key) & (bw.c.window_start == start) & (bw.c.calls > 0))
+                    .values(calls=bw.c.calls - 1, cost=bw.c.cost - cost)
+                )
+
+        await self.store.db.transact(write)
+
+    async def usage(self, key: str) -> WindowUsage:
+        """What ``key`` spent in the current window."""
+        lim = self.limits
+        start = lim.start_of(self._clock())
+        bw = t.budget_windows
+
+        def read(engine: sa.Engine) -> tuple[int, float]:
+            with engine.connect() as conn:
+                row = conn.execute(
+                    sa.select(bw.c.calls, bw.c.cost).where((bw.c.key == key) & (bw.c.window_start == start))
+                ).first()
+                return (0, 0.0) if row is None else (int(row.calls), float(row.cost))
+
+        calls, cost = await self.store.db.read(read)
+        return WindowUsage(
+            key=key,
+            window_start=start,
+            window_end=start + lim.period,
+            calls=calls,
+            cost=cost,
+            max_tool_calls=lim.max_tool_calls,
+            max_cost=lim.max_cost,
+        )

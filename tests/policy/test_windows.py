@@ -1,0 +1,149 @@
+"""Budget windows beyond one run: in memory and in the store (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from toolplan import Budget, RunLimits, UserError, execute_plan, execute_plan_sync, tool
+from toolplan.agent import Agent
+from toolplan.execute import BudgetWindow, MemoryWindow, WindowCharge, WindowLimits
+from toolplan.models import AssistantMessage, ToolCall
+from toolplan.store import StoreWindow, open_store
+from toolplan.store._codec import decode, encode
+from toolplan.testing import ScriptedModel
+
+
+@tool(read_only=True, cost=2)
+def ping() -> str:
+    """Ping."""
+    return "pong"
+
+
+def _plan(n: int) -> dict[str, Any]:
+    return {"steps": [{"id": f"p{i}", "tool": "ping", "arguments": {}} for i in range(n)]}
+
+
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_memory_window_counts_across_runs_and_restarts_with_the_next_window() -> None:
+    clock = Clock(7200.0)
+    window = MemoryWindow(WindowLimits(period=3600, max_tool_calls=3), clock=clock)
+    limits = RunLimits(window=WindowCharge(window, "alice"))
+    first = execute_plan_sync(_plan(2), [ping], limits=limits)
+    second = execute_plan_sync(_plan(2), [ping], limits=limits)
+    assert [r.status for r in (*first.steps.values(), *second.steps.values())] == ["succeeded"] * 3 + ["not_run"]
+    error = second.steps["p1"].error
+    assert error is not None and error.kind == "limit"
+    assert error.message == (
+        "Budget window exhausted: max_tool_calls=3 per 3600s for this key, 3 already made. "
+        "The window restarts at 1970-01-01 03:00:00 UTC."
+    )
+    other = execute_plan_sync(_plan(1), [ping], limits=RunLimits(window=WindowCharge(window, "bob")))
+    assert other.ok  # another key, another count
+    clock.now += 3600
+    assert execute_plan_sync(_plan(3), [ping], limits=limits).ok
+    usage = asyncio.run(window.usage("alice")).to_dict()
+    assert usage == {
+        "key": "alice",
+        "window_start": 10800.0,
+        "window_end": 14400.0,
+        "calls": 3,
+        "cost": 6.0,
+        "max_tool_calls": 3,
+        "max_cost": None,
+        "calls_left": 0,
+        "cost_left": None,
+    }
+
+
+def test_the_runs_own_budget_refuses_first_and_the_window_is_not_charged_then() -> None:
+    window = MemoryWindow(WindowLimits(period=60, max_cost=100))
+    limits = RunLimits(budget=Budget(max_tool_calls=1), window=WindowCharge(window, "k"))
+    result = execute_plan_sync(_plan(3), [ping], limits=limits)
+    assert [r.status for r in result.steps.values()] == ["succeeded", "not_run", "not_run"]
+    assert asyncio.run(window.usage("k")).calls == 1
+
+
+def test_a_window_refusal_gives_the_runs_budget_back() -> None:
+    window = MemoryWindow(WindowLimits(period=60, max_tool_calls=1))
+    result = execute_plan_sync(
+        _plan(3), [ping], limits=RunLimits(budget=Budget(max_tool_calls=2), window=WindowCharge(window, "k"))
+    )
+    assert [r.status for r in result.steps.values()] == ["succeeded", "not_run", "not_run"]
+
+
+def test_an_agent_run_is_charged_to_its_window() -> None:
+    window = MemoryWindow(WindowLimits(period=3600, max_tool_calls=2))
+    calls = tuple(ToolCall(id=str(i), name="ping", arguments="{}") for i in range(3))
+    model = ScriptedModel([AssistantMessage(tool_calls=calls), "done"])
+    agent = Agent(model, tools=[ping], limits=RunLimits(window=WindowCharge(window, "team-a")))
+    result = agent.run_sync("go")
+    replies = [m.content for m in result.messages if getattr(m, "role", "") == "tool"]
+    assert replies[:2] == ['"pong"', '"pong"'] or all("pong" in r for r in replies[:2])
+    assert "Budget window exhausted" in replies[2]
+    assert asyncio.run(window.usage("team-a")).calls == 2
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        ({"period": 0}, "period must be a number of seconds > 0"),
+        ({"period": float("inf")}, "period must be a number of seconds > 0"),
+        ({"period": 60, "max_tool_calls": -1}, "max_tool_calls must be a whole number >= 0"),
+        ({"period": 60, "max_cost": float("nan")}, "max_cost must be a finite number >= 0"),
+    ],
+)
+def test_window_limits_are_checked(options: dict[str, Any], says: str) -> None:
+    with pytest.raises(UserError, match=says):
+        WindowLimits(**options)
+
+
+def test_a_window_charge_is_checked_and_never_stored() -> None:
+    with pytest.raises(UserError, match="must be a BudgetWindow"):
+        WindowCharge(object(), "k")  # type: ignore[arg-type]
+    with pytest.raises(UserError, match="1 to 256 characters"):
+        WindowCharge(MemoryWindow(WindowLimits(period=1)), "")
+    with pytest.raises(UserError, match="window must be a toolplan.execute.WindowCharge"):
+        RunLimits(window="k")  # type: ignore[arg-type]
+    limits = RunLimits(max_concurrency=3, window=WindowCharge(MemoryWindow(WindowLimits(period=1)), "k"))
+    assert "window" not in encode(limits) and "warn_at" not in encode(RunLimits())
+    assert decode(encode(limits)) == RunLimits(max_concurrency=3)
+
+
+async def test_a_store_window_is_shared_by_every_store_object_and_survives_a_restart(stats_url: str) -> None:
+    limits = WindowLimits(period=3600, max_cost=7)
+    clock = Clock(1_000_000.0)
+    async with open_store(stats_url) as store:
+        window = StoreWindow(store, limits, clock=clock)
+        assert isinstance(window, BudgetWindow)
+        result = await execute_plan(_plan(2), [ping], limits=RunLimits(window=WindowCharge(window, "k")))
+        assert result.ok
+    async with open_store(stats_url) as store:  # a restart, or another worker
+        window = StoreWindow(store, limits, clock=clock)
+        result = await execute_plan(_plan(2), [ping], limits=RunLimits(window=WindowCharge(window, "k")))
+        assert [r.status for r in result.steps.values()] == ["succeeded", "not_run"]
+        error = result.steps["p1"].error
+        assert error is not None and "6 of max_cost=7 per 3600s is already spent" in error.message
+        usage = await window.usage("k")
+        assert (usage.calls, usage.cost, usage.window_start) == (3, 6.0, 997200.0)
+        clock.now += 3600  # the next window: the old row goes
+        assert await window.reserve("k", "ping", 2) is None
+        assert (await window.usage("k")).calls == 1
+
+
+async def test_parallel_reservations_in_the_store_never_overshoot(stats_url: str) -> None:
+    async with open_store(stats_url) as store:
+        window = StoreWindow(store, WindowLimits(period=3600, max_tool_calls=5))
+        refusals = await asyncio.gather(*(window.reserve("k", "ping", 1) for _ in range(12)))
+        assert sum(r is None for r in refusals) == 5
+        await window.release("k", "ping", 1)
+        assert (await window.usage("k")).calls == 4
