@@ -112,7 +112,7 @@ def test_a_window_charge_is_checked_and_never_stored() -> None:
         WindowCharge(object(), "k")  # type: ignore[arg-type]
     with pytest.raises(UserError, match="1 to 256 characters"):
         WindowCharge(MemoryWindow(WindowLimits(period=1)), "")
-    with pytest.raises(UserError, match="window must be a toolplan.execute.WindowCharge"):
+    with pytest.raises(UserError, match=r"window must be a toolplan\.execute\.WindowCharge"):
         RunLimits(window="k")  # type: ignore[arg-type]
     limits = RunLimits(max_concurrency=3, window=WindowCharge(MemoryWindow(WindowLimits(period=1)), "k"))
     assert "window" not in encode(limits) and "warn_at" not in encode(RunLimits())

@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from .._errors import OptionalDependencyError
+from ..execute import WindowLimits
 from ._app import DbOpt, JsonOpt, ToolsOpt, _Command, _fail, _out, close_backend, start_backend
 from ._loader import CliInputError, load_tools
 from ._render import print_json, say
@@ -85,6 +86,34 @@ def serve_command(
             help="Where tool calls run: local (default), ray (a local Ray cluster) or ray:ADDRESS (join a cluster).",
         ),
     ] = None,
+    key_budget_calls: Annotated[
+        int | None,
+        typer.Option(
+            "--key-budget-calls",
+            min=0,
+            metavar="N",
+            help="Tool calls one API key may make per --key-budget-period, over all its executions "
+            "(kept in the store, shared by every process on it); more steps end not_run.",
+        ),
+    ] = None,
+    key_budget_cost: Annotated[
+        float | None,
+        typer.Option(
+            "--key-budget-cost",
+            min=0,
+            metavar="COST",
+            help="Cost (the tools' cost annotations) one API key may spend per --key-budget-period.",
+        ),
+    ] = None,
+    key_budget_period: Annotated[
+        float,
+        typer.Option(
+            "--key-budget-period",
+            min=1,
+            metavar="SECONDS",
+            help="The length of a key's budget window (3600: per hour, 86400: per day).",
+        ),
+    ] = 3600,
 ) -> None:
     """Serve the planner API (REST under /v1, GraphQL at /graphql, OpenAPI at /docs) until stopped.
 
@@ -123,6 +152,9 @@ def serve_command(
         config = ServiceConfig(slots=slots, backend=backend_obj)
         if max_active_per_key is not None:
             config = dataclasses.replace(config, max_active_per_key=max_active_per_key)
+        if key_budget_calls is not None or key_budget_cost is not None:
+            window = WindowLimits(period=key_budget_period, max_tool_calls=key_budget_calls, max_cost=key_budget_cost)
+            config = dataclasses.replace(config, key_budget=window)
         if no_scheduler:
             await serve(store, registry, model=model_obj, api_keys=keys, config=config, host=host, port=port)
             return

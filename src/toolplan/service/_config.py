@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .._errors import UserError
-from ..execute import Backend, RunLimits
+from ..execute import Backend, RunLimits, WindowLimits
 
 __all__ = ("ServiceConfig",)
 
@@ -25,6 +25,8 @@ class ServiceConfig:
         max_query_chars: Longest question ``POST /v1/requests`` takes.
         backend: Where the executions' tool calls run (``toolplan.backends.RayBackend()``: on a Ray
             cluster); None: in this process. Started before the service takes work.
+        key_budget: A budget window per API key (calls and cost per period), kept in the store and
+            shared by every process on it; None for none. ``GET /v1/budget`` shows a key's.
     """
 
     max_body_bytes: int = 1_048_576
@@ -35,12 +37,15 @@ class ServiceConfig:
     limits: RunLimits = field(default_factory=RunLimits)
     max_query_chars: int = 8_000
     backend: Backend | None = None
+    key_budget: WindowLimits | None = None
 
     def __post_init__(self) -> None:
         if self.backend is not None and not isinstance(self.backend, Backend):
             raise UserError(
                 f"ServiceConfig.backend must be a toolplan backend (RayBackend(...)), not {self.backend!r}."
             )
+        if self.key_budget is not None and not isinstance(self.key_budget, WindowLimits):
+            raise UserError(f"ServiceConfig.key_budget must be a WindowLimits, not {type(self.key_budget).__name__}.")
         for name in ("max_body_bytes", "max_active_per_key", "slots", "max_query_chars"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -161,6 +161,13 @@ class Service:
             return 200, execution_view(await self.store.get_run(run_id))
         return 202, {"execution_id": run_id, "plan_id": plan_ref, "status": status}
 
+    async def budget(self, api_key: str) -> dict[str, Any]:
+        """What ``api_key`` spent of its budget window (``{"key_budget": null}`` when there is none)."""
+        window = self.runner.window
+        if window is None:
+            return {"key_budget": None}
+        return {"key_budget": (await window.usage(api_key)).to_dict()}
+
     async def cancel(self, execution_id: str) -> dict[str, Any]:
         """Cancel an execution: a queued one at once (``cancelled``), a running one soon (``cancelling``).
 
@@ -200,6 +207,12 @@ def execution_view(info: RunInfo) -> dict[str, Any]:
         "cancel_requested": s.cancel_requested,
         "steps": steps,
         "outputs": json_safe(result.outputs) if finished else {},  # not to_dict(): no critical path per read
+        # The steps a budget (the run's, or the key's window) refused: each step and the limit's sentence.
+        "refused": [
+            {"step_id": r.id, "message": r.error.message}
+            for r in result.steps.values()
+            if r.error is not None and r.error.kind == "limit"
+        ],
     }
 
 

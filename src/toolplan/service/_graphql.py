@@ -228,6 +228,25 @@ class StepResult:
         )
 
 
+@strawberry.type(description="A step a budget refused (the run's, or the API key's window), and why.")
+class Refusal:
+    step_id: str
+    message: str
+
+
+@strawberry.type(description="What an API key spent of its budget window, and what is left (null: no limit).")
+class KeyBudget:
+    key: str
+    window_start: float = strawberry.field(description="Unix time, seconds.")
+    window_end: float = strawberry.field(description="Unix time, seconds: the next window starts then.")
+    calls: int
+    cost: float
+    max_tool_calls: int | None
+    max_cost: float | None
+    calls_left: int | None
+    cost_left: float | None
+
+
 @strawberry.type(description="An execution of a stored plan: its status, a table of its steps, its outputs.")
 class Execution:
     row: strawberry.Private[_Row]
@@ -268,6 +287,10 @@ class Execution:
     async def outputs(self) -> JSON:
         value: JSON = await self.row.get("outputs")
         return value
+
+    @_field("The steps a budget refused (the run's own, or the API key's window), with the limit's sentence.")
+    async def refused(self) -> list[Refusal]:
+        return [Refusal(step_id=d["step_id"], message=d["message"]) for d in await self.row.get("refused")]
 
 
 @strawberry.type(description="A stored plan (posted, or a planner's version) with its issues.")
@@ -455,6 +478,11 @@ class Query:
     async def execution(self, info: GqlInfo, execution_id: str) -> Execution:
         svc = info.context.service
         return Execution(row=_Row(execution_view(await svc.store.get_run(execution_id))))
+
+    @_field("What the caller's API key spent of its budget window (as GET /v1/budget); null without one.")
+    async def key_budget(self, info: GqlInfo) -> KeyBudget | None:
+        usage = (await info.context.service.budget(info.context.api_key))["key_budget"]
+        return None if usage is None else KeyBudget(**usage)
 
     @_field("Executions, newest first, by status or by the plan they were asked to run.")
     async def executions(

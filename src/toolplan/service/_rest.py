@@ -181,6 +181,12 @@ async def resume_execution(execution_id: str, request: Request, svc: Svc, _key: 
     return await idempotent(request, svc.data, "resume", action)
 
 
+@router.get("/budget", tags=["executions"])
+async def get_budget(request: Request, svc: Svc) -> dict[str, Any]:
+    """What the caller's API key spent of its budget window (``serve --key-budget-*``), and what is left."""
+    return await svc.budget(request.state.api_key)
+
+
 @router.get("/executions/{execution_id}/events", tags=["executions"], response_class=EventSourceResponse)
 async def execution_events(
     execution_id: str,

@@ -12,7 +12,8 @@ import asyncio
 import contextlib
 import logging
 
-from ..store import Store, resume
+from ..execute import WindowCharge
+from ..store import Store, StoreWindow, resume
 from ..store._service import ServiceStore
 from ..tools import ToolRegistry
 from ._config import ServiceConfig
@@ -38,6 +39,8 @@ class Runner:
         self._wake = asyncio.Event()
         self._group: asyncio.TaskGroup | None = None
         self._next_local_check = 0.0
+        # Each key's calls charged to its budget window (in the store: shared by every worker).
+        self.window = StoreWindow(store, config.key_budget) if config.key_budget is not None else None
 
     def wake(self) -> None:
         """Look for work now (an execution was queued here)."""
@@ -96,7 +99,11 @@ class Runner:
 
     async def _execute(self, run_id: str) -> None:
         try:
-            await resume(run_id, self.tools, store=self.store, backend=self.config.backend)
+            window = None
+            if self.window is not None:
+                key = await self.data.api_key_of(run_id)
+                window = WindowCharge(self.window, key or "(no key)")
+            await resume(run_id, self.tools, store=self.store, backend=self.config.backend, window=window)
         except Exception:
             log.exception("toolplan service: execution %s stopped with an error", run_id)
         finally:

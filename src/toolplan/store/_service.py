@@ -269,6 +269,17 @@ class ServiceStore:
 
         return await self._call(write)  # type: ignore[no-any-return]
 
+    async def api_key_of(self, run_id: str) -> str | None:
+        """The API key that started an execution (None: none, or no such execution)."""
+        e = t.executions
+
+        def read(engine: sa.Engine) -> str | None:
+            with engine.connect() as conn:
+                key = conn.execute(sa.select(e.c.api_key).where(e.c.id == run_id)).scalar()
+            return None if key is None else str(key)
+
+        return await self._read(read)  # type: ignore[no-any-return]
+
     async def status_of(self, run_id: str) -> str:
         """An execution's status.
 
