@@ -5,13 +5,17 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import toolplan
 from toolplan import Budget, RunLimits, UserError, execute_plan, execute_plan_sync, tool
 from toolplan.agent import Agent, AgentEvent, CodeTool
 from toolplan.execute import BudgetWarning, PlanEvent, ToolInvoker, execute_plan_stream
@@ -208,3 +212,20 @@ def test_parallel_calls_never_overshoot_at_any_instant(
     refused = [r for r in result.steps.values() if r.status == "not_run"]
     assert all(r.error is not None and r.error.kind == "limit" for r in refused)
     assert len(ran) + len(refused) == len(costs)
+
+
+def test_the_example_runs_and_its_window_refuses_the_second_runs_email(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "budgets" / "budgets.py"
+    src = str(Path(toolplan.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(
+        [sys.executable, str(example), f"sqlite:///{tmp_path / 'b.db'}"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert "mail1  not_run    Budget window exhausted" in done.stdout
+    assert "window: 13.8 of 15 spent this hour, 1.2 left" in done.stdout
