@@ -307,3 +307,37 @@ def test_toolplan_audit_reads_a_stored_run(tmp_path: Path) -> None:
     done = run_cli("audit", res.run_id, "--db", url, "--declared", str(declared))
     assert done.exit_code == 1 and "PlanDeviation different_tool [a]" in done.output
     assert run_cli("audit", "run_nope", "--db", url).exit_code == 2
+
+
+def test_toolplan_audit_reads_an_agent_runs_stored_declaration(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    declared = {
+        "planningContext": {"goal": "answer"},
+        "plannedSequence": [{"toolName": "search", "rationale": "find"}, {"toolName": "fetch", "rationale": "read"}],
+    }
+    plan = {"steps": [{"id": "s", "tool": "search", "arguments": {"query": "q"}}]}
+    model = ScriptedModel(
+        [
+            AssistantMessage(tool_calls=(ToolCall(id="d", name="declare_plan", arguments=json.dumps(declared)),)),
+            AssistantMessage(tool_calls=(ToolCall(id="p", name="execute_tool_plan", arguments=json.dumps(plan)),)),
+            "done",  # it never fetched
+        ]
+    )
+
+    async def run() -> tuple[str, list[dict[str, Any]]]:
+        async with open_store(url) as store:
+            agent = Agent(model, tools=TOOLS, declare_plan=True, tool_planning=True, store=store)
+            result = await agent.run("go")
+            parent = result.plan_results[0].run_id
+            summary = next(s for s in await store.list_runs() if s.run_id == parent)
+            assert summary.parent_id is not None
+            return summary.parent_id, await store.declarations(summary.parent_id)
+
+    agent_id, kept = asyncio.run(run())
+    assert kept == [declared]
+    done = run_cli("audit", agent_id, "--db", url, "--json")
+    assert done.exit_code == 1, done.output
+    data = json.loads(done.output)
+    assert [(r["run_id"], [(f["code"], f["step"]) for f in r["findings"]]) for r in data["runs"]] == [
+        (agent_id, [("missing_call", "2")])
+    ]

@@ -549,6 +549,7 @@ async def test_a_version_1_database_is_migrated_on_open_and_keeps_its_runs(store
         if store_url.startswith("sqlite"):
             conn.execute(sa.text("DROP TABLE toolplan_chunks_fts"))
         conn.execute(sa.text("DROP TABLE toolplan_budget_windows"))
+        conn.execute(sa.text("DROP TABLE toolplan_declarations"))
         for column in ("api_key", "source_plan_id", "cancel_requested"):
             conn.execute(sa.text(f"ALTER TABLE toolplan_executions DROP COLUMN {column}"))
         for column in ("request_id", "text", "issues", "valid"):

@@ -136,6 +136,9 @@ class DeclarePlanTool:
         store: RunStore | None = None,
         parent: str | None = None,
     ) -> tuple[str, bool, PlanResult | None]:
-        """Record the declaration (the run's invoker, deadline and store are not needed)."""
+        """Record the declaration; with a store, keep it under the agent run's id (``toolplan audit``)."""
         text, is_error = self.declare(arguments)
+        save = getattr(store, "save_declaration", None)
+        if not is_error and save is not None and parent:
+            await save(parent, arguments)
         return text, is_error, None

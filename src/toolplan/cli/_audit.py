@@ -36,21 +36,32 @@ def _declared(path: Path | None) -> Declaration | None:
 
 
 async def _audit(store: Store, run_id: str, declared: Declaration | None, tools: Any) -> list[dict[str, Any]]:
-    """Findings per run: the run itself, or (an agent run's id) each plan it ran."""
-    from ..policy import audit, declaration_of, trace_of
+    """Findings per run: the run itself, or (an agent run's id) each plan it ran.
+
+    An agent run that declared its plan (``declare_plan``, kept in the store) is audited as one:
+    its last declaration against every plan it ran, unless ``--declared`` gives another.
+    """
+    from ..policy import audit, declaration_of, parse_declaration, trace_of
 
     try:
         infos = [await store.get_run(run_id)]
     except RunNotFoundError:
         children = [s for s in await store.list_runs(limit=10_000) if s.parent_id == run_id]
-        if not children:
+        stored = await store.declarations(run_id)
+        if not children and not stored:
             raise
         infos = [await store.get_run(s.run_id) for s in sorted(children, key=lambda s: s.created_at)]
+        if stored and declared is None:  # the agent's own last declaration, against all it ran
+            events = [e for info in infos for e in await store.events(info.summary.run_id)]
+            trace = trace_of([info.result for info in infos], events=events)
+            findings: list[Finding] = audit(parse_declaration(stored[-1]), trace, tools=tools)
+            status = "declared" if not infos else infos[-1].summary.status
+            return [{"run_id": run_id, "status": status, "findings": [f.to_dict() for f in findings]}]
     out = []
     for info in infos:
         rid = info.summary.run_id
         trace = trace_of(info.result, events=await store.events(rid))
-        findings: list[Finding] = audit(declared or declaration_of(info.plan), trace, tools=tools)
+        findings = audit(declared or declaration_of(info.plan), trace, tools=tools)
         out.append({"run_id": rid, "status": info.summary.status, "findings": [f.to_dict() for f in findings]})
     return out
 
@@ -72,7 +83,9 @@ def audit_command(
 ) -> NoReturn:
     """Compare what a stored run declared with what it did: budget exceeded, plan deviations, policy violations.
 
-    An agent run's id audits each plan it ran. --tools prices the calls (max_cost) and shows tool groups.
+    An agent run's id audits each plan it ran; an agent run that declared its plan (declare_plan,
+    kept in the store) is audited against its last declaration. --tools prices the calls (max_cost)
+    and shows tool groups.
     Exit code 0 when there is no finding, 1 when there are findings, 2 when the run is not found.
     """
     declaration = _declared(declared)

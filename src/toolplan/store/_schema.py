@@ -19,6 +19,7 @@ __all__ = (
     "blobs",
     "budget_windows",
     "chunks",
+    "declarations",
     "events",
     "executions",
     "idempotency",
@@ -248,6 +249,15 @@ chunks = sa.Table(  # v6: the knowledge base's chunks (toolplan.knowledge), thei
     sqlite_autoincrement=True,  # a seq is never reused: (count, max seq) changes with every write
 )
 
+declarations = sa.Table(  # v7: the plans an agent run declared (`declare_plan`), for `toolplan audit`
+    "toolplan_declarations",
+    metadata,
+    sa.Column("run_id", sa.String(128), primary_key=True),  # the agent run's id (agent_...)
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),  # from 1, in the order declared
+    sa.Column("body", sa.Text, nullable=False),  # the declared plan as the model sent it (JSON)
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
 
 def _v1(conn: sa.Connection) -> None:
     # Tables are made in their newest shape; later migrations add only what a database made by an
@@ -309,8 +319,9 @@ def _v6(conn: sa.Connection) -> None:
 
 
 def _v7(conn: sa.Connection) -> None:
-    """Budget windows."""
+    """Budget windows, and agent runs' declared plans."""
     budget_windows.create(conn, checkfirst=True)
+    declarations.create(conn, checkfirst=True)
 
 
 def _add_columns(conn: sa.Connection, table: sa.Table, names: tuple[str, ...]) -> None:

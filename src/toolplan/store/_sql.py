@@ -541,6 +541,31 @@ class Store:
 
         await record_tool_stats(self, group, tool, observation, half_life)
 
+    async def save_declaration(self, run_id: str, declared: Mapping[str, Any]) -> None:
+        """Keep a plan an agent run declared (``declare_plan``), as the model sent it, for `toolplan audit`."""
+        body = dumps(dict(declared))
+        if len(body) > 1_000_000:
+            raise StoreError(f"A declared plan of {len(body)} characters is too large to store (at most 1,000,000).")
+        d = t.declarations
+
+        def write(engine: sa.Engine) -> None:
+            with engine.begin() as conn:
+                last = conn.execute(sa.select(sa.func.max(d.c.seq)).where(d.c.run_id == run_id)).scalar()
+                conn.execute(sa.insert(d).values(run_id=run_id, seq=(last or 0) + 1, body=body, created_at=time.time()))
+
+        await self.db.transact(write)
+
+    async def declarations(self, run_id: str) -> list[dict[str, Any]]:
+        """The plans agent run ``run_id`` declared, in order (each as the model sent it)."""
+        d = t.declarations
+
+        def read(engine: sa.Engine) -> list[dict[str, Any]]:
+            with engine.connect() as conn:
+                rows = conn.execute(sa.select(d.c.body).where(d.c.run_id == run_id).order_by(d.c.seq))
+                return [loads(r.body) for r in rows]
+
+        return await self.db.read(read)  # type: ignore[no-any-return]
+
     async def events(self, run_id: str, *, after: int = 0, limit: int = 10_000) -> list[StoredEvent]:
         """The run's events numbered above ``after``, in order."""
 
