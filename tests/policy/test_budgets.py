@@ -229,3 +229,53 @@ def test_the_example_runs_and_its_window_refuses_the_second_runs_email(tmp_path:
     )
     assert "mail1  not_run    Budget window exhausted" in done.stdout
     assert "window: 13.8 of 15 spent this hour, 1.2 left" in done.stdout
+
+
+@settings(max_examples=max(5, EXAMPLES // 3), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    plan_costs=st.lists(st.integers(min_value=0, max_value=4), max_size=8),
+    code_costs=st.lists(st.lists(st.integers(min_value=0, max_value=4), min_size=1, max_size=4), max_size=3),
+    max_cost=st.integers(min_value=0, max_value=16),
+    window_calls=st.integers(min_value=0, max_value=12),
+    per_tool=st.integers(min_value=0, max_value=10),
+)
+def test_a_runs_plans_and_code_share_one_ledger_and_no_limit_is_passed_at_any_instant(
+    plan_costs: list[int], code_costs: list[list[int]], max_cost: int, window_calls: int, per_tool: int
+) -> None:
+    """One agent run's ledger and key window, charged at once by a plan and by code calling tools in parallel."""
+    from toolplan.agent import PlanTool
+    from toolplan.execute import MemoryWindow, WindowCharge, WindowLimits
+    from toolplan.sandbox import MontyRunner
+
+    seen: list[tuple[float, int, int]] = []  # (run's cost, run's calls, window's calls) as each call starts
+
+    @tool(cost_of=lambda a: float(a["cost"]))
+    async def work(cost: int) -> int:
+        """Costs what it is asked to."""
+        meter = invoker.meter
+        seen.append((meter.cost, meter.calls, window._spent.get("k", (0, 0, 0.0))[1]))
+        await asyncio.sleep(0)
+        return cost
+
+    registry = ToolRegistry([work])
+    window = MemoryWindow(WindowLimits(period=3600, max_tool_calls=window_calls))
+    budget = Budget(max_cost=max_cost, max_tool_calls_per_tool={"work": per_tool})
+    invoker = ToolInvoker(registry, budget=budget, window=WindowCharge(window, "k"))
+    plan = {"steps": [{"id": f"w{i}", "tool": "work", "arguments": {"cost": c}} for i, c in enumerate(plan_costs)]}
+    codes = [
+        "out = call_tools_parallel([" + ", ".join(f'("work", {{"cost": {c}}})' for c in costs) + "])\nset_result(1)"
+        for costs in code_costs
+    ]
+
+    async def main() -> None:
+        code_tool = CodeTool(MontyRunner(), registry)
+        jobs: list[Any] = [code_tool.run_code({"code": code}, invoker=invoker) for code in codes]
+        if plan_costs:
+            jobs.append(PlanTool(registry).call(plan, invoker=invoker))
+        await asyncio.gather(*jobs)
+
+    asyncio.run(main())
+    for cost, calls, in_window in seen:
+        assert cost <= max_cost and calls <= per_tool and in_window <= window_calls
+    assert invoker.meter.cost <= max_cost and invoker.meter.calls == len(seen)
+    assert asyncio.run(window.usage("k")).calls == len(seen)
