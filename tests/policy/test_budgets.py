@@ -214,6 +214,7 @@ def test_parallel_calls_never_overshoot_at_any_instant(
     assert len(ran) + len(refused) == len(costs)
 
 
+@pytest.mark.slow  # a Python process of its own
 def test_the_example_runs_and_its_window_refuses_the_second_runs_email(tmp_path: Path) -> None:
     example = Path(__file__).resolve().parents[2] / "examples" / "budgets" / "budgets.py"
     src = str(Path(toolplan.__file__).resolve().parents[1])
