@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from toolplan import Budget, ToolRegistry, UserError, execute_plan, tool, validate_plan
+from toolplan import Budget, ToolRegistry, UserError, execute_plan, execute_plan_sync, tool, validate_plan
 from toolplan.execute import PlanEvent, ToolChosen
 from toolplan.policy import ToolPolicy
 from toolplan.store import open_store
@@ -213,3 +213,28 @@ async def test_a_group_as_a_fallback_calls_its_default_member() -> None:
     }
     result = await execute_plan(plan, r)
     assert result.steps["s"].ok and result.steps["s"].output == "ddg:q" and result.steps["s"].used_fallback
+
+
+def test_the_model_facing_plan_schema_offers_one_of_when_the_registry_has_alternatives() -> None:
+    from toolplan.agent import PlanTool
+
+    @tool(read_only=True)
+    def bing(query: str) -> str:
+        """Bing."""
+        return "b"
+
+    @tool(read_only=True)
+    def ddg(query: str) -> str:
+        """DuckDuckGo."""
+        return "d"
+
+    plain = ToolRegistry([bing, ddg])
+    step = PlanTool(plain).definitions()[0].parameters_json_schema["properties"]["steps"]["items"]
+    assert step["properties"]["tool"]["enum"] == ["bing", "ddg"]  # no alternatives: a name, as before
+    grouped = ToolRegistry([bing, ddg])
+    grouped.add_group("search", ["bing", "ddg"])
+    step = PlanTool(grouped).definitions()[0].parameters_json_schema["properties"]["steps"]["items"]
+    name, alternatives = step["properties"]["tool"]["anyOf"]
+    assert alternatives["required"] == ["one_of"] and alternatives["properties"]["one_of"]["items"] == name
+    plan = {"steps": [{"id": "s", "tool": {"one_of": ["bing", "ddg"]}, "arguments": {"query": "q"}}]}
+    assert execute_plan_sync(plan, grouped).steps["s"].output in {"b", "d"}

@@ -56,10 +56,24 @@ def planning_instructions(tool_names: Sequence[str] = ()) -> str:
     )
 
 
-def _plan_schema(tool_names: Sequence[str]) -> dict[str, Any]:
+def _plan_schema(tool_names: Sequence[str], *, alternatives: bool = False) -> dict[str, Any]:
+    """The native plan's JSON Schema; with ``alternatives``, a step's tool may be ``{"one_of": [...]}``."""
     tool_schema: dict[str, Any] = {"type": "string", "description": "Name of the tool to call."}
     if tool_names:
         tool_schema["enum"] = list(tool_names)
+    step_tool = tool_schema
+    if alternatives:  # the registry has groups of alternatives: a step may name its own
+        step_tool = {
+            "anyOf": [
+                tool_schema,
+                {
+                    "type": "object",
+                    "properties": {"one_of": {"type": "array", "items": tool_schema, "minItems": 2}},
+                    "required": ["one_of"],
+                    "description": "Interchangeable tools (same arguments): toolplan chooses which one runs.",
+                },
+            ]
+        }
     call = {
         "type": "object",
         "properties": {
@@ -72,7 +86,7 @@ def _plan_schema(tool_names: Sequence[str]) -> dict[str, Any]:
         "type": "object",
         "properties": {
             "id": {"type": "string", "pattern": "^[A-Za-z0-9_-]+$", "description": "Unique step id."},
-            "tool": tool_schema,
+            "tool": step_tool,
             "arguments": {
                 "type": "object",
                 "description": 'The tool\'s arguments; values may be "$ref:ID.path" or contain "{{ID.path}}".',
@@ -207,7 +221,10 @@ class _MetaTool:
     def definitions(self) -> Sequence[ToolDefinition]:
         """The one function this meta-tool offers, with the schema the model sees."""
         names = self.registry.names
-        schema = _plan_schema(names) if self._dialect == "native" else _batch_schema(names)
+        if self._dialect == "native":
+            schema = _plan_schema(names, alternatives=bool(self.registry.groups))
+        else:
+            schema = _batch_schema(names)
         return (
             ToolDefinition(
                 name=self._name,
