@@ -194,25 +194,89 @@ async def test_a_durable_run_records_each_choice_as_an_event(tmp_path: Path) -> 
     assert info.result.steps["s"].tool == "ddg"
 
 
-async def test_a_group_as_a_fallback_calls_its_default_member() -> None:
+def fallback_plan(tool_: str, fallback: str = "search", sid: str = "s") -> dict[str, Any]:
+    return {
+        "id": sid,
+        "tool": tool_,
+        "arguments": {"query": "q"},
+        "fallback": {"tool": fallback, "arguments": {"query": "q"}},
+    }
+
+
+async def test_a_group_as_a_fallback_is_chosen_like_a_step_and_recorded() -> None:
     @tool
     def fails(query: str) -> str:
         raise RuntimeError("no")
 
     r = registry()
     r.add(fails)
-    plan = {
-        "steps": [
-            {
-                "id": "s",
-                "tool": "fails",
-                "arguments": {"query": "q"},
-                "fallback": {"tool": "search", "arguments": {"query": "q"}},
-            }
-        ]
-    }
-    result = await execute_plan(plan, r)
+    events: list[PlanEvent] = []
+    result = await execute_plan({"steps": [fallback_plan("fails")]}, r, on_event=events.append)
     assert result.steps["s"].ok and result.steps["s"].output == "ddg:q" and result.steps["s"].used_fallback
+    assert [(c.group, c.chosen, c.strategy, c.step_id) for c in result.choices] == [("search", "ddg", "fixed", "s")]
+    assert [e.choice for e in events if isinstance(e, ToolChosen)] == list(result.choices)
+
+
+async def test_a_fallback_to_a_group_asks_the_policy_and_it_learns_from_the_call() -> None:
+    @tool
+    def fails(query: str) -> str:
+        raise RuntimeError("no")
+
+    @tool(read_only=True)
+    def broken_search(query: str) -> str:
+        raise RuntimeError("search is down")
+
+    r = ToolRegistry([fails, broken_search, bing])
+    r.add_group("search", ["broken_search", "bing"])
+    policy = ToolPolicy("greedy", seed=0)
+    plan = {"steps": [fallback_plan("fails", sid=f"s{i}") for i in range(3)]}
+    result = await execute_plan(plan, r, policy=policy, max_concurrency=1)
+    chosen = [c.chosen for c in result.choices]
+    assert chosen[:2] == ["broken_search", "bing"] and chosen[2] == "bing"  # each untried first, then the best
+    assert [result.steps[f"s{i}"].ok for i in range(3)] == [False, True, True]
+    assert "search is down" in (result.steps["s0"].error.message if result.steps["s0"].error else "")
+    stats = policy.stats("search")
+    assert stats["broken_search"].success_rate == 0.0 and stats["bing"].success_rate == 1.0
+
+
+async def test_a_fallback_to_its_own_group_leaves_out_the_member_that_failed() -> None:
+    calls: list[str] = []
+
+    @tool(read_only=True, general=True)
+    def first(query: str) -> str:
+        calls.append("first")
+        raise RuntimeError("down")
+
+    @tool(read_only=True)
+    def second(query: str) -> str:
+        calls.append("second")
+        return "second:" + query
+
+    r = ToolRegistry([first, second])
+    r.add_group("g", ["first", "second"])
+    result = await execute_plan({"steps": [fallback_plan("first", fallback="g")]}, r)
+    assert calls == ["first", "second"] and result.steps["s"].output == "second:q"
+    assert result.choices[0].candidates == ("second",) and result.choices[0].general is None
+
+
+async def test_a_durable_run_counts_the_fallback_member_it_called(tmp_path: Path) -> None:
+    @tool
+    def fails(query: str) -> str:
+        raise RuntimeError("no")
+
+    r = registry()
+    r.add(fails)
+    async with open_store(f"sqlite:///{tmp_path / 'runs.db'}") as store:
+        result = await execute_plan({"steps": [fallback_plan("fails")]}, r, store=store)
+        events = await store.events(result.run_id)
+    assert result.steps["s"].ok
+    assert [e.payload["chosen"] for e in events if e.type == "tool_chosen"] == ["ddg"]
+    from toolplan.execute._journal import StoredStep, calls_made
+    from toolplan.plan import parse_plan
+
+    plan = parse_plan({"steps": [fallback_plan("fails")]})
+    row = StoredStep(id="s", status="running", attempt=2, call_tool="ddg", fallback=True)
+    assert sorted(calls_made({"s": row}, plan)) == [("ddg", 1), ("fails", 1)]  # a resumed budget charges the member
 
 
 def test_the_model_facing_plan_schema_offers_one_of_when_the_registry_has_alternatives() -> None:

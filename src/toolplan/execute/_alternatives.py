@@ -22,7 +22,7 @@ from ._step import _call, _end, _recover  # one step's machinery, shared: a chos
 if TYPE_CHECKING:
     from ._run import PlanRun
 
-__all__ = ("run_alternative",)
+__all__ = ("choose_member", "observe_member", "run_alternative")
 
 
 async def run_alternative(run: PlanRun, cs: CompiledStep, args: Any, attempt: int, missed: list[Ref]) -> StepResult:
@@ -30,24 +30,7 @@ async def run_alternative(run: PlanRun, cs: CompiledStep, args: Any, attempt: in
     step = cs.step
     sid, group = step.id, step.tool
     members, general = run.groups[group]
-    chooser = run.invoker.chooser or FIXED_CHOOSER
-    invoker = run.invoker
-    meter = invoker.meter
-    allowed = tuple(m for m in members if meter.refusal(m, invoker.annotations(m).cost) is None)
-    request = ChoiceRequest(
-        group=group,
-        candidates=allowed or members,
-        general=general,
-        strategy=run.policy,
-        budget_left=_budget_left(run),
-        run_id=run.run_id,
-        step_id=sid,
-    )
-    choice = await chooser.choose(request)
-    if choice.chosen not in request.candidates:  # a chooser's bug must not call a tool outside the group
-        choice = await FIXED_CHOOSER.choose(request)
-    choice = dataclasses.replace(choice, step_id=sid) if choice.step_id != sid else choice
-    _record_choice(run, choice)
+    choice = await choose_member(run, sid, group, members, general)
     tool = choice.chosen
     chosen = dataclasses.replace(cs, step=dataclasses.replace(step, tool=tool, one_of=()))
     retries, default_timeout = run.tool_settings(tool)
@@ -68,18 +51,72 @@ async def run_alternative(run: PlanRun, cs: CompiledStep, args: Any, attempt: in
     if result.status != "not_run":  # a call the budget refused says nothing about the tool
         calls = max(attempt - first + 1 - int(used_fallback), 1)
         error = result.error
-        await chooser.observe(
-            choice,
-            ChoiceOutcome(
-                ok=result.ok and not used_fallback,
-                latency=latency,
-                cost=calls * invoker.annotations(tool).cost,
-                error_kind=None if error is None or (result.ok and not used_fallback) else error.kind,
-                latency_scale=run.limits.run_deadline,
-                cost_scale=_max_cost(run) or max(invoker.annotations(m).cost for m in members),
-            ),
-        )
+        ok = result.ok and not used_fallback
+        await observe_member(run, choice, members, ok, latency, calls, None if error is None or ok else error.kind)
     return result
+
+
+async def choose_member(
+    run: PlanRun,
+    sid: str,
+    group: str,
+    members: tuple[str, ...],
+    general: str | None,
+    exclude: str | None = None,
+) -> Choice:
+    """Ask the run's chooser for a member of ``group`` for step ``sid``, and record the choice.
+
+    The budget narrows the candidates; ``exclude`` (the member that just failed, for a fallback to
+    the group) is left out when the group has other members.
+    """
+    chooser = run.invoker.chooser or FIXED_CHOOSER
+    invoker = run.invoker
+    meter = invoker.meter
+    if exclude is not None and exclude in members and len(members) > 1:
+        members = tuple(m for m in members if m != exclude)
+        if general == exclude:
+            general = None
+    allowed = tuple(m for m in members if meter.refusal(m, invoker.annotations(m).cost) is None)
+    request = ChoiceRequest(
+        group=group,
+        candidates=allowed or members,
+        general=general,
+        strategy=run.policy,
+        budget_left=_budget_left(run),
+        run_id=run.run_id,
+        step_id=sid,
+    )
+    choice = await chooser.choose(request)
+    if choice.chosen not in request.candidates:  # a chooser's bug must not call a tool outside the group
+        choice = await FIXED_CHOOSER.choose(request)
+    choice = dataclasses.replace(choice, step_id=sid) if choice.step_id != sid else choice
+    _record_choice(run, choice)
+    return choice
+
+
+async def observe_member(
+    run: PlanRun,
+    choice: Choice,
+    members: tuple[str, ...],
+    ok: bool,
+    latency: float,
+    calls: int,
+    error_kind: str | None,
+) -> None:
+    """Tell the run's chooser how the ``calls`` calls of ``choice.chosen`` went."""
+    chooser = run.invoker.chooser or FIXED_CHOOSER
+    invoker = run.invoker
+    await chooser.observe(
+        choice,
+        ChoiceOutcome(
+            ok=ok,
+            latency=latency,
+            cost=calls * invoker.annotations(choice.chosen).cost,
+            error_kind=error_kind,
+            latency_scale=run.limits.run_deadline,
+            cost_scale=_max_cost(run) or max(invoker.annotations(m).cost for m in members),
+        ),
+    )
 
 
 def _record_choice(run: PlanRun, choice: Choice) -> None:

@@ -130,7 +130,7 @@ def calls_made(steps: Mapping[str, StoredStep], plan: Plan) -> list[tuple[str, i
         if row.call_tool and not row.fallback:  # the tool it called (a step with alternatives: the one chosen)
             tool = row.call_tool
         if row.fallback and step is not None and step.fallback is not None:
-            made.append((step.fallback.tool, 1))
+            made.append((row.call_tool or step.fallback.tool, 1))  # a group's: the member chosen
             if row.attempt > 1:
                 made.append((tool, row.attempt - 1))
         else:

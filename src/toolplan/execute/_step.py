@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import random
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ from .._errors import StoreError, ToolplanError
 from .._records import maker
 from ..plan import CompiledStep
 from ..plan._refs import Ref, resolve_compiled
+from ._choice import Choice
 from ._events import StepRetrying, StepStarted
 from ._invoke import CallOutcome
 from ._journal import StoredStep, unknown_outcome
@@ -280,14 +282,36 @@ async def _fall_back(
         return CallOutcome(error=_unresolvable(cs, exc)), attempt, False
     attempt += 1
     run.attempts[sid] = attempt
+    fb_tool = fb.tool
+    alternatives = invoker.alternatives(fb_tool)
+    if alternatives is not None:  # a group: chosen like a step's, leaving out the member that just failed
+        from ._alternatives import choose_member
+
+        choice = await choose_member(run, sid, fb_tool, *alternatives, exclude=step.tool)
+        fb_tool = choice.chosen
     if run.on_event is not None:
-        run.emit(StepStarted(run_id=run.run_id, step_id=sid, tool=fb.tool, attempt=attempt, at=run.now()))
-    fb_outcome = await _call(run, sid, fb.tool, fb_args, invoker.timeout_for(fb.tool, step.timeout), attempt, True)
-    run.hold_until_done(fb.tool, fb_outcome)
+        run.emit(StepStarted(run_id=run.run_id, step_id=sid, tool=fb_tool, attempt=attempt, at=run.now()))
+    began = time.perf_counter()
+    fb_outcome = await _call(run, sid, fb_tool, fb_args, invoker.timeout_for(fb_tool, step.timeout), attempt, True)
+    run.hold_until_done(fb_tool, fb_outcome)
+    if alternatives is not None:
+        await _observe_fallback(run, choice, alternatives[0], fb_outcome, time.perf_counter() - began)
     if fb_outcome.error is None:
         return fb_outcome, attempt, True
-    message = f"{outcome.error.message} The fallback {fb.tool!r} failed too: {fb_outcome.error.message}"
+    message = f"{outcome.error.message} The fallback {fb_tool!r} failed too: {fb_outcome.error.message}"
     return CallOutcome(error=StepError(kind=fb_outcome.error.kind, message=message)), attempt, False
+
+
+async def _observe_fallback(
+    run: PlanRun, choice: Choice, members: tuple[str, ...], outcome: CallOutcome, latency: float
+) -> None:
+    """Tell the chooser how the fallback's chosen member did (not when the budget or the store refused the call)."""
+    from ._alternatives import observe_member
+
+    error = outcome.error
+    if error is not None and error.kind in ("limit", "store"):
+        return
+    await observe_member(run, choice, members, error is None, latency, 1, None if error is None else error.kind)
 
 
 def _refused_at_start(outcome: CallOutcome, attempt: int) -> bool:
