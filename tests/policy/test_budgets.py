@@ -128,6 +128,51 @@ def test_warn_at_is_a_share(bad: Any) -> None:
         RunLimits(budget=Budget(max_tool_calls=3, warn_at=bad))
 
 
+def test_a_plans_own_json_budget_carries_warn_at() -> None:
+    events: list[PlanEvent] = []
+    plan = {**_steps(4), "budget": {"max_cost": 8, "warn_at": 0.5}}
+    execute_plan_sync(plan, [translate], max_concurrency=1, on_event=events.append)
+    assert [(e.limit, e.used, e.cap) for e in events if isinstance(e, BudgetWarning)] == [("max_cost", 4, 8)]
+
+
+@pytest.mark.parametrize(("plan_warn", "caller_warn", "warned_at"), [(0.5, None, 4), (0.5, 0.75, 4), (0.9, 0.25, 2)])
+def test_a_plans_warn_at_merges_with_the_callers_and_the_lower_wins(
+    plan_warn: float, caller_warn: float | None, warned_at: float
+) -> None:
+    events: list[PlanEvent] = []
+    plan = {**_steps(4), "budget": {"warn_at": plan_warn}}  # a warning alone: the caller's limits apply
+    limits = RunLimits(budget=Budget(max_cost=8, warn_at=caller_warn), max_concurrency=1)
+    execute_plan_sync(plan, [translate], limits=limits, on_event=events.append)
+    assert [(e.limit, e.used) for e in events if isinstance(e, BudgetWarning)] == [("max_cost", warned_at)]
+
+
+@pytest.mark.parametrize("bad", [0, -0.5, 1.5, 2, "0.8", True, None, [0.8]])
+def test_a_plans_warn_at_must_be_a_share(bad: Any) -> None:
+    source = {**_steps(1), "budget": {"max_cost": 5, "warn_at": bad}}
+    report = toolplan.validate_plan(source, [translate])
+    if bad is None:  # null is no warning
+        assert report.ok
+        return
+    [issue] = report.errors
+    assert issue.code == "invalid_field" and issue.message.startswith("'budget.warn_at' must be a share")
+    assert "Leave the field out" in issue.message
+    from toolplan.plan import Plan, parse_plan
+
+    plan = parse_plan(_steps(1))  # a Plan built in Python is checked the same way
+    bad_plan = Plan(steps=plan.steps, budget=Budget(max_cost=5, warn_at=bad))
+    assert [i.code for i in toolplan.validate_plan(bad_plan, [translate]).errors] == ["invalid_field"]
+
+
+def test_a_plans_warn_at_round_trips_through_the_native_dialect() -> None:
+    from toolplan.plan import dump_plan, parse_plan
+
+    plan = parse_plan({**_steps(1), "budget": {"warn_at": 0.8}})
+    assert plan.budget is not None and plan.budget.warn_at == 0.8
+    dumped = dump_plan(plan, "native")
+    assert isinstance(dumped, dict) and dumped["budget"] == {"warn_at": 0.8}
+    assert parse_plan(dumped).budget == plan.budget
+
+
 async def test_a_streamed_plan_charges_cost_functions_and_warns() -> None:
     events: list[PlanEvent] = []
     text = json.dumps(_steps(4, "x" * 15))

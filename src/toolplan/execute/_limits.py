@@ -126,8 +126,9 @@ class RunLimits:
         changes: dict[str, Any] = {}
         if plan.max_concurrency is not None and plan.max_concurrency < self.max_concurrency:
             changes["max_concurrency"] = plan.max_concurrency
-        if plan.budget is not None and not plan.budget.unlimited:
-            changes["budget"] = self.budget.merged(plan.budget)
+        budget = plan.budget
+        if budget is not None and (not budget.unlimited or budget.warn_at is not None):
+            changes["budget"] = self.budget.merged(budget)
         if plan.failure_mode == "fail_fast" and self.failure_mode != "fail_fast":
             changes["failure_mode"] = "fail_fast"
         return replace(self, **changes) if changes else self

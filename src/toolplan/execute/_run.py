@@ -182,10 +182,11 @@ class PlanRun:
         sched = self.sched
         if limits.max_concurrency < sched.max_concurrency:
             sched.max_concurrency = limits.max_concurrency
-        if plan.budget is not None and not plan.budget.unlimited:
+        budget = plan.budget
+        if budget is not None and (not budget.unlimited or budget.warn_at is not None):
             meter = self.invoker.meter
-            meter.budget = meter.budget.merged(plan.budget)
-            self._tighten(plan.budget.max_latency, "the plan's max_latency of {:g}s")
+            meter.budget = meter.budget.merged(budget)
+            self._tighten(budget.max_latency, "the plan's max_latency of {:g}s")
         if self.on_event is not None:
             self._watch_budget()
         if limits.failure_mode == "fail_fast" and not sched.fail_fast:

@@ -41,6 +41,12 @@ _BUDGET_SCHEMA: dict[str, Any] = {
         "max_tool_calls_per_tool": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},
         "max_cost": {"type": "number", "minimum": 0},
         "max_latency": {"type": "number", "exclusiveMinimum": 0, "description": "Seconds."},
+        "warn_at": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "maximum": 1,
+            "description": "Warn once when this share of a limit is spent (such as 0.8); sets no limit.",
+        },
     },
 }
 

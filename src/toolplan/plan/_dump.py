@@ -74,7 +74,7 @@ def _native(plan: Plan) -> dict[str, Any]:
     if plan.policy is not None:
         data["policy"] = plan.policy
     b = plan.budget
-    if b is not None and not b.unlimited:
+    if b is not None and (not b.unlimited or b.warn_at is not None):
         budget: dict[str, Any] = {}
         for name in ("max_tool_calls", "max_cost", "max_latency"):
             value = getattr(b, name)
@@ -82,6 +82,8 @@ def _native(plan: Plan) -> dict[str, Any]:
                 budget[name] = value
         if b.max_tool_calls_per_tool:
             budget["max_tool_calls_per_tool"] = dict(b.max_tool_calls_per_tool)
+        if b.warn_at is not None:
+            budget["warn_at"] = b.warn_at
         data["budget"] = budget
     return data
 
@@ -95,7 +97,7 @@ def _issue(dialect: str, message: str, step: str | None = None) -> PlanIssue:
 def _unsayable_fields(plan: Plan, dialect: str, issues: list[PlanIssue]) -> None:
     """The fields that change how a plan runs and that only native plans can carry."""
     present = {
-        "budget": plan.budget is not None and not plan.budget.unlimited,
+        "budget": plan.budget is not None and (not plan.budget.unlimited or plan.budget.warn_at is not None),
         "policy": plan.policy is not None,
         "max_concurrency": plan.max_concurrency is not None,
     }

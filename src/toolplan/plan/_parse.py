@@ -392,7 +392,7 @@ def _failure_mode(raw: Any, default: FailureMode, issues: _Issues) -> FailureMod
     return default
 
 
-_BUDGET_KEYS = ("max_tool_calls", "max_tool_calls_per_tool", "max_cost", "max_latency")
+_BUDGET_KEYS = ("max_tool_calls", "max_tool_calls_per_tool", "max_cost", "max_latency", "warn_at")
 
 
 def _budget(raw: Any, issues: _Issues) -> Budget | None:
@@ -421,7 +421,29 @@ def _budget(raw: Any, issues: _Issues) -> Budget | None:
         max_tool_calls_per_tool=cast(dict[str, int], per_tool),
         max_cost=None if cost is None else _positive(cost, "budget.max_cost", None, issues),
         max_latency=None if latency is None else _positive(latency, "budget.max_latency", None, issues),
+        warn_at=_warn_at(b.get("warn_at"), issues),
     )
+
+
+def _is_share(raw: Any) -> bool:
+    """A finite number, 0 < raw <= 1 (not a bool)."""
+    return type(raw) in (int, float) and 0 < raw <= 1  # NaN fails both comparisons
+
+
+def _warn_at_message(raw: Any) -> str:
+    return (
+        f"'budget.warn_at' must be a share of each limit, a number greater than 0 and at most 1 (such as 0.8: "
+        f"warn when 80% is spent), got {_show(raw)}. Leave the field out for no warning."
+    )
+
+
+def _warn_at(raw: Any, issues: _Issues) -> float | None:
+    if raw is None:
+        return None
+    if not _is_share(raw):
+        issues.error("invalid_field", _warn_at_message(raw))
+        return None
+    return float(raw)
 
 
 _PER_TOOL_MESSAGE = (
@@ -456,6 +478,8 @@ def check_plan_fields(plan: Plan) -> list[PlanIssue]:
         for name, value in (("budget.max_cost", b.max_cost), ("budget.max_latency", b.max_latency)):
             if value is not None and not _is_positive(value):
                 issues.error("invalid_field", _positive_message(name, value))
+        if b.warn_at is not None and not _is_share(b.warn_at):
+            issues.error("invalid_field", _warn_at_message(b.warn_at))
     return issues
 
 
