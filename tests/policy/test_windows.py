@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from toolplan import Budget, RunLimits, UserError, execute_plan, execute_plan_sync, tool
 from toolplan.agent import Agent
-from toolplan.execute import BudgetWindow, MemoryWindow, WindowCharge, WindowLimits
+from toolplan.execute import BudgetWindow, MemoryWindow, ToolInvoker, WindowCharge, WindowLimits
 from toolplan.models import AssistantMessage, ToolCall, ToolReturnMessage
 from toolplan.store import StoreWindow, open_store
 from toolplan.store._codec import decode, encode
 from toolplan.testing import ScriptedModel
+from toolplan.tools import ToolRegistry
 
 
 @tool(read_only=True, cost=2)
@@ -147,3 +150,42 @@ async def test_parallel_reservations_in_the_store_never_overshoot(stats_url: str
         assert sum(r is None for r in refusals) == 5
         await window.release("k", "ping", 1)
         assert (await window.usage("k")).calls == 4
+
+
+class _Watched:
+    """A store window that says when a reservation is asked for."""
+
+    def __init__(self, window: StoreWindow) -> None:
+        self.window = window
+        self.limits = window.limits
+        self.reserving = asyncio.Event()
+
+    async def reserve(self, key: str, tool: str, cost: float) -> str | None:
+        self.reserving.set()
+        return await self.window.reserve(key, tool, cost)
+
+    async def release(self, key: str, tool: str, cost: float) -> None:
+        await self.window.release(key, tool, cost)
+
+    async def usage(self, key: str) -> Any:
+        return await self.window.usage(key)
+
+
+async def test_a_call_cancelled_while_its_reservation_is_written_is_not_charged(tmp_path: Path) -> None:
+    async with open_store(f"sqlite:///{tmp_path / 'runs.db'}") as store:
+        window = _Watched(StoreWindow(store, WindowLimits(period=3600, max_tool_calls=5)))
+        await window.usage("k")  # the database is open
+        gate = threading.Event()
+        blocker = asyncio.ensure_future(store.db.call(lambda engine, raw: gate.wait()))  # holds the store's thread
+        limits = RunLimits(budget=Budget(max_tool_calls=3), window=WindowCharge(window, "k"))
+        invoker = ToolInvoker.for_limits(ToolRegistry([ping]), limits)
+        call = asyncio.ensure_future(invoker.call("ping", {}))
+        await window.reserving.wait()  # the reservation's write is queued behind the gate
+        call.cancel()  # the call is cancelled while its write is under way
+        gate.set()  # and then the write commits
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        await blocker
+        assert invoker.meter.calls == 0  # the run's budget is given back too
+        await store.db.call(lambda engine, raw: None)  # every write queued before has ended
+        assert (await window.usage("k")).calls == 0

@@ -26,7 +26,7 @@ from ._backend import Backend
 from ._choice import ToolChooser
 from ._limits import RunLimits
 from ._result import StepError, cap_text
-from ._window import WindowCharge
+from ._window import BudgetWindow, WindowCharge
 
 __all__ = ("BudgetMeter", "CallOutcome", "ToolInvoker", "WarningHandler", "when_done")
 
@@ -459,10 +459,19 @@ class ToolInvoker:
             cost = priced
         refused = self.meter.spend(tool, cost)
         if refused is None and self.window is not None:
+            window, key = self.window.window, self.window.key
+            # Its own task, shielded: a write under way (a store's) ends even if this call is cancelled,
+            # and what it reserved is then given back before the cancellation goes on.
+            reserving = asyncio.ensure_future(window.reserve(key, tool, cost))
             try:
-                refused = await self.window.window.reserve(self.window.key, tool, cost)
+                refused = await asyncio.shield(reserving)
             except BaseException:
                 self.meter.release(tool, cost)
+                undo = asyncio.ensure_future(_give_back(reserving, window, key, tool, cost))
+                _UNDOING.add(undo)
+                undo.add_done_callback(_UNDOING.discard)
+                with contextlib.suppress(BaseException):  # cancelled again: the undo still ends on its own
+                    await asyncio.shield(undo)
                 raise
             if refused is not None:
                 self.meter.release(tool, cost)  # the run's budget is not charged for a call the window refused
@@ -479,6 +488,22 @@ class ToolInvoker:
             sem.release()
             return
         when_done(lingering, sem.release)
+
+
+_UNDOING: set[asyncio.Future[None]] = set()  # reservations being given back (a reference, or they may be lost)
+
+
+async def _give_back(
+    reserving: asyncio.Future[str | None], window: BudgetWindow, key: str, tool: str, cost: float
+) -> None:
+    """Once a reservation abandoned by its call (cancelled) has ended, give back what it reserved."""
+    try:
+        refused = await reserving
+    except BaseException:  # it failed (or was cancelled itself): nothing was reserved
+        return
+    if refused is None:
+        with contextlib.suppress(Exception):  # a store that fails keeps the charge: an overcount, never an overrun
+            await window.release(key, tool, cost)
 
 
 def _price(
