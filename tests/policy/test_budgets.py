@@ -135,6 +135,18 @@ def test_a_plans_own_json_budget_carries_warn_at() -> None:
     assert [(e.limit, e.used, e.cap) for e in events if isinstance(e, BudgetWarning)] == [("max_cost", 4, 8)]
 
 
+async def test_a_streamed_plans_own_warn_at_applies_as_it_arrives() -> None:
+    events: list[PlanEvent] = []
+    text = json.dumps({"budget": {"max_cost": 8, "warn_at": 0.5}, **_steps(3)})
+
+    async def pieces() -> AsyncIterator[str]:
+        for i in range(0, len(text), 7):
+            yield text[i : i + 7]
+
+    result = await execute_plan_stream(pieces(), [translate], max_concurrency=1, on_event=events.append)
+    assert result.ok and [(e.limit, e.used) for e in events if isinstance(e, BudgetWarning)] == [("max_cost", 4)]
+
+
 @pytest.mark.parametrize(("plan_warn", "caller_warn", "warned_at"), [(0.5, None, 4), (0.5, 0.75, 4), (0.9, 0.25, 2)])
 def test_a_plans_warn_at_merges_with_the_callers_and_the_lower_wins(
     plan_warn: float, caller_warn: float | None, warned_at: float

@@ -306,7 +306,7 @@ class ToolInvoker:
                 group = self.registry.group(tool)
                 if group is None:
                     return None
-                # A group called without a choice (a fallback's tool): its default member.
+                # A group called by name without a choice (outside a plan step): its default member.
                 entry = self._entry(group.default)
                 if entry is not None:
                     self._entries[tool] = entry = _Entry(
