@@ -116,9 +116,9 @@ async def test_a_scheduler_without_a_planner_or_with_a_failing_model_records_why
 async def test_task_and_plan_both_or_neither_and_tasks_without_a_planner_are_refused(store_url: str) -> None:
     async with open_store(store_url) as store:
         tools = ScheduleTools(store, [add], planner=Planner(ScriptedModel([]), [add]))
-        with pytest.raises(ToolError, match="exactly one of plan .* not both"):
+        with pytest.raises(ToolError, match=r"exactly one of plan .* not both"):
             await tools.schedule_create("x", PLAN, "every 1m", task=TASK)
-        with pytest.raises(ToolError, match="exactly one of plan .* not neither"):
+        with pytest.raises(ToolError, match=r"exactly one of plan .* not neither"):
             await tools.schedule_create("x", when="every 1m")
         with pytest.raises(ToolError, match="task must be a non-empty string"):
             await tools.schedule_create("x", when="every 1m", task="t" * 8001)

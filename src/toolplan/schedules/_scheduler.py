@@ -27,8 +27,8 @@ import time
 from collections.abc import Callable
 
 from .._errors import ToolError, ToolplanError
-from ..planner import Planner
 from ..plan import Plan
+from ..planner import Planner
 from ..store import Store
 from ..store._schedules import Firing, ScheduleRow, ScheduleStore  # private: the schedules' rows live in the store
 from ._when import catch_up

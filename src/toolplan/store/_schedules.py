@@ -263,7 +263,7 @@ class ScheduleStore:
                     )
                 )  # fmt: skip
                 if run_id is not None and plan is not None:  # a task's plan, planned before this transaction
-                    limits_text = conn.execute(sa.select(s.c.limits).where(s.c.id == schedule.schedule_id)).scalar()
+                    limits_text = conn.execute(sa.select(s.c.limits).where(s.c.id == schedule.schedule_id)).scalar_one()
                     body = encode(plan)
                     insert_queued(conn, run_id, plan, body, decode(limits_text), now, parent_id=schedule.schedule_id)
                 elif run_id is not None:
