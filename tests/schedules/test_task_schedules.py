@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +18,7 @@ from toolplan.models import AssistantMessage, ToolCall, UserMessage
 from toolplan.planner import SUBMIT_TOOL_NAME, Planner
 from toolplan.schedules import Scheduler, ScheduleTools
 from toolplan.store import open_store, resume
-from toolplan.testing import ScriptedModel
+from toolplan.testing import Canned, FakeProvider, ScriptedModel, openai_tool_call
 
 T0 = 1_800_000_000.0
 TASK = "Add twenty and twenty-two."
@@ -146,3 +151,42 @@ async def test_two_schedulers_racing_on_a_task_schedule_fire_it_once(store_url: 
         runs = await one.list_runs(limit=100)
         assert len(runs) == 3 and {r.parent_id for r in runs} == {sid}
         assert len(await schedulers[0].rows.firings(sid)) == 3
+
+
+@pytest.mark.slow
+async def test_the_scheduler_command_with_a_model_plans_a_task_and_runs_it(tmp_path: Path) -> None:
+    pytest.importorskip("openai", reason="--model openai:... needs toolplan[openai]")
+    (tmp_path / "tools.py").write_text(
+        "def add(a: int, b: int) -> int:\n    '''Add two numbers.'''\n    return a + b\n", encoding="utf-8"
+    )
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    a_minute_ago = Clock(time.time() - 60)
+    async with open_store(url) as store:
+        tools = ScheduleTools(store, [add], clock=a_minute_ago, planner=Planner(ScriptedModel([]), [add]))
+        sid = (await tools.schedule_create("sum", when="in 30s", task=TASK))["schedule_id"]
+    with FakeProvider() as provider:
+        provider.queue(Canned(body=openai_tool_call(SUBMIT_TOOL_NAME, PLAN, call_id="call_1")))
+        command = [sys.executable, "-m", "toolplan", "scheduler", "--db", url, "--tools", "tools.py", "--once",
+                   "--model", "openai:scripted"]  # fmt: skip
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OPENAI_BASE_URL": f"{provider.url}/v1",
+               "OPENAI_API_KEY": "sk-scripted"}  # fmt: skip
+        proc = await asyncio.to_thread(
+            subprocess.run, command, cwd=tmp_path, capture_output=True, text=True, timeout=60, env=env
+        )
+        assert proc.returncode == 0, proc.stderr
+        (request,) = provider.requests
+        assert provider.unused == 0 and TASK in json.dumps(request.body)
+    assert f"{sid}: fired {sid}-" in proc.stderr and ": succeeded" in proc.stdout
+    async with open_store(url) as store:
+        (run,) = await store.list_runs()
+        info = await store.get_run(run.run_id)
+    assert info.result.steps["s"].output == 42 and run.parent_id == sid
+
+
+@pytest.mark.slow
+def test_the_scheduler_command_refuses_a_model_without_tools(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "toolplan", "scheduler", "--db", f"sqlite:///{tmp_path / 'r.db'}", "--no-run",
+               "--model", "openai:scripted", "--once"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60, env=env, check=False)
+    assert proc.returncode != 0 and "pass --tools" in proc.stderr
