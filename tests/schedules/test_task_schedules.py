@@ -190,3 +190,28 @@ def test_the_scheduler_command_refuses_a_model_without_tools(tmp_path: Path) -> 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     proc = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60, env=env, check=False)
     assert proc.returncode != 0 and "pass --tools" in proc.stderr
+
+
+async def test_a_version_7_database_gains_the_task_and_error_columns_on_open(store_url: str) -> None:
+    import sqlalchemy as sa
+
+    from toolplan.store._schema import SCHEMA_VERSION
+
+    async with open_store(store_url) as store:
+        assert await ScheduleTools(store).schedule_list() == []  # the schema is made on first use
+    engine = sa.create_engine(store_url.replace("postgresql://", "postgresql+psycopg://", 1))
+    with engine.begin() as conn:  # back to version 7, as toolplan left it before task schedules
+        conn.execute(sa.text("ALTER TABLE toolplan_schedules DROP COLUMN task"))
+        conn.execute(sa.text("ALTER TABLE toolplan_schedule_firings DROP COLUMN error"))
+        conn.execute(sa.text("UPDATE toolplan_meta SET value = '7' WHERE key = 'schema_version'"))
+    clock = Clock()
+    async with open_store(store_url) as store:
+        planner = Planner(ScriptedModel([submit(WRONG), submit(WRONG)]), [add])
+        tools = ScheduleTools(store, [add], clock=clock, planner=planner)
+        await tools.schedule_create("sum", when="in 1s", task=TASK)
+        clock.now = T0 + 2
+        (firing,) = await Scheduler(store, clock=clock, planner=planner).tick()
+    with engine.connect() as conn:
+        version = conn.execute(sa.text("SELECT value FROM toolplan_meta WHERE key = 'schema_version'")).scalar()
+    engine.dispose()
+    assert firing.error is not None and version == str(SCHEMA_VERSION)
