@@ -567,4 +567,4 @@ async def test_a_version_1_database_is_migrated_on_open_and_keeps_its_runs(store
         version = conn.execute(sa.text("SELECT value FROM toolplan_meta WHERE key = 'schema_version'")).scalar()
     engine.dispose()
     assert info.summary.status == "failed" and info.result.steps["p"].output == "paid 1"
-    assert kept.versions[0].plan_id == "plan_1" and version == str(SCHEMA_VERSION) == "7"
+    assert kept.versions[0].plan_id == "plan_1" and version == str(SCHEMA_VERSION) == "8"

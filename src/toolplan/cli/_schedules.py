@@ -53,6 +53,15 @@ def scheduler_command(
         bool,
         typer.Option("--no-run", help="Only fire (queue runs); leave running them to workers or the service."),
     ] = False,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            metavar="PROVIDER:NAME",
+            help="The planner's model (e.g. openai:gpt-4o-mini), which turns task schedules into plans over "
+            "--tools at each firing. Without it a task schedule's firings are recorded as failed.",
+        ),
+    ] = None,
 ) -> NoReturn:
     """Fire due schedules as queued durable runs, and run them with the tools of --tools.
 
@@ -62,25 +71,43 @@ def scheduler_command(
     from ..schedules import Scheduler
 
     registry: ToolRegistry | None = None
-    if not no_run:
-        if tools is None:
-            _fail("the scheduler runs what it fires: pass --tools FILE.py[:NAME] (or --no-run to only fire).")
+    if not no_run and tools is None:
+        _fail("the scheduler runs what it fires: pass --tools FILE.py[:NAME] (or --no-run to only fire).")
+    if model is not None and tools is None:
+        _fail("--model plans task schedules over tools: pass --tools FILE.py[:NAME] too.")
+    if tools is not None:
         try:
             registry = load_tools(tools)
         except CliInputError as exc:
             _fail(exc.message)
+    model_obj = None
+    if model is not None:
+        from ..models import infer_model
+
+        try:
+            model_obj = infer_model(model)
+        except Exception as exc:
+            _fail(f"--model {model!r}: {exc}")
 
     async def loop(store: Store) -> int:
-        scheduler = Scheduler(store)
+        planner = None
+        if model_obj is not None and registry is not None:
+            from ..planner import Planner
+
+            planner = Planner(model_obj, registry, store=store)
+        scheduler = Scheduler(store, planner=planner)
         failed: set[str] = set()
         fired = 0
         while True:
             started = time.monotonic()
             for firing in await scheduler.tick():
                 fired += 1
+                if firing.error is not None:
+                    say(_err, f"{firing.schedule_id}: fired, no run: {firing.error}", "yellow")
+                    continue
                 what = firing.run_id or "skipped (missed, catch_up=skip)"
                 say(_err, f"{firing.schedule_id}: fired {what}", "dim")
-            if registry is not None:
+            if registry is not None and not no_run:
                 await run_queued(store, registry, failed)
             if once:
                 return fired

@@ -52,8 +52,8 @@ def serve_command(
         typer.Option(
             "--model",
             metavar="PROVIDER:NAME",
-            help="The planner's model (e.g. openai:gpt-4o-mini). Without it POST /v1/requests answers 503; "
-            "plans posted by clients still run.",
+            help="The planner's model (e.g. openai:gpt-4o-mini); it plans task schedules too. Without it "
+            "POST /v1/requests answers 503; plans posted by clients still run.",
         ),
     ] = None,
     api_key_file: Annotated[
@@ -158,11 +158,13 @@ def serve_command(
         if no_scheduler:
             await serve(store, registry, model=model_obj, api_keys=keys, config=config, host=host, port=port)
             return
+        from ..planner import Planner
         from ..schedules import Scheduler
 
+        planner = Planner(model_obj, registry, store=store) if model_obj is not None else None  # for task schedules
         stop = asyncio.Event()  # due schedules become queued executions, which the service runs
         async with asyncio.TaskGroup() as group:
-            group.create_task(Scheduler(store).run(stop=stop), name="toolplan:scheduler")
+            group.create_task(Scheduler(store, planner=planner).run(stop=stop), name="toolplan:scheduler")
             try:
                 await serve(store, registry, model=model_obj, api_keys=keys, config=config, host=host, port=port)
             finally:

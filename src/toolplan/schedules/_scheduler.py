@@ -10,6 +10,12 @@ Catch-up rule: a schedule found due more than ``misfire_grace`` seconds late (no
 fires **once** for all the times it missed (``catch_up="once"``, the default; the firing's
 ``missed`` counts the others), or not at all (``catch_up="skip"``: the firing is recorded with no
 run). Either way it then moves to its first time after now.
+
+A task schedule (``schedule_create(task=...)``) is planned first, by the scheduler's `Planner`,
+outside the transaction; its plan is then queued by the same compare-and-set transaction as a
+stored plan. When there is no planner, the model fails, or the plan is still invalid after the
+planner's repair, the firing is recorded with its ``error`` and no run; the schedule moves on to
+its next time (a model that is down does not make a schedule fire again and again).
 """
 
 from __future__ import annotations
@@ -20,7 +26,9 @@ import logging
 import time
 from collections.abc import Callable
 
-from .._errors import ToolError
+from .._errors import ToolError, ToolplanError
+from ..plan import Plan
+from ..planner import Planner
 from ..store import Store
 from ..store._schedules import Firing, ScheduleRow, ScheduleStore  # private: the schedules' rows live in the store
 from ._when import catch_up
@@ -28,6 +36,8 @@ from ._when import catch_up
 __all__ = ("Scheduler",)
 
 log = logging.getLogger("toolplan.schedules")
+
+_MAX_ERROR = 2000
 
 
 class Scheduler:
@@ -39,6 +49,8 @@ class Scheduler:
         misfire_grace: Seconds late a firing may be and still count as on time (a firing later than
             that follows the schedule's ``catch_up``).
         batch: Most schedules fired per tick.
+        planner: Turns task schedules into plans at each firing (``Planner(model, tools)``); without
+            it a task schedule's firings are recorded as failed.
     """
 
     def __init__(
@@ -48,12 +60,14 @@ class Scheduler:
         clock: Callable[[], float] = time.time,
         misfire_grace: float = 60.0,
         batch: int = 100,
+        planner: Planner | None = None,
     ) -> None:
         self.store = store
         self.rows = ScheduleStore(store)
         self.clock = clock
         self.misfire_grace = misfire_grace
         self.batch = batch
+        self.planner = planner
 
     async def tick(self) -> list[Firing]:
         """Fire every schedule due now; returns the firings this scheduler made (others' are not)."""
@@ -75,12 +89,41 @@ class Scheduler:
             return None
         late = now - due > self.misfire_grace
         run_id = None if late and schedule.catch_up == "skip" else f"{schedule.schedule_id}-{round(due * 1000)}"
+        plan: Plan | None = None
+        error: str | None = None
+        if run_id is not None and schedule.task is not None:
+            plan, error = await self._plan_task(schedule.task)
+            if plan is None:
+                run_id = None
         fired = await self.rows.fire(
-            schedule, next_at=next_at, run_id=run_id, missed=missed, now=now, owner=self.store.owner
-        )
+            schedule, next_at=next_at, run_id=run_id, missed=missed, now=now, owner=self.store.owner,
+            plan=plan, error=error,
+        )  # fmt: skip
         if not fired:
             return None
-        return Firing(schedule_id=schedule.schedule_id, due_at=due, run_id=run_id, fired_at=now, missed=missed)
+        if error is not None:
+            log.warning("toolplan scheduler: schedule %s started no run: %s", schedule.schedule_id, error)
+        return Firing(
+            schedule_id=schedule.schedule_id, due_at=due, run_id=run_id, fired_at=now, missed=missed, error=error
+        )
+
+    async def _plan_task(self, task: str) -> tuple[Plan | None, str | None]:
+        """The plan the planner makes of ``task``, or why there is none."""
+        if self.planner is None:
+            return None, (
+                "This scheduler has no planner to turn the schedule's task into a plan: start it with "
+                "--model PROVIDER:NAME (or Scheduler(store, planner=Planner(model, tools)))."
+            )
+        try:
+            draft = await self.planner.plan(task)
+        except ToolplanError as exc:
+            return None, f"The planner failed: {' '.join(exc.message.split())}"[:_MAX_ERROR]
+        except Exception as exc:  # a model client's own failure: record it, fire again at the next time
+            return None, f"The planner failed: {type(exc).__name__}: {exc}"[:_MAX_ERROR]
+        if not draft.valid or draft.plan is None:
+            problems = "; ".join(str(i) for i in draft.errors[:10]) or "no plan could be read"
+            return None, f"The planner's plan is invalid after its repair ({draft.plan_id}): {problems}"[:_MAX_ERROR]
+        return draft.plan, None
 
     async def run(self, *, poll: float = 1.0, stop: asyncio.Event | None = None) -> None:
         """Tick every ``poll`` seconds until ``stop`` is set (or the task is cancelled)."""

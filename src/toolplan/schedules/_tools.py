@@ -12,6 +12,7 @@ from .._errors import PlanNotFoundError, PlanValidationError, ToolError, UserErr
 from .._json import dumps, loads
 from ..execute import RunLimits
 from ..plan import Plan, compile_plan, parse_plan
+from ..planner import Planner
 from ..store import Store
 from ..store._schedules import ScheduleStore  # private: the schedules' rows live in the store
 from ..tools import ToolAnnotations, ToolRegistry, ToolsLike
@@ -22,6 +23,7 @@ from ._when import next_after, parse_when, zone
 __all__ = ("ScheduleTools",)
 
 _MAX_PLAN_CHARS = 256 * 1024
+_MAX_TASK_CHARS = 8000
 _MAX_NAME = 200
 _MAX_LIST = 500
 _PLAN_ID = re.compile(r"plan_[A-Za-z0-9_.-]{1,120}")
@@ -30,9 +32,10 @@ _PLAN_ID = re.compile(r"plan_[A-Za-z0-9_.-]{1,120}")
 class ScheduleTools(Toolset):
     """Schedule plans to run later: ``schedule_create``, ``schedule_list``, ``schedule_update``, ``schedule_delete``.
 
-    A schedule stores its plan (validated against ``tools`` when given) and fires it as a queued
-    durable run at each due time: a cron expression, an interval, a delay or a time (see
-    docs/schedules.md). A `Scheduler` (``toolplan scheduler``, or ``toolplan serve``) fires them.
+    A schedule stores its plan (validated against ``tools`` when given), or an agent task that the
+    scheduler's planner turns into a plan at each firing, and fires it as a queued durable run at
+    each due time: a cron expression, an interval, a delay or a time (see docs/schedules.md). A
+    `Scheduler` (``toolplan scheduler``, or ``toolplan serve``) fires them.
 
     Args:
         store: The store the schedules and their runs live in.
@@ -41,6 +44,9 @@ class ScheduleTools(Toolset):
         limits: The limits of each run a schedule starts (a plan's own limits can only tighten them).
         clock: Wall-clock seconds now (tests pass their own).
         prefix: Put in front of every function name (see `Toolset`).
+        planner: The planner that task schedules are for: with one, ``schedule_create(task=...)`` is
+            accepted; without, refused (the scheduler firing it would have no model to plan with).
+            The scheduler's own planner plans each firing.
     """
 
     def __init__(
@@ -51,7 +57,9 @@ class ScheduleTools(Toolset):
         limits: RunLimits | None = None,
         clock: Callable[[], float] = time.time,
         prefix: str = "",
+        planner: Planner | None = None,
     ) -> None:
+        self.planner = planner
         self.rows = ScheduleStore(store)
         self.registry = ToolRegistry.of(tools) if tools is not None else None
         self.limits = limits or RunLimits()
@@ -90,25 +98,37 @@ class ScheduleTools(Toolset):
     async def schedule_create(
         self,
         name: str,
-        plan: dict[str, Any] | str,
-        when: str,
+        plan: dict[str, Any] | str | None = None,
+        when: str = "",
         timezone: str = "UTC",
         catch_up: Literal["once", "skip"] = "once",
+        task: str | None = None,
     ) -> dict[str, Any]:
-        """Schedule a plan to run later, once or repeatedly. Returns the schedule with its id and next time.
+        """Schedule a plan, or a task to plan then, to run later, once or repeatedly. Returns the schedule.
+
+        Pass exactly one of plan and task. The result has the schedule's id and next time.
 
         Args:
             name: A short name for the schedule.
             plan: The plan to run (the same format as execute_tool_plan's), as an object or JSON text, or
                 the id of a stored plan ('plan_...').
-            when: A cron expression ('0 9 * * 1-5'), an interval ('every 30m'), a delay ('in 90s') or a time
-                ('2026-12-01T09:00').
+            when: Required. A cron expression ('0 9 * * 1-5'), an interval ('every 30m'), a delay ('in 90s')
+                or a time ('2026-12-01T09:00').
             timezone: The IANA time zone cron expressions and times are read in.
             catch_up: A time missed while no scheduler ran fires once ('once') or not at all ('skip').
+            task: Instead of a plan, a task in plain words ('Sum yesterday's orders'), planned into a plan
+                with the tools at each firing.
         """
         if not isinstance(name, str) or not name.strip() or len(name) > _MAX_NAME:
             raise ToolError(f"name must be a non-empty string of at most {_MAX_NAME} characters.")
-        parsed = await self._plan(plan)
+        if (plan is None) == (task is None):
+            raise ToolError(
+                "Pass exactly one of plan (a plan, or a stored plan's id) and task (a task in plain words), "
+                f"not {'both' if plan is not None else 'neither'}."
+            )
+        parsed = await self._plan(plan) if plan is not None else None
+        if task is not None:
+            task = self._task(task)
         now = self.clock()
         w = parse_when(when, timezone, now)
         row = await self.rows.create(
@@ -121,8 +141,20 @@ class ScheduleTools(Toolset):
             limits=self.limits,
             catch_up=catch_up,
             next_at=w.first,
+            task=task,
         )
         return row.to_dict()
+
+    def _task(self, task: str) -> str:
+        if not isinstance(task, str) or not task.strip() or len(task) > _MAX_TASK_CHARS:
+            raise ToolError(f"task must be a non-empty string of at most {_MAX_TASK_CHARS} characters.")
+        if self.planner is None:
+            raise ToolError(
+                "Tasks cannot be scheduled here: there is no planner model to turn them into plans. Pass a plan "
+                "instead, or give ScheduleTools(..., planner=Planner(model, tools)) and run the scheduler with "
+                "--model."
+            )
+        return task.strip()
 
     async def schedule_list(self, limit: int = 50) -> list[dict[str, Any]]:
         """List the schedules, soonest first, with their next time (Unix seconds) and firings so far.

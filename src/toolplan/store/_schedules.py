@@ -5,6 +5,10 @@ time this process read, and the firing's row and its queued run are inserted in 
 transaction. Two schedulers on one database (PostgreSQL's row lock, SQLite's single writer) can
 both see a schedule due; exactly one of them updates it, the other's update matches no row and it
 inserts nothing. The firing's primary key (schedule, due time) is a second guard.
+
+A schedule's target is a stored plan (``plan_id``) or an agent task (``task``, with ``plan_id``
+empty): the scheduler plans a task first and hands the plan to the same transaction, or records
+the firing's ``error`` and queues no run.
 """
 
 from __future__ import annotations
@@ -36,12 +40,13 @@ class ScheduleRow:
         kind: ``cron``, ``every`` or ``once``.
         spec: The cron expression, the interval in seconds, or the time (ISO 8601).
         timezone: The IANA time zone its times are read in.
-        plan_id: The stored plan it runs.
+        plan_id: The stored plan it runs, or None when its target is a task.
         catch_up: What a firing missed while no scheduler ran does: ``once`` or ``skip``.
         next_at: When it fires next (Unix seconds), or None (done, or a cron with no next time).
         enabled: False while paused.
         fired: Firings so far (runs started).
         created_at: When it was made (Unix seconds).
+        task: The agent task a planner turns into a plan at each firing, or None when it runs a plan.
     """
 
     schedule_id: str
@@ -49,12 +54,13 @@ class ScheduleRow:
     kind: str
     spec: str
     timezone: str
-    plan_id: str
+    plan_id: str | None
     catch_up: str
     next_at: float | None
     enabled: bool
     fired: int
     created_at: float
+    task: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON data, for the model and the CLI."""
@@ -65,6 +71,7 @@ class ScheduleRow:
             "spec": self.spec,
             "timezone": self.timezone,
             "plan_id": self.plan_id,
+            "task": self.task,
             "catch_up": self.catch_up,
             "next_at": self.next_at,
             "enabled": self.enabled,
@@ -74,13 +81,18 @@ class ScheduleRow:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Firing:
-    """One due time of a schedule: the run it started (None when it was skipped as missed)."""
+    """One due time of a schedule: the run it started (None when it was skipped as missed, or failed).
+
+    ``error`` says why a task's firing started no run (no planner, the model failed, or its plan
+    was invalid after the planner's repair); None otherwise.
+    """
 
     schedule_id: str
     due_at: float
     run_id: str | None
     fired_at: float
     missed: int
+    error: str | None = None
 
 
 def _row(r: Any) -> ScheduleRow:
@@ -90,12 +102,13 @@ def _row(r: Any) -> ScheduleRow:
         kind=r["kind"],
         spec=r["spec"],
         timezone=r["timezone"],
-        plan_id=r["plan_id"],
+        plan_id=r["plan_id"] or None,
         catch_up=r["catch_up"],
         next_at=r["next_at"],
         enabled=bool(r["enabled"]),
         fired=int(r["fired"]),
         created_at=float(r["created_at"]),
+        task=r["task"],
     )
 
 
@@ -113,26 +126,29 @@ class ScheduleStore:
         kind: str,
         spec: str,
         timezone: str,
-        plan: Plan,
+        plan: Plan | None,
         limits: RunLimits,
         catch_up: str,
         next_at: float | None,
+        task: str | None = None,
     ) -> ScheduleRow:
-        """Store a schedule and its plan, in one transaction."""
-        body = encode(plan)
+        """Store a schedule and its plan (or its task: ``plan=None``), in one transaction."""
+        body = encode(plan) if plan is not None else None
         now = time.time()
         s = t.schedules
 
         def write(engine: sa.Engine) -> None:
             with engine.begin() as conn:
-                ref = plan_id(body)
-                if conn.execute(sa.select(t.plans.c.id).where(t.plans.c.id == ref)).first() is None:
-                    conn.execute(sa.insert(t.plans).values(**plan_row(body, now, plan.dialect)))
+                ref = ""
+                if plan is not None and body is not None:
+                    ref = plan_id(body)
+                    if conn.execute(sa.select(t.plans.c.id).where(t.plans.c.id == ref)).first() is None:
+                        conn.execute(sa.insert(t.plans).values(**plan_row(body, now, plan.dialect)))
                 conn.execute(
                     sa.insert(s).values(
                         id=schedule_id, name=name, kind=kind, spec=spec, timezone=timezone, plan_id=ref,
                         limits=encode(limits), catch_up=catch_up, next_at=next_at, enabled=1, fired=0,
-                        created_at=now, updated_at=now,
+                        created_at=now, updated_at=now, task=task,
                     )
                 )  # fmt: skip
 
@@ -213,8 +229,13 @@ class ScheduleStore:
         missed: int,
         now: float,
         owner: str,
+        plan: Plan | None = None,
+        error: str | None = None,
     ) -> bool:
         """Move ``schedule`` from its due time to ``next_at`` and queue run ``run_id`` (None: skip this one).
+
+        ``plan`` is the plan a task schedule's planner made (a plan schedule runs its stored plan);
+        ``error`` is recorded on a firing that starts no run.
 
         Returns False when another scheduler fired (or someone changed) the schedule first: nothing
         was written then.
@@ -238,10 +259,14 @@ class ScheduleStore:
                 conn.execute(
                     sa.insert(f).values(
                         schedule_id=schedule.schedule_id, due_at=due_at, run_id=run_id, fired_at=now,
-                        missed=missed, owner=owner,
+                        missed=missed, owner=owner, error=error,
                     )
                 )  # fmt: skip
-                if run_id is not None:
+                if run_id is not None and plan is not None:  # a task's plan, planned before this transaction
+                    limits_text = conn.execute(sa.select(s.c.limits).where(s.c.id == schedule.schedule_id)).scalar_one()
+                    body = encode(plan)
+                    insert_queued(conn, run_id, plan, body, decode(limits_text), now, parent_id=schedule.schedule_id)
+                elif run_id is not None:
                     stored = conn.execute(
                         sa.select(t.plans.c.body, s.c.limits)
                         .select_from(s.join(t.plans, t.plans.c.id == s.c.plan_id))
@@ -249,9 +274,9 @@ class ScheduleStore:
                     ).first()
                     if stored is None:  # its plan row is gone: a database edited by hand
                         raise StoreError(f"The plan of schedule {schedule.schedule_id!r} is not stored.")
-                    plan: Plan = decode(stored[0])
+                    stored_plan: Plan = decode(stored[0])
                     limits: RunLimits = decode(stored[1])
-                    insert_queued(conn, run_id, plan, stored[0], limits, now, parent_id=schedule.schedule_id)
+                    insert_queued(conn, run_id, stored_plan, stored[0], limits, now, parent_id=schedule.schedule_id)
                 return True
 
         return bool(await self.store.db.transact(write))
@@ -268,7 +293,7 @@ class ScheduleStore:
                 return [
                     Firing(
                         schedule_id=r["schedule_id"], due_at=float(r["due_at"]), run_id=r["run_id"],
-                        fired_at=float(r["fired_at"]), missed=int(r["missed"]),
+                        fired_at=float(r["fired_at"]), missed=int(r["missed"]), error=r["error"],
                     )
                     for r in conn.execute(query).mappings()
                 ]  # fmt: skip

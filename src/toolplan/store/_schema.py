@@ -185,7 +185,7 @@ schedules = sa.Table(  # v5: plans to run later (`toolplan.schedules`)
     sa.Column("kind", sa.String(16), nullable=False),  # cron, every, once
     sa.Column("spec", sa.String(200), nullable=False),  # the cron expression, seconds, or the time (ISO)
     sa.Column("timezone", sa.String(64), nullable=False),
-    sa.Column("plan_id", sa.String(128), nullable=False),  # the content-addressed row of toolplan_plans
+    sa.Column("plan_id", sa.String(128), nullable=False),  # the content-addressed row of toolplan_plans; "" for a task
     sa.Column("limits", sa.Text, nullable=False),
     sa.Column("catch_up", sa.String(16), nullable=False),  # once, skip
     sa.Column("next_at", sa.Float, nullable=True),  # wall-clock seconds of the next firing; NULL: no more
@@ -193,6 +193,7 @@ schedules = sa.Table(  # v5: plans to run later (`toolplan.schedules`)
     sa.Column("fired", sa.Integer, nullable=False),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
+    sa.Column("task", sa.Text, nullable=True),  # v8: an agent task the planner turns into a plan at each firing
     sa.Index("toolplan_schedules_due", "enabled", "next_at"),
 )
 
@@ -205,6 +206,7 @@ schedule_firings = sa.Table(  # v5: one row per due time of a schedule: its run,
     sa.Column("fired_at", sa.Float, nullable=False),
     sa.Column("missed", sa.Integer, nullable=False),  # earlier due times this firing stands for
     sa.Column("owner", sa.String(128), nullable=False),  # the scheduler process that fired it
+    sa.Column("error", sa.Text, nullable=True),  # v8: why a task's firing started no run (its plan failed)
 )
 
 skills = sa.Table(  # v5: saved plans (`toolplan.skills`), one row per version
@@ -324,6 +326,12 @@ def _v7(conn: sa.Connection) -> None:
     declarations.create(conn, checkfirst=True)
 
 
+def _v8(conn: sa.Connection) -> None:
+    """Schedules whose target is an agent task, and the error of a firing that started no run."""
+    _add_columns(conn, schedules, ("task",))
+    _add_columns(conn, schedule_firings, ("error",))
+
+
 def _add_columns(conn: sa.Connection, table: sa.Table, names: tuple[str, ...]) -> None:
     have = {c["name"] for c in sa.inspect(conn).get_columns(table.name)}
     for name in names:
@@ -335,7 +343,7 @@ def _add_columns(conn: sa.Connection, table: sa.Table, names: tuple[str, ...]) -
 
 
 #: Ordered migrations: migration ``n`` takes the schema from version ``n - 1`` to ``n``.
-MIGRATIONS: tuple[Callable[[sa.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7)
+MIGRATIONS: tuple[Callable[[sa.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
