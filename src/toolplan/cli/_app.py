@@ -323,6 +323,8 @@ def run(
         try:
             with _stdout_to_stderr(as_json):
                 data, registry = _inputs(plan, tools)
+                if registry is not None and "toolplan.skills" in sys.modules:
+                    registry = loop.run(_load_skills(registry))  # so plans may name saved plans (skill:NAME)
                 if mcp_stdio or mcp_url:
                     from ._mcp import connect_mcp
 
@@ -413,6 +415,27 @@ def close_backend(backend: Backend | None) -> None:
     close = getattr(backend, "close", None)
     if close is not None:
         close()
+
+
+async def _load_skills(registry: ToolRegistry) -> ToolRegistry:
+    """``registry`` with the stored skills of each `SkillTools` in it as ``skill:NAME`` tools.
+
+    A tools file cannot await `SkillTools.load` itself, and a registry lists a toolset's functions
+    when it is added: the toolsets are read, then added again.
+    """
+    from ..skills import SkillTools
+
+    names = [name for name in registry if isinstance(registry.owner(name), SkillTools)]
+    if not names:
+        return registry
+    owners = {id(o): o for name in names if isinstance(o := registry.owner(name), SkillTools)}
+    out = registry.without(*names)
+    for skills in owners.values():
+        try:
+            out.add(await skills.load())
+        except ToolplanError as exc:
+            _fail(f"The saved plans (skills) could not be read: {' '.join(exc.message.split())}")
+    return out
 
 
 def show_result(result: PlanResult, *, as_json: bool, live: bool = False, unfinished: bool = False) -> NoReturn:
