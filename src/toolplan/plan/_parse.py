@@ -31,6 +31,7 @@ _new_plan = maker(Plan)
 _NATIVE_STEP_KEYS = frozenset(
     {"id", "tool", "arguments", "depends_on", "timeout", "retry", "fallback", "rationale", "expected_outcome"}
 )
+_BASIC_STEP_KEYS = frozenset({"id", "tool", "arguments"})  # a step with these keys only has no optional field
 
 
 class _Issues(list[PlanIssue]):
@@ -261,27 +262,32 @@ def _parse_native(data: dict[str, Any], issues: _Issues) -> Plan:
         first = len(issues)
         sid = _step_id(get("id"), i, issues)
         args_raw = get("arguments")
-        if args_raw is None and "args" in s:
-            issues.warn("alias", "'args' was read as 'arguments'; write 'arguments' in native plans.", sid)
-            args_raw = s["args"]
-        if not _NATIVE_STEP_KEYS.issuperset(s):
-            for key in s:
-                if key not in _NATIVE_STEP_KEYS and key != "args":
-                    issues.warn("unknown_field", f"Field {key!r} is not part of a step and was ignored.", sid)
         fallback = None
-        fb = get("fallback")
-        if fb is not None:
-            if isinstance(fb, dict):
-                fbd: dict[str, Any] = fb
-                fallback = Fallback(
-                    tool=_tool_name(fbd.get("tool"), sid, issues),
-                    arguments=_arguments(fbd.get("arguments"), "The fallback's 'arguments'", sid, issues),
-                )
-            else:
-                issues.error("invalid_field", '\'fallback\' must be an object {"tool": ..., "arguments": {...}}.', sid)
-        # Optional fields are usually absent: the helpers run only for the ones present.
-        depends_on, timeout, retry = get("depends_on"), get("timeout"), get("retry")
-        rationale, expected = get("rationale"), get("expected_outcome")
+        if _BASIC_STEP_KEYS.issuperset(s):  # the common step, with no optional field: none to look up
+            depends_on = timeout = retry = rationale = expected = None
+        else:
+            if args_raw is None and "args" in s:
+                issues.warn("alias", "'args' was read as 'arguments'; write 'arguments' in native plans.", sid)
+                args_raw = s["args"]
+            if not _NATIVE_STEP_KEYS.issuperset(s):
+                for key in s:
+                    if key not in _NATIVE_STEP_KEYS and key != "args":
+                        issues.warn("unknown_field", f"Field {key!r} is not part of a step and was ignored.", sid)
+            fb = get("fallback")
+            if fb is not None:
+                if isinstance(fb, dict):
+                    fbd: dict[str, Any] = fb
+                    fallback = Fallback(
+                        tool=_tool_name(fbd.get("tool"), sid, issues),
+                        arguments=_arguments(fbd.get("arguments"), "The fallback's 'arguments'", sid, issues),
+                    )
+                else:
+                    issues.error(
+                        "invalid_field", '\'fallback\' must be an object {"tool": ..., "arguments": {...}}.', sid
+                    )
+            # Optional fields are usually absent: the helpers run only for the ones present.
+            depends_on, timeout, retry = get("depends_on"), get("timeout"), get("retry")
+            rationale, expected = get("rationale"), get("expected_outcome")
         tool_raw = get("tool")
         one_of: tuple[str, ...] = ()
         if type(tool_raw) is dict:  # {"one_of": [...]}: alternatives, one chosen when the step runs
