@@ -141,6 +141,8 @@ def compile_plan(
 
 
 def _report(plan: Plan | None, issues: list[PlanIssue], compiled: CompiledPlan | None) -> ValidationReport:
+    if not issues:  # the common case: no generator to run
+        return _new_report(plan=plan, errors=(), warnings=(), compiled=compiled)
     errors = tuple(i for i in issues if i.severity == "error")
     return _new_report(
         plan=plan,
@@ -247,7 +249,7 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
     if dups:
         _report_duplicates(dups, issues)
     id_set = frozenset(ids)
-    unreadable_args = {i.step for i in issues if i.code == "invalid_arguments_json"}
+    unreadable_args = {i.step for i in issues if i.code == "invalid_arguments_json"} if issues else frozenset()
 
     compiled_steps: dict[str, CompiledStep] = {}
     deps: dict[str, tuple[str, ...]] = {}
@@ -338,7 +340,7 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
                     message=f"'output_steps' names {out!r}, which is not a step. Known steps: {', '.join(ids)}.",
                 )
             )
-    warnings = tuple(i for i in issues if i.severity == "warning")
+    warnings = tuple(i for i in issues if i.severity == "warning") if issues else ()
     return _new_compiled_plan(plan=plan, steps=compiled_steps, warnings=warnings, deps=deps)
 
 
