@@ -89,16 +89,21 @@ class RunLimits:
         The keyword options are the same names as the fields; this is how entry points that take
         both a ``limits`` object and individual options build the one object they run with.
         """
-        given = {k: v for k, v in options.items() if v is not None}
         base = limits if limits is not None else DEFAULT_LIMITS
         if limits is not None and not isinstance(limits, RunLimits):
             raise UserError(f"limits must be a toolplan.RunLimits, got {type(limits).__name__}.")
+        given: dict[str, Any] = {}
+        parts: list[Any] = [id(base)]  # the cache key (one loop: no comprehension or generator to set up)
+        for k, v in options.items():
+            if v is not None:
+                given[k] = v
+                parts.append((k, type(v), v))
         if not given:
             return base
         # Entry points build limits on every call (a plan of ten steps pays for it ten times less
         # than it costs): the same options on the same base give the same frozen object.
         try:
-            key: Any = (id(base), tuple((k, type(v), v) for k, v in given.items()))
+            key: Any = tuple(parts)
             cached = _OF_CACHE.get(key)
         except TypeError:  # an unhashable value (a budget): build it
             key, cached = None, None

@@ -578,11 +578,17 @@ class PlanRun:
             )
             forced = forced or "cancelled"
         plan = compiled.plan
-        steps = {sid: self.results[sid] for sid in compiled.steps}
+        results = self.results
+        steps: dict[str, StepResult] = {}
+        succeeded = True  # every step (one loop: no generator to set up per run)
+        for sid in compiled.steps:
+            r = steps[sid] = results[sid]
+            if r.status != "succeeded":
+                succeeded = False
         outputs = plan.outputs
         if forced is not None:  # an aborted run may lack some output steps
             outputs = tuple(o for o in outputs if o in steps)
-        status: PlanStatus = forced or ("succeeded" if all(r.ok for r in steps.values()) else "failed")
+        status: PlanStatus = forced or ("succeeded" if succeeded else "failed")
         result = _new_plan_result(
             status=status,
             steps=steps,
