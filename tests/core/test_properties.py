@@ -117,3 +117,37 @@ def test_scheduler_core(dag: tuple[list[list[int]], set[int]], limit: int, rnd: 
     else:
         assert len(failed) <= 1 + limit
         assert all(s != "pending" for s in states.values())
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    dags(),
+    st.integers(min_value=1, max_value=3),
+    st.randoms(use_true_random=False),
+    st.booleans(),
+    st.booleans(),
+)
+def test_take_one_is_take_ready_of_one(
+    dag: tuple[list[list[int]], set[int]], limit: int, rnd: Any, two_tools: bool, tool_limit: bool
+) -> None:
+    """`Scheduler.take_one` starts the same step `take_ready(1)` would, in the same states."""
+    deps, failing = dag
+    limits = {"b": 1} if tool_limit else None
+    one, ref = (Scheduler(max_concurrency=limit, tool_limits=limits) for _ in range(2))
+    for sched in (one, ref):
+        for i, ds in enumerate(deps):
+            sched.add(f"n{i}", "b" if two_tools and i % 2 else "a", [f"n{d}" for d in ds])
+    running: list[str] = []
+    while not ref.done:
+        taken = one.take_one()
+        assert ([] if taken is None else [taken]) == ref.take_ready(1)
+        if taken is not None:
+            running.append(taken)
+            continue
+        if not running:
+            break
+        sid = running.pop(rnd.randrange(len(running)))
+        for sched in (one, ref):
+            sched.finish(sid, succeeded=int(sid[1:]) not in failing)
+    assert one.done == ref.done
+    assert {s: one.state(s) for s in one.order} == {s: ref.state(s) for s in ref.order}

@@ -375,10 +375,9 @@ class PlanRun:
 
         When more steps are waiting, `_spawn` is scheduled: it runs at the event loop's next turn.
         """
-        ready = self.sched.take_ready(1)
-        if not ready:
+        sid = self.sched.take_one()
+        if sid is None:
             return None
-        sid = ready[0]
         self.started_at[sid] = self.now()
         if self._spawn_handle is None and self.sched.has_ready:
             self._spawn_handle = asyncio.get_running_loop().call_soon(self._spawn)

@@ -174,6 +174,23 @@ class Scheduler:
             out.append(ids[best])
         return out
 
+    def take_one(self) -> str | None:
+        """`take_ready` of one step, without the list: the next step to start (marked running), or None."""
+        if self.running >= self.max_concurrency or self.stopped is not None:
+            return None
+        queues = self._queues
+        if len(queues) == 1 and not self.tool_limits:  # one tool, no per-tool limit: the first in order
+            for queue in queues.values():
+                if not queue:
+                    return None
+                i = queue.popleft()
+                self._queued[i] = False
+                self._states[i] = "running"
+                self.running += 1
+                return self._ids[i]
+        ready = self.take_ready(1)
+        return ready[0] if ready else None
+
     def finish(self, step_id: str, *, succeeded: bool) -> None:
         """Record a running step's outcome: release dependents, or skip them on failure."""
         i = self.order[step_id]

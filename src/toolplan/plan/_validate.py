@@ -301,7 +301,7 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
         for d in s.depends_on:
             if d not in id_set:
                 error("unknown_dependency", f"'depends_on' names step {d!r}, which is not in the plan.")
-        step_deps = step_dependencies(s, refs)
+        step_deps = step_dependencies(s, refs) if s.depends_on else refs  # (refs: distinct already)
         if sid in step_deps:
             error(
                 "self_reference",
