@@ -185,3 +185,25 @@ def test_web_search_tools_without_a_provider_say_how_to_turn_it_on(monkeypatch: 
         monkeypatch.delenv(name, raising=False)
     with pytest.raises(UserError, match="Web search is off"):
         WebSearchTools()
+
+
+@pytest.mark.slow  # toolplan in a subprocess
+def test_web_search_in_a_plan_run_by_the_cli(server: Server, tmp_path: Any) -> None:
+    import os
+    import subprocess
+    import sys
+
+    server.answers["/search"] = (200, _json(SEARX_ANSWER))
+    (tmp_path / "tools.py").write_text(
+        "from toolplan.tools.builtin import WebSearchTools\n\nTOOLS = [WebSearchTools()]  # SEARXNG_URL\n",
+        encoding="utf-8",
+    )
+    plan = {"steps": [{"id": "q", "tool": "web_search", "arguments": {"query": "toolplan", "limit": 1}}]}
+    (tmp_path / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "SEARXNG_URL": server.url}
+    env.pop("BRAVE_SEARCH_API_KEY", None)
+    env.pop("TOOLPLAN_WEBSEARCH", None)
+    command = [sys.executable, "-m", "toolplan", "run", "plan.json", "--tools", "tools.py:TOOLS", "--json"]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    assert [hit["url"] for hit in json.loads(done.stdout)["outputs"]["q"]] == ["https://example.net/x"]
