@@ -7,7 +7,7 @@ import contextlib
 import enum
 import sys
 from collections.abc import Iterator
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -18,9 +18,12 @@ from ..execute import DEFAULT_MAX_CONCURRENCY, Backend, EventHandler, PlanResult
 from ..execute._journal import check_run_id
 from ..plan import DEFAULT_MAX_STEPS, ValidationReport, validate_plan
 from ..tools import ToolRegistry
-from ._loader import CliInputError, load_plan, load_tools
+from ._loader import CliInputError, load_plan, load_tools, owners_of
 from ._render import print_errors, print_issues, print_json, print_outputs, print_step_table, print_summary, say
 from ._trace import TRACE_HELP, start_tracing
+
+if TYPE_CHECKING:
+    from ..models import Model
 
 __all__ = ("app", "main")
 
@@ -70,14 +73,21 @@ class _Command(typer.core.TyperCommand):
                     formatter.write_dl(rows)
 
 
-app = typer.Typer(
+def command_group(**options: Any) -> typer.Typer:
+    """A Typer app as every toolplan command group is made: -h for help, plain text, no tracebacks."""
+    return typer.Typer(
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+        context_settings={"help_option_names": ["-h", "--help"]},
+        **options,
+    )
+
+
+app = command_group(
     name="toolplan",
     help="Validate, run and inspect toolplan plans: many tool calls from one model turn.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
     epilog="'toolplan COMMAND -h' shows a command's usage and options; 'toolplan demo' shows what toolplan does.",
 )
 
@@ -106,6 +116,15 @@ DialectOpt = Annotated[
     DialectChoice | None,
     typer.Option(
         "--dialect", metavar="native|chaining|batch", help="Force a dialect (default: detected from the plan)."
+    ),
+]
+BackendOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--backend",
+        metavar="SPEC",
+        help="Where tool calls run: local (default), ray (a local Ray cluster) or ray:ADDRESS (join a cluster). "
+        "See docs/ray.md.",
     ),
 ]
 DbOpt = Annotated[
@@ -282,15 +301,7 @@ def run(
             help="With --ui: how long the page stays up after the run ends (default 300; Ctrl-C stops it sooner).",
         ),
     ] = _UI_KEEP,
-    backend: Annotated[
-        str | None,
-        typer.Option(
-            "--backend",
-            metavar="SPEC",
-            help="Where tool calls run: local (default), ray (a local Ray cluster) or ray:ADDRESS (join a cluster). "
-            "See docs/ray.md.",
-        ),
-    ] = None,
+    backend: BackendOpt = None,
     trace: Annotated[str | None, typer.Option("--trace", metavar="TARGET", help=TRACE_HELP)] = None,
 ) -> NoReturn:
     """Run a plan with the tools of a Python file and of MCP servers.
@@ -410,6 +421,18 @@ def start_backend(spec: str | None) -> Backend | None:
     return backend
 
 
+def parse_model(spec: str | None) -> Model | None:
+    """The model ``--model PROVIDER:NAME`` names, or None without the option."""
+    if spec is None:
+        return None
+    from ..models import infer_model
+
+    try:
+        return infer_model(spec)
+    except Exception as exc:  # any provider's refusal of the name: one line, never a traceback
+        _fail(f"--model {spec!r}: {exc}")
+
+
 def close_backend(backend: Backend | None) -> None:
     """Stop what `start_backend` started."""
     close = getattr(backend, "close", None)
@@ -425,12 +448,12 @@ async def _load_skills(registry: ToolRegistry) -> ToolRegistry:
     """
     from ..skills import SkillTools
 
-    names = [name for name in registry if isinstance(registry.owner(name), SkillTools)]
-    if not names:
+    owners = owners_of(registry, SkillTools)
+    if not owners:
         return registry
-    owners = {id(o): o for name in names if isinstance(o := registry.owner(name), SkillTools)}
-    out = registry.without(*names)
-    for skills in owners.values():
+    ids = {id(skills) for skills in owners}
+    out = registry.without(*(name for name in registry if id(registry.owner(name)) in ids))
+    for skills in owners:
         try:
             out.add(await skills.load())
         except ToolplanError as exc:

@@ -13,13 +13,15 @@ import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from .._errors import ToolplanError, UserError
 from .._json import JSONTextError, loads
 from ..tools import FunctionTool, Tool, ToolRegistry
 
-__all__ = ("CliInputError", "load_plan", "load_tools", "split_tools_spec")
+__all__ = ("CliInputError", "load_plan", "load_tools", "owners_of", "split_tools_spec")
+
+T = TypeVar("T")
 
 
 class CliInputError(UserError):
@@ -76,6 +78,16 @@ def load_tools(spec: str) -> ToolRegistry:
         raise
     except ToolplanError as exc:
         raise CliInputError(f"The tools in {path_text!r} cannot be registered: {_one_line(exc.message)}") from None
+
+
+def owners_of(registry: ToolRegistry, kind: type[T]) -> list[T]:
+    """The toolsets of class ``kind`` among ``registry``'s tools, each once, in registration order."""
+    owners: dict[int, T] = {}
+    for name in registry:
+        owner = registry.owner(name)
+        if isinstance(owner, kind):
+            owners.setdefault(id(owner), owner)
+    return list(owners.values())
 
 
 def _is_module_name(text: str) -> bool:

@@ -15,8 +15,8 @@ from rich.table import Table
 
 from .._errors import OptionalDependencyError, ToolplanError
 from ..tools import ToolRegistry
-from ._app import JsonOpt, ToolsOpt, _Command, _fail, _out
-from ._loader import CliInputError, load_tools
+from ._app import JsonOpt, ToolsOpt, _Command, _fail, _out, command_group
+from ._loader import CliInputError, load_tools, owners_of
 from ._render import print_json, say
 
 if TYPE_CHECKING:
@@ -24,13 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = ("close_toolsets", "connect_mcp", "mcp_app", "open_toolsets")
 
-mcp_app = typer.Typer(
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+mcp_app = command_group()
 
 StdioOpt = Annotated[
     list[str] | None,
@@ -135,10 +129,7 @@ async def close_toolsets(registry: ToolRegistry) -> None:
 
 def _mcp_toolsets(registry: ToolRegistry) -> list[MCPToolset]:
     module = sys.modules.get("toolplan.mcp")  # not imported: no MCP toolset can be among the tools
-    if module is None:
-        return []
-    owners = {id(o): o for name in registry if isinstance(o := registry.owner(name), module.MCPToolset)}
-    return list(owners.values())
+    return [] if module is None else owners_of(registry, module.MCPToolset)
 
 
 def _list_or_fail(toolsets: Sequence[MCPToolset], loop: asyncio.Runner | None = None) -> None:

@@ -26,6 +26,7 @@ from ._app import (
     _fail,
     _out,
     _stdout_to_stderr,
+    command_group,
     show_result,
 )
 from ._loader import CliInputError, load_tools
@@ -36,13 +37,7 @@ if TYPE_CHECKING:  # the store (SQLAlchemy) is imported when a command runs, not
 
 __all__ = ("runs_app",)
 
-runs_app = typer.Typer(
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+runs_app = command_group()
 
 RunIdArg = Annotated[str, typer.Argument(metavar="RUN_ID", help="The run's id (toolplan runs list shows them).")]
 T = TypeVar("T")

@@ -10,7 +10,7 @@ import typer
 
 from .._errors import RunConflictError, ToolplanError
 from ..tools import ToolRegistry
-from ._app import EXIT_OK, DbOpt, ToolsOpt, _err, _fail, _out
+from ._app import EXIT_OK, DbOpt, ToolsOpt, _err, _fail, _out, parse_model
 from ._loader import CliInputError, load_tools
 from ._render import say
 from ._runs import _with_store
@@ -80,14 +80,7 @@ def scheduler_command(
             registry = load_tools(tools)
         except CliInputError as exc:
             _fail(exc.message)
-    model_obj = None
-    if model is not None:
-        from ..models import infer_model
-
-        try:
-            model_obj = infer_model(model)
-        except Exception as exc:
-            _fail(f"--model {model!r}: {exc}")
+    model_obj = parse_model(model)
 
     async def loop(store: Store) -> int:
         planner = None

@@ -12,7 +12,19 @@ from rich.table import Table
 
 from .._errors import OptionalDependencyError
 from ..execute import WindowLimits
-from ._app import DbOpt, JsonOpt, ToolsOpt, _Command, _fail, _out, close_backend, start_backend
+from ._app import (
+    BackendOpt,
+    DbOpt,
+    JsonOpt,
+    ToolsOpt,
+    _Command,
+    _fail,
+    _out,
+    close_backend,
+    command_group,
+    parse_model,
+    start_backend,
+)
 from ._loader import CliInputError, load_tools
 from ._render import print_json, say
 from ._runs import _when, _with_store
@@ -22,13 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ("keys_app", "serve_command")
 
-keys_app = typer.Typer(
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+keys_app = command_group()
 
 
 def _read_keys(path: Path | None) -> tuple[str, ...]:
@@ -78,14 +84,7 @@ def serve_command(
     no_scheduler: Annotated[
         bool, typer.Option("--no-scheduler", help="Do not fire due schedules here (another process does).")
     ] = False,
-    backend: Annotated[
-        str | None,
-        typer.Option(
-            "--backend",
-            metavar="SPEC",
-            help="Where tool calls run: local (default), ray (a local Ray cluster) or ray:ADDRESS (join a cluster).",
-        ),
-    ] = None,
+    backend: BackendOpt = None,
     key_budget_calls: Annotated[
         int | None,
         typer.Option(
@@ -133,14 +132,7 @@ def serve_command(
         from ..service import ServiceConfig, serve
     except OptionalDependencyError as exc:
         _fail(str(exc))
-    model_obj = None
-    if model is not None:
-        from ..models import infer_model
-
-        try:
-            model_obj = infer_model(model)
-        except Exception as exc:
-            _fail(f"--model {model!r}: {exc}")
+    model_obj = parse_model(model)
 
     async def run(store: Store) -> None:
         if not keys and not await _any_key(store):

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from .._errors import ToolError
 from .._json import loads
-from ._app import EXIT_FAILED, EXIT_OK, DbOpt, JsonOpt, ToolsOpt, _Command, _err, _fail, _out
+from ._app import EXIT_FAILED, EXIT_OK, DbOpt, JsonOpt, ToolsOpt, _Command, _err, _fail, _out, command_group
 from ._loader import CliInputError, load_tools
 from ._render import print_json, say
 from ._runs import _with_store
@@ -19,13 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = ("skills_app",)
 
-skills_app = typer.Typer(
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+skills_app = command_group()
 
 
 def _params(pairs: list[str]) -> dict[str, Any]:
