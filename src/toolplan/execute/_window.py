@@ -53,6 +53,18 @@ class WindowLimits:
         """The start of the window that holds ``now`` (seconds since the epoch)."""
         return float(math.floor(now / self.period) * self.period)
 
+    def usage(self, key: str, start: float, calls: int, cost: float) -> WindowUsage:
+        """``key``'s usage of the window that starts at ``start``, with these limits."""
+        return WindowUsage(
+            key=key,
+            window_start=start,
+            window_end=start + self.period,
+            calls=calls,
+            cost=cost,
+            max_tool_calls=self.max_tool_calls,
+            max_cost=self.max_cost,
+        )
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WindowUsage:
@@ -152,16 +164,7 @@ class MemoryWindow:
 
     async def usage(self, key: str) -> WindowUsage:
         start, calls, spent = self._current(key)
-        lim = self.limits
-        return WindowUsage(
-            key=key,
-            window_start=start,
-            window_end=start + lim.period,
-            calls=calls,
-            cost=spent,
-            max_tool_calls=lim.max_tool_calls,
-            max_cost=lim.max_cost,
-        )
+        return self.limits.usage(key, start, calls, spent)
 
 
 @dataclass(frozen=True, slots=True)

@@ -97,12 +97,4 @@ class StoreWindow:
                 return (0, 0.0) if row is None else (int(row.calls), float(row.cost))
 
         calls, cost = await self.store.db.read(read)
-        return WindowUsage(
-            key=key,
-            window_start=start,
-            window_end=start + lim.period,
-            calls=calls,
-            cost=cost,
-            max_tool_calls=lim.max_tool_calls,
-            max_cost=lim.max_cost,
-        )
+        return lim.usage(key, start, calls, cost)
