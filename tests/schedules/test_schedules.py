@@ -10,29 +10,11 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
+from schedules_support import T0, Clock, add
 
-from toolplan import ToolError, tool
+from toolplan import ToolError
 from toolplan.schedules import Scheduler, ScheduleTools, parse_when
 from toolplan.store import open_store, resume
-
-T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
-
-
-class Clock:
-    """A wall clock the test moves by hand."""
-
-    def __init__(self, now: float = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@tool(read_only=True)
-def add(a: int, b: int) -> int:
-    """Add two numbers."""
-    return a + b
-
 
 PLAN = {"steps": [{"id": "s", "tool": "add", "arguments": {"a": 20, "b": 22}}]}
 

@@ -12,34 +12,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from schedules_support import T0, Clock, add
 
-from toolplan import ToolError, tool
+from toolplan import ToolError
 from toolplan.models import AssistantMessage, ToolCall, UserMessage
 from toolplan.planner import SUBMIT_TOOL_NAME, Planner
 from toolplan.schedules import Scheduler, ScheduleTools
 from toolplan.store import open_store, resume
 from toolplan.testing import Canned, FakeProvider, ScriptedModel, openai_tool_call
 
-T0 = 1_800_000_000.0
 TASK = "Add twenty and twenty-two."
 PLAN = {"steps": [{"id": "s", "tool": "add", "arguments": {"a": 20, "b": 22}}]}
 WRONG = {"steps": [{"id": "s", "tool": "subtract", "arguments": {"a": 20, "b": 22}}]}
-
-
-class Clock:
-    """A wall clock the test moves by hand."""
-
-    def __init__(self, now: float = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@tool(read_only=True)
-def add(a: int, b: int) -> int:
-    """Add two numbers."""
-    return a + b
 
 
 def submit(plan: dict[str, Any]) -> AssistantMessage:
