@@ -31,6 +31,28 @@ class Scheduler:
         on_end: Called at once for each step that ends skipped, not run or cancelled, with the reason.
     """
 
+    __slots__ = (
+        "_awaited",
+        "_dependents",
+        "_ids",
+        "_open",
+        "_queued",
+        "_queues",
+        "_states",
+        "_tools",
+        "_waiting",
+        "fail_fast",
+        "failed",
+        "max_concurrency",
+        "on_end",
+        "order",
+        "reasons",
+        "running",
+        "running_by_tool",
+        "stopped",
+        "tool_limits",
+    )
+
     def __init__(
         self,
         *,
