@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from conformance_cases import *  # noqa: F403  # the shared cases
 from conformance_cases import run, wait_for_file
+from ray_code_cases import *  # noqa: F403  # code mode on Ray, on this module's cluster
 from ray_tools import ledger
 
 from toolplan.backends import RayBackend

@@ -116,7 +116,8 @@ class Agent(Generic[DepsT, OutputT]):
             making them; ``result.declarations`` holds what it declared and ``result.audit()``
             compares the last declaration with what ran.
         backend: Where tool calls run (``toolplan.backends.RayBackend()``, say); None: in this process.
-            Limits, budgets, retries and the run's records stay in this process either way.
+            Limits, budgets, retries and the run's records stay in this process either way. A
+            `RayBackend` also runs ``code_execution``'s sandbox on a worker (``code_on_workers``).
         tracing: Trace this agent's runs with OpenTelemetry (True), never (False), or as the
             process is set up (None: `toolplan.tracing.configure_tracing`, or a tracer provider
             being set). See docs/observability.md.
@@ -285,9 +286,10 @@ class Agent(Generic[DepsT, OutputT]):
         if self.tool_planning:
             out[PLAN_TOOL_NAME] = PlanTool(self.registry, limits=self._inner_limits())
         if self.code_execution is not None:
-            from ._code import CodeTool
+            from ._code import CodeTool, runner_for
 
-            code_tool = CodeTool(self.code_execution, self.registry, run_limits=self._inner_limits())
+            runner = runner_for(self.code_execution, self.backend)
+            code_tool = CodeTool(runner, self.registry, run_limits=self._inner_limits())
             out[code_tool.name] = code_tool
         if self.declare_plan:
             out[DECLARE_TOOL_NAME] = DeclarePlanTool([d.name for d in self.registry.definitions()])

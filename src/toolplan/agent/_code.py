@@ -11,7 +11,7 @@ import dataclasses
 import itertools
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .._errors import ToolError, UnknownToolError
 from .._tasks import task_group
@@ -23,9 +23,27 @@ from ..tools import ToolAnnotations, ToolDefinition, ToolRegistry, ToolResult
 if TYPE_CHECKING:
     from ..sandbox import CodeLimits, CodeResult, CodeRunner
 
-__all__ = ("CODE_TOOL_NAME", "CodeTool", "code_instructions")
+__all__ = ("CODE_TOOL_NAME", "CodeBackend", "CodeTool", "code_instructions", "runner_for")
 
 CODE_TOOL_NAME = "execute_code"
+
+
+@runtime_checkable
+class CodeBackend(Protocol):
+    """A backend that can also run code mode's sandbox where its tool calls run (`RayBackend`)."""
+
+    code_on_workers: bool
+
+    def code_runner(self, runner: CodeRunner) -> CodeRunner:
+        """``runner``, run on the backend's workers."""
+        ...
+
+
+def runner_for(runner: CodeRunner, backend: object) -> CodeRunner:
+    """The runner an agent uses: on the backend's workers if it offers that and has it on, else ``runner``."""
+    if isinstance(backend, CodeBackend) and backend.code_on_workers:
+        return backend.code_runner(runner)
+    return runner
 
 
 def code_instructions(runner: CodeRunner) -> str:

@@ -30,12 +30,16 @@ import threading
 import time
 import uuid
 from collections.abc import Collection, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 # Private use (marked): the worker sets the call context the same way the in-process backend does.
 from .._context import _CURRENT, CallContext, raw_call
 from .._errors import OptionalDependencyError, UserError, WorkerDiedError
 from ..tools import Tool, ToolAnnotations, ToolResult
+from ._code_host import CodeHost
+
+if TYPE_CHECKING:
+    from ..sandbox import CodeRunner
 
 __all__ = ("RayBackend", "import_ray")
 
@@ -92,10 +96,11 @@ def _sendable(exc: BaseException) -> BaseException:
     return exc
 
 
-class _ToolActor:
-    """An async actor: keeps the tools it was sent and runs many calls at once."""
+class _ToolActor(CodeHost):
+    """An async actor: keeps the tools it was sent and runs many calls at once; hosts code runs too."""
 
     def __init__(self) -> None:
+        super().__init__()
         self._tools: dict[str, asyncio.Future[Tool]] = {}
 
     def pid(self) -> int:
@@ -148,6 +153,9 @@ class RayBackend:
         num_cpus: CPUs a CPU-bound call reserves.
         init_options: More keyword arguments for ``ray.init`` (``runtime_env``, ...); ``num_cpus`` and
             ``num_gpus`` size a local cluster and are left out when joining one (``address`` or ``RAY_ADDRESS``).
+        code_on_workers: Code mode's sandbox runs on a worker (an actor) when an `Agent` with
+            ``code_execution`` is given this backend; False keeps it in the driver (its tool calls still
+            come here). See `code_runner`.
     """
 
     def __init__(
@@ -159,6 +167,7 @@ class RayBackend:
         cpu_tools: Collection[str] = (),
         num_cpus: float = 1,
         init_options: Mapping[str, Any] | None = None,
+        code_on_workers: bool = True,
     ) -> None:
         if actors < 1:
             raise UserError(f"RayBackend needs at least one actor, got actors={actors}.")
@@ -172,6 +181,7 @@ class RayBackend:
         self.cpu_tools = frozenset(cpu_tools)
         self.num_cpus = num_cpus
         self.init_options = dict(init_options or {})
+        self.code_on_workers = code_on_workers
         self._lock = threading.Lock()
         self._pool: list[Any] | None = None
         self._next = itertools.count()
@@ -233,6 +243,22 @@ class RayBackend:
         """The process ids of the actors (for tests and diagnostics)."""
         ray = import_ray()
         return [ray.get(actor.pid.remote()) for actor in self.start()._pool or []]
+
+    def code_runner(self, runner: CodeRunner) -> CodeRunner:
+        """``runner`` run on this cluster's workers: the sandbox on an actor, its tool calls served here.
+
+        ``Agent(..., code_execution=runner, backend=backend)`` does this itself unless
+        ``code_on_workers=False``. A runner that already runs on Ray is returned as it is.
+        """
+        from ._ray_code import RayCodeRunner
+
+        return runner if isinstance(runner, RayCodeRunner) else RayCodeRunner(runner, self)
+
+    def _code_actor(self) -> Any:
+        """The actor to hold the next code run (round robin over the pool, as the calls are)."""
+        pool = self._pool
+        assert pool is not None
+        return pool[next(self._next) % len(pool)]
 
     # -- the seam ---------------------------------------------------------------------------------
 
