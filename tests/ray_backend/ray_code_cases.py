@@ -7,10 +7,14 @@ Imported by `ray_conformance.py`, which runs inside its own namespaces on the mo
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -152,3 +156,26 @@ async def test_agent_with_ray_backend_runs_code_on_a_worker(ray_backend: RayBack
     # The calls the code made are steps of the agent run's record, run through the backend.
     (plan,) = result.plan_results
     assert [s.status for s in plan.steps.values()] == ["succeeded", "succeeded"]
+
+
+def test_the_code_mode_example_runs_on_the_cluster(ray_backend: RayBackend, tmp_path: Path) -> None:
+    ray = importlib.import_module("ray")
+    root = Path(__file__).resolve().parents[2]
+    env = {
+        **os.environ,
+        "RAY_ADDRESS": ray.get_runtime_context().gcs_address,
+        "PYTHONPATH": os.pathsep.join([str(root / "src"), os.environ.get("PYTHONPATH", "")]),
+    }
+    done = subprocess.run(
+        [sys.executable, str(root / "examples" / "ray" / "code_on_ray.py")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    first, second = done.stdout.strip().splitlines()[-2:]
+    assert json.loads(first) == {"counts": {"ray": 13, "toolplan": 13}, "status": "ok"}
+    assert second.startswith("sandbox ran on a Ray worker: True")

@@ -14,6 +14,7 @@ sandbox's own frames (`toolplan.sandbox._bounds`); a bad one ends the run with `
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 import uuid
@@ -65,7 +66,7 @@ class CodeChannel(Protocol):
 class LocalCodeChannel:
     """A `CodeHost` in this process: the driver loop without Ray (tests, diagnostics)."""
 
-    where = "this process"
+    where = "code host in this process"
 
     def __init__(self, host: CodeHost | None = None) -> None:
         self.host = host or CodeHost()
@@ -91,7 +92,7 @@ class _RayChannel:
 
     def __init__(self, backend: RayBackend, ray: Any, actor: Any) -> None:
         self.backend, self.ray, self.actor = backend, ray, actor
-        self.where = "a Ray worker"
+        self.where = "Ray worker"
         self._dead = (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError)
 
     async def _await(self, ref: Any) -> Any:
@@ -261,7 +262,7 @@ class _Driven:
         call_id, name, args = event.get("id"), event.get("tool"), event.get("args")
         if type(call_id) is not int:
             raise _Refused("a tool call without an integer id")
-        if problem := call_problem(name, args):
+        if (problem := call_problem(name, args)) or not isinstance(name, str) or not isinstance(args, dict):
             raise _Refused(f"a malformed tool call ({problem})")
         _check(args, self.limits.max_message_bytes, "a tool call's arguments")
         self.calls += 1
@@ -271,14 +272,12 @@ class _Driven:
 
     async def _serve(self, call_id: int, name: str, args: dict[str, Any]) -> None:
         ok, text = await _outcome(self.call_tool, name, args)
-        try:
+        with contextlib.suppress(WorkerGone):  # the event loop learns it too, and reports it
             await self.channel.answer(self.run_id, call_id, ok, text)
-        except WorkerGone:
-            pass  # the event loop learns it too, and reports it
 
     def _result(self, event: dict[str, Any], started: float) -> CodeResult:
-        result_set, logs, error, limit = event.get("result_set"), event.get("logs"), event.get("error"), event.get("limit")
-        tool_calls = event.get("tool_calls")
+        result_set, logs, tool_calls = event.get("result_set"), event.get("logs"), event.get("tool_calls")
+        error, limit = event.get("error"), event.get("limit")
         if not isinstance(result_set, bool) or not isinstance(logs, str) or type(tool_calls) is not int:
             raise _Refused("a 'done' event without result_set, logs and tool_calls")
         if not (error is None or isinstance(error, str)) or not (limit is None or isinstance(limit, str)):
