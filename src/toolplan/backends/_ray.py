@@ -47,6 +47,12 @@ __all__ = ("RayBackend", "import_ray")
 # and the W3C trace headers of the call's span (None: not traced).
 # Seconds left, not the deadline: `time.monotonic` means nothing on another machine.
 _Wire = tuple[str, str, str, int, float | None, bool, dict[str, str] | None]
+# One call as it travels: the tool's key, [its ObjectRef] (None once the actor has it), the function name,
+# the arguments and the wire. One argument, not five: Ray serializes each argument of a call on its own.
+_Call = tuple[str, list[Any] | None, str, dict[str, Any], _Wire]
+# What comes back: (True, content, error) of a ToolResult (a tuple pickles several times faster than the
+# dataclass), (False, the exception the tool raised, None), or (None, whatever else the tool returned, None).
+_Outcome = tuple[bool | None, Any, str | None]
 _LOCAL_ONLY = ("num_cpus", "num_gpus", "include_dashboard")  # ray.init options for a cluster it starts
 _CLI_MODULES = "_toolplan_cli_tools_"  # the names `toolplan run --tools FILE.py` gives the files it loads
 
@@ -59,16 +65,20 @@ def import_ray() -> Any:
         raise OptionalDependencyError("Running tools on Ray (RayBackend)", "ray", package="ray") from exc
 
 
-async def _run_call(tool: Tool, name: str, arguments: Mapping[str, Any], wire: _Wire) -> tuple[bool, Any]:
-    """On a worker: run the call under its call context; ``(True, result)`` or ``(False, exception)``."""
+async def _run_call(tool: Tool, name: str, arguments: Mapping[str, Any], wire: _Wire) -> _Outcome:
+    """On a worker: run the call under its call context; see `_Outcome` for what comes back."""
     run_id, step_id, tool_name, attempt, remaining, fallback, headers = wire
     deadline = None if remaining is None else time.monotonic() + remaining
     token = _CURRENT.set(raw_call(None, run_id, step_id, tool_name, attempt, deadline, fallback))
     traced = _attach_trace(headers) if headers else None
     try:
-        return True, await tool.execute(name, arguments)
+        result = await tool.execute(name, arguments)
     except (Exception, SystemExit) as exc:  # sent back and handled by the driver as a local failure
-        return False, _sendable(exc)
+        return False, _sendable(exc), None
+    else:
+        if type(result) is ToolResult:
+            return True, result.content, result.error
+        return None, result, None
     finally:
         if traced is not None:
             from opentelemetry import context as otel_context
@@ -106,9 +116,8 @@ class _ToolActor(CodeHost):
     def pid(self) -> int:
         return os.getpid()
 
-    async def call(
-        self, key: str, holder: list[Any] | None, name: str, arguments: Mapping[str, Any], wire: _Wire
-    ) -> Any:
+    async def call(self, payload: _Call) -> Any:
+        key, holder, name, arguments, wire = payload
         # The driver sends a tool's reference with the first call to this actor only (a nested ObjectRef
         # costs a borrower round trip per call); calls that follow wait for that first load if needed.
         loading = self._tools.get(key)
@@ -128,10 +137,12 @@ class _ToolActor(CodeHost):
 _TASK_TOOLS: dict[str, Tool] = {}  # in each task worker process: the tools it has loaded
 
 
-def _task_call(key: str, holder: list[Any], name: str, arguments: Mapping[str, Any], wire: _Wire) -> Any:
+def _task_call(payload: _Call) -> Any:
     """A Ray task: one CPU-bound call in a worker process (the tool is loaded once per process)."""
+    key, holder, name, arguments, wire = payload
     tool = _TASK_TOOLS.get(key)
     if tool is None:
+        assert holder is not None
         tool = _TASK_TOOLS[key] = import_ray().get(holder[0])
     return asyncio.run(_run_call(tool, name, arguments, wire))
 
@@ -186,6 +197,7 @@ class RayBackend:
         self._pool: list[Any] | None = None
         self._next = itertools.count()
         self._task: Any = None
+        self._ray: Any = None  # the ray module, once started (importlib per call costs a lookup)
         self._owns_ray = False
         self._prefix = uuid.uuid4().hex[:12]
         self._shipped: dict[int, tuple[Tool, str, list[Any]]] = {}  # id(tool) -> (tool kept alive, key, [ref])
@@ -202,7 +214,7 @@ class RayBackend:
         with self._lock:
             if self._pool is not None:
                 return self
-            ray = import_ray()
+            ray = self._ray = import_ray()
             if not ray.is_initialized():
                 options: dict[str, Any] = {"log_to_driver": False, "include_dashboard": False, **self.init_options}
                 if self.address is not None or os.environ.get("RAY_ADDRESS"):
@@ -266,13 +278,13 @@ class RayBackend:
         """Run the call on the cluster; return its result or raise what the tool raised."""
         if self._pool is None:
             await asyncio.to_thread(self.start)
-        ray = import_ray()
+        ray = self._ray
         key, holder = self._ship(ray, tool)
         headers = dict(call.trace_context) if call.trace_context else None
         wire: _Wire = (call.run_id, call.step_id, call.tool, call.attempt, call.remaining(), call.fallback, headers)
         actor = None
         if name in self.cpu_tools:
-            ref = self._task.remote(key, holder, name, dict(arguments), wire)
+            ref = self._task.remote((key, holder, name, dict(arguments), wire))
         else:
             pool = self._pool
             assert pool is not None
@@ -280,9 +292,9 @@ class RayBackend:
             sent = self._sent.setdefault(id(actor), set())
             first = key not in sent
             sent.add(key)
-            ref = actor.call.remote(key, holder if first else None, name, dict(arguments), wire)
+            ref = actor.call.remote((key, holder if first else None, name, dict(arguments), wire))
         try:
-            ok, value = await ref
+            ok, value, error = await ref
         except asyncio.CancelledError:  # a timeout, fail-fast or the caller: stop the remote call too
             ray.cancel(ref, recursive=True)
             raise
@@ -291,7 +303,9 @@ class RayBackend:
                 self._replace(ray, actor)
             raise self._died(tool, name, call, exc) from None
         if ok:
-            return value  # type: ignore[no-any-return]  # a ToolResult, as the worker sent it
+            return ToolResult(value, error)
+        if ok is None:
+            return value  # type: ignore[no-any-return]  # what the tool returned, as in process
         raise value
 
     def _ship(self, ray: Any, tool: Tool) -> tuple[str, list[Any]]:
