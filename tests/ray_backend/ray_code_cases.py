@@ -128,7 +128,7 @@ call_tool("refuse", {"message": "still no"})
 
 async def test_a_dead_worker_ends_the_run_as_a_failed_result(ray_backend: RayBackend) -> None:
     caller = Caller()
-    code = 'import os, time\ncall_tool("report", {"pid": os.getppid()})\ntime.sleep(120)'
+    code = 'import os, time\ncall_tool("report", {"pid": os.getppid(), "child": os.getpid()})\ntime.sleep(120)'
     runner = ray_backend.code_runner(SubprocessRunner())
     task = asyncio.create_task(runner.run(code, call_tool=caller, limits=CodeLimits(wall_time=100)))
     await asyncio.wait_for(caller.reported.wait(), 60)
@@ -138,6 +138,8 @@ async def test_a_dead_worker_ends_the_run_as_a_failed_result(ray_backend: RayBac
     assert not result.ok and result.limit is None
     assert "Ray worker running the code died mid-run" in (result.error or "")
     assert result.tool_calls == 1
+    child = int(caller.calls[0][1]["child"])
+    assert await asyncio.to_thread(_wait_gone, child, 30)  # the sandbox died with its worker
     # The pool has healed: code runs again, on live actors.
     again = await runner.run(TWO_TOOLS, call_tool=Caller())
     assert again.ok, again.error

@@ -152,6 +152,7 @@ def _install_audit_hook(workspace: str, read_roots: tuple[str, ...], allow_netwo
 
 def main(argv: list[str]) -> int:
     global _max_depth
+    _confine.die_with_parent()  # first: a host killed from now on takes the code with it
     channel = _Channel(int(argv[1]))
     config = channel.recv()
     _max_depth = int(config.get("max_depth", _max_depth))

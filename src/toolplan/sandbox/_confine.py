@@ -18,11 +18,13 @@ import ctypes
 import os
 import platform
 import resource
+import signal
 import struct
 from collections.abc import Iterable
 
 __all__ = (
     "apply_landlock",
+    "die_with_parent",
     "apply_rlimits",
     "apply_seccomp",
     "confine",
@@ -35,6 +37,20 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 _libc.prctl.restype = ctypes.c_int
 _PR_SET_NO_NEW_PRIVS = 38
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """Be killed (SIGKILL) when the process that started this one dies.
+
+    Without it a sandbox whose host is killed (a Ray worker that dies, say) would run on, orphaned,
+    until its CPU limit, or for ever if it only sleeps. A host that died before this call has
+    closed the channel already, which ends the child at its next message.
+    """
+    if _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
 
 
 def _no_new_privs() -> None:
