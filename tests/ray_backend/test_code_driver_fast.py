@@ -12,7 +12,7 @@ from toolplan import SandboxError, ToolError, tool
 from toolplan.agent import Agent
 from toolplan.backends import RayBackend, RayCodeRunner
 from toolplan.backends._ray_code import LocalCodeChannel, WorkerGone, drive
-from toolplan.sandbox import CodeLimits, CodeRunner, SubprocessRunner
+from toolplan.sandbox import CodeLimits, CodeRunner, MontyRunner, SubprocessRunner
 from toolplan.testing import TestModel
 
 
@@ -59,6 +59,21 @@ async def test_the_driver_serves_the_code_calls_through_its_call_tool() -> None:
     assert out[3] == {"echo": {"y": 2}}
     assert sorted(name for name, _ in calls.calls) == ["crash", "cyclic", "echo", "echo", "refuse"]
     assert result.tool_calls == 5
+
+
+async def test_a_monty_runner_goes_through_the_same_host() -> None:
+    pytest.importorskip("pydantic_monty")
+    code = """
+a = call_tool("echo", {"x": 1})
+try:
+    call_tool("refuse", {})
+except Exception as e:
+    b = str(e)
+set_result([a, b])
+"""
+    result = await drive(LocalCodeChannel(), MontyRunner(), code, call_tool=Calls(), limits=None)
+    assert result.ok, result.error
+    assert result.result == [{"echo": {"x": 1}}, "Tool 'refuse' failed: no refunds"]
 
 
 async def test_cancelling_the_driver_kills_the_sandbox() -> None:
