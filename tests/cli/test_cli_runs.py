@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
+from typing import Any
 
+import pytest
 from cli_support import Calls, Cli, WritePlan
 
 STEPS = [
@@ -92,3 +95,70 @@ def test_a_worker_runs_submitted_runs(cli: Cli, tools_file: Path, tool_calls: Ca
     assert "ran 3" in done.stderr and tool_calls() == ["add", "add", "add"]
     again = cli("runs", "work", "--tools", str(tools_file), "--db", db)
     assert "ran 0" in again.stderr
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh database URL: a SQLite file, then a PostgreSQL database of its own."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'runs.db'}"
+    return str(request.getfixturevalue("postgres_url"))
+
+
+def _cut_while_echo_runs(db: str, plan: dict[str, Any]) -> None:
+    """Run ``plan`` as run ``cut`` in this process and cancel it while its ``echo`` call is in flight."""
+    import asyncio
+
+    from toolplan import execute_plan, tool
+    from toolplan.store import open_store
+
+    async def cut() -> None:
+        entered = asyncio.Event()
+
+        @tool
+        def add(a: int, b: int) -> int:
+            """Add two numbers."""
+            return a + b
+
+        @tool
+        async def echo(value: Any) -> Any:
+            """Hang until cancelled."""
+            entered.set()
+            await asyncio.Event().wait()
+            return value
+
+        async with open_store(db) as store:
+            task = asyncio.create_task(execute_plan(plan, [add, echo], store=store, run_id="cut"))
+            await entered.wait()
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    asyncio.run(cut())
+
+
+def test_runs_show_marks_the_steps_a_resume_reused(
+    cli: Cli, tools_file: Path, tool_calls: Calls, any_db: str
+) -> None:
+    plan: dict[str, Any] = {
+        "steps": [
+            {"id": "a", "tool": "add", "arguments": {"a": 1, "b": 2}},
+            {"id": "e", "tool": "echo", "arguments": {"value": "$ref:a"}},
+            {"id": "b", "tool": "add", "arguments": {"a": "$ref:e", "b": 10}},
+        ]
+    }
+    _cut_while_echo_runs(any_db, plan)
+    before = cli("runs", "show", "cut", "--db", any_db, "--json").json()
+    assert [s.get("reused", False) for s in before["result"]["steps"]] == [False, False, False]
+    resumed = cli("runs", "resume", "cut", "--tools", str(tools_file), "--db", any_db, "--rerun-unknown")
+    assert resumed.code == 0, resumed.stderr
+    assert tool_calls() == ["echo", "add"]  # a ended before the resume: not called again
+    shown = cli("runs", "show", "cut", "--db", any_db, "--json")
+    assert shown.code == 0 and shown.json()["status"] == "succeeded"
+    steps = {s["id"]: s for s in shown.json()["result"]["steps"]}
+    assert {sid: s.get("reused", False) for sid, s in steps.items()} == {"a": True, "e": False, "b": False}
+    assert steps["b"]["output"] == 13 and steps["a"]["attempts"] == 1
+    table = cli("runs", "show", "cut", "--db", any_db)
+    rows = {line.split()[0]: line for line in table.stdout.splitlines() if line.split()[:1] in (["a"], ["e"], ["b"])}
+    assert "reused" in rows["a"] and "reused" not in rows["e"] and "reused" not in rows["b"], table.stdout
+    assert "(1 reused from the store, not run again)" in table.stdout

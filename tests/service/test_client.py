@@ -130,6 +130,7 @@ def test_cancel_then_resume(client: Client, gates: Path, tmp_path: Path) -> None
     assert rest[-1].payload == {"status": "succeeded"} and rest[0].seq == stopped[-1].seq + 1
     final = client.get_execution(execution_id)
     assert final.ok and final.step("first").attempts == 1 and (tmp_path / "ledger.txt").read_text() == "5\n"
+    assert [final.step(sid).reused for sid in ("first", "wait", "last")] == [True, False, False]
     with pytest.raises(ServiceError) as info:
         client.resume(execution_id)
     assert info.value.code == "run_conflict" and info.value.status == 409

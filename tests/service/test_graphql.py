@@ -169,6 +169,7 @@ def test_cancel_then_resume(server: ThreadServer, gates: Path, tmp_path: Path) -
         assert e["status"] == "succeeded"
         steps = {s["id"]: s for s in e["steps"]}
         assert steps["first"]["output"] == "charged 5" and steps["last"]["output"] == 2
+        assert {sid: s["reused"] for sid, s in steps.items()} == {"first": True, "wait": False, "last": False}
         assert (tmp_path / "ledger.txt").read_text() == "5\n"  # charged once
         finished = error(c, resume)
         assert finished["extensions"]["code"] == "run_conflict" and finished["path"] == ["resumeExecution"]

@@ -74,6 +74,8 @@ def test_the_rest_basics_on_postgresql(
         assert [e["event_id"] for e in stopped + rest] == list(range(1, len(stopped) + len(rest) + 1))
         body = c.get(f"/v1/executions/{execution_id}").json()
         assert body["status"] == "succeeded" and body["outputs"] == {"last": 2}
+        reused = {s["id"]: s["reused"] for s in body["steps"]}
+        assert reused == {"first": True, "wait": False, "last": False}  # first ended before the cancel
         page = c.get("/v1/executions", params={"limit": 2}).json()
         assert len(page["items"]) == 2 and page["next_cursor"] is not None
     assert ledger(tmp_path / "ledger.txt") == ["5"]
@@ -180,5 +182,6 @@ def test_kill_9_mid_execution_on_postgresql_then_another_server_finishes_it(
         body = c.get(f"/v1/executions/{execution_id}").json()
     assert seen[: len(before)] == before and [e["event_id"] for e in seen] == list(range(1, len(seen) + 1))
     assert body["status"] == "succeeded" and owner_pid(seen) == b.pid
+    assert {s["id"]: s["reused"] for s in body["steps"]} == {"first": True, "wait": False, "last": False}
     assert ledger(tmp_path / "ledger.txt") == ["5"]
     assert sum(1 for e in seen if e["type"] == "step_started" and e["step_id"] == "first") == 1

@@ -149,6 +149,8 @@ def test_cancel_then_resume_runs_no_finished_step_again(server: ThreadServer, ga
         assert {e["step_id"] for e in rest if e["type"] == "step_started"} == {"wait", "last"}
         steps = {s["id"]: s for s in c.get(f"/v1/executions/{execution_id}").json()["steps"]}
         assert steps["last"]["output"] == 2
+        # first ended before the cancel: the resume reused it; wait (cut off in its call) and last ran after it
+        assert {sid: s["reused"] for sid, s in steps.items()} == {"first": True, "wait": False, "last": False}
         assert (tmp_path / "ledger.txt").read_text() == "5\n"  # charged once
         finished = c.post(f"/v1/executions/{execution_id}/resume")
         assert finished.status_code == 409 and finished.json()["code"] == "run_conflict"

@@ -95,6 +95,7 @@ async def test_a_durable_run_stores_every_step_and_a_gap_free_event_log(store_ur
         assert events[0].type == "plan_started" and events[-1].type == "plan_finished"
         kinds = Counter(e.type for e in events)
         assert kinds["step_started"] == 4 and kinds["step_finished"] == 5
+        assert not any(r.reused for r in info.result.steps.values())  # one session: nothing reused
         listed = await store.list_runs()
         assert [s.run_id for s in listed] == [result.run_id]
 
@@ -213,6 +214,39 @@ async def test_a_process_cannot_take_a_run_another_holds_until_its_lease_expires
     _expire(store_url, "held")
     async with open_store(store_url) as other:
         assert (await resume("held", [slow], store=other)).ok
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+async def test_the_stored_run_says_which_steps_a_resume_reused(store_url: str, idempotent: bool) -> None:
+    entered = asyncio.Event()
+    slow = _blocking_tool("slow", idempotent=idempotent, entered=entered)
+    plan = {
+        "steps": [
+            {"id": "a", "tool": "fetch", "arguments": {"n": 1}},
+            {"id": "x", "tool": "fail", "arguments": {"reason": "down"}},
+            {"id": "s", "tool": "slow", "arguments": {"n": "$ref:a.n"}, "depends_on": ["x"]},
+            {"id": "t", "tool": "slow", "arguments": {"n": "$ref:a.n"}},
+            {"id": "after", "tool": "fetch", "arguments": {"n": "$ref:t"}},
+        ]
+    }
+    await _cancel_while(store_url, "sessions", plan, entered, tools=[slow])
+    async with open_store(store_url) as store:
+        cut = await store.get_run("sessions")
+        result = await resume("sessions", [*TOOLS, slow], store=store)
+        info = await store.get_run("sessions")
+        again = await resume("sessions", [*TOOLS, slow], store=store)  # finished: nothing runs, nothing changes
+        later = await store.get_run("sessions")
+    assert not any(r.reused for r in cut.result.steps.values())  # before the resume: one session
+    # a and x ended before the resume: reused. s is skipped again (x failed), t was in flight (called
+    # again, or ended unknown_outcome), after ran (or was skipped) after the resume: none of them reused.
+    expected = {"a": True, "x": True, "s": False, "t": False, "after": False}
+    assert {sid: r.reused for sid, r in result.steps.items()} == expected
+    assert {sid: r.reused for sid, r in info.result.steps.items()} == expected
+    assert {sid: r.reused for sid, r in later.result.steps.items()} == expected
+    assert all(r.reused for r in again.steps.values())  # what the caller got back: all taken from the store
+    assert info.result.steps["t"].status == ("succeeded" if idempotent else "unknown_outcome")
+    assert info.result.steps["after"].status == ("succeeded" if idempotent else "skipped")
+    assert info.result.steps["a"].to_dict()["reused"] is True and "reused" not in info.result.steps["t"].to_dict()
 
 
 async def test_budget_counters_go_on_from_the_stored_count(store_url: str) -> None:
@@ -554,6 +588,8 @@ async def test_a_version_1_database_is_migrated_on_open_and_keeps_its_runs(store
             conn.execute(sa.text(f"ALTER TABLE toolplan_executions DROP COLUMN {column}"))
         for column in ("request_id", "text", "issues", "valid"):
             conn.execute(sa.text(f"ALTER TABLE toolplan_plans DROP COLUMN {column}"))
+        for table in ("toolplan_executions", "toolplan_steps"):
+            conn.execute(sa.text(f"ALTER TABLE {table} DROP COLUMN session"))
         conn.execute(sa.text("UPDATE toolplan_meta SET value = '1' WHERE key = 'schema_version'"))
     async with open_store(store_url) as store:
         info = await store.get_run("old")
@@ -567,4 +603,37 @@ async def test_a_version_1_database_is_migrated_on_open_and_keeps_its_runs(store
         version = conn.execute(sa.text("SELECT value FROM toolplan_meta WHERE key = 'schema_version'")).scalar()
     engine.dispose()
     assert info.summary.status == "failed" and info.result.steps["p"].output == "paid 1"
-    assert kept.versions[0].plan_id == "plan_1" and version == str(SCHEMA_VERSION) == "8"
+    assert kept.versions[0].plan_id == "plan_1" and version == str(SCHEMA_VERSION) == "9"
+
+
+async def test_a_version_8_database_is_migrated_and_a_run_it_left_cut_off_resumes_with_its_steps_reused(
+    store_url: str,
+) -> None:
+    entered = asyncio.Event()
+    slow = _blocking_tool("slow", idempotent=True, entered=entered)
+    plan = {
+        "steps": [
+            {"id": "a", "tool": "fetch", "arguments": {"n": 1}},
+            {"id": "s", "tool": "slow", "arguments": {"n": "$ref:a.n"}},
+        ]
+    }
+    await _cancel_while(store_url, "v8", plan, entered, tools=[slow])
+    async with open_store(store_url) as store:
+        await execute_plan(PLAN, TOOLS, store=store, run_id="v8-done")
+    # Take the database back to schema version 8, as toolplan left it before sessions were stored.
+    engine = sa.create_engine(store_url.replace("postgresql://", "postgresql+psycopg://", 1))
+    with engine.begin() as conn:
+        for table in ("toolplan_executions", "toolplan_steps"):
+            conn.execute(sa.text(f"ALTER TABLE {table} DROP COLUMN session"))
+        conn.execute(sa.text("UPDATE toolplan_meta SET value = '8' WHERE key = 'schema_version'"))
+    async with open_store(store_url) as store:
+        done = await store.get_run("v8-done")
+        result = await resume("v8", [*TOOLS, slow], store=store)
+        info = await store.get_run("v8")
+    with engine.connect() as conn:
+        version = conn.execute(sa.text("SELECT value FROM toolplan_meta WHERE key = 'schema_version'")).scalar()
+    engine.dispose()
+    assert version == "9"
+    assert not any(r.reused for r in done.result.steps.values())  # a run finished before: as it was shown
+    assert result.ok and CALLS["slow"] == 2
+    assert {sid: r.reused for sid, r in info.result.steps.items()} == {"a": True, "s": False}

@@ -98,8 +98,8 @@ def output_json(output: Any) -> tuple[str, str | None]:
     )
 
 
-def step_from_row(row: Mapping[Any, Any], output: Any) -> StepResult:
-    """The `StepResult` of a stored step row (``output`` already loaded)."""
+def step_from_row(row: Mapping[Any, Any], output: Any, *, reused: bool = False) -> StepResult:
+    """The `StepResult` of a stored step row (``output`` already loaded; ``reused``: a later session of its run took it as it was)."""
     kind = row["error_kind"]
     warnings = tuple(loads(row["warnings"])) if row["warnings"] else ()
     note = row["output_note"]
@@ -117,4 +117,5 @@ def step_from_row(row: Mapping[Any, Any], output: Any) -> StepResult:
         arguments=loads(row["arguments"]) if row["arguments"] else None,
         used_fallback=bool(row["used_fallback"]),
         warnings=warnings,
+        reused=reused,
     )

@@ -95,6 +95,9 @@ executions = sa.Table(
     sa.Column("api_key", sa.String(64), nullable=True),
     sa.Column("source_plan_id", sa.String(128), nullable=True),
     sa.Column("cancel_requested", sa.Integer, nullable=False, server_default="0"),
+    # v9: the run's sessions so far: the claim that creates or takes it up (a resume, a worker's
+    # claim) counts one more. A step whose row ended in an earlier session was reused by the later ones.
+    sa.Column("session", sa.Integer, nullable=False, server_default="0"),
 )
 
 steps = sa.Table(
@@ -118,6 +121,9 @@ steps = sa.Table(
     sa.Column("used_fallback", sa.Integer, nullable=False, default=0),
     sa.Column("warnings", sa.Text, nullable=True),
     sa.Column("arguments", sa.Text, nullable=True),
+    sa.Column(
+        "session", sa.Integer, nullable=False, server_default="0"
+    ),  # v9: the run's session its row was written in
 )
 
 events = sa.Table(
@@ -332,6 +338,15 @@ def _v8(conn: sa.Connection) -> None:
     _add_columns(conn, schedule_firings, ("error",))
 
 
+def _v9(conn: sa.Connection) -> None:
+    """The session of a run and of each step row: which steps a resumed run reused.
+
+    Rows written before have session 0 on both sides: shown as not reused, as they were.
+    """
+    _add_columns(conn, executions, ("session",))
+    _add_columns(conn, steps, ("session",))
+
+
 def _add_columns(conn: sa.Connection, table: sa.Table, names: tuple[str, ...]) -> None:
     have = {c["name"] for c in sa.inspect(conn).get_columns(table.name)}
     for name in names:
@@ -343,7 +358,7 @@ def _add_columns(conn: sa.Connection, table: sa.Table, names: tuple[str, ...]) -
 
 
 #: Ordered migrations: migration ``n`` takes the schema from version ``n - 1`` to ``n``.
-MIGRATIONS: tuple[Callable[[sa.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8)
+MIGRATIONS: tuple[Callable[[sa.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

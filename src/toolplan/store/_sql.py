@@ -188,21 +188,22 @@ class Store:
         sql = self.db.sql
         self.sql_started = sql(
             "INSERT INTO toolplan_steps (execution_id, step_id, tool, call_tool, status, attempt, fallback, "
-            "idempotency_key, started_at, used_fallback) VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, 0) "
+            "idempotency_key, started_at, used_fallback, session) VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, 0, ?) "
             "ON CONFLICT (execution_id, step_id) DO UPDATE SET call_tool = excluded.call_tool, status = 'running', "
             "attempt = excluded.attempt, fallback = excluded.fallback, idempotency_key = excluded.idempotency_key, "
-            "started_at = COALESCE(toolplan_steps.started_at, excluded.started_at)"
+            "started_at = COALESCE(toolplan_steps.started_at, excluded.started_at), session = excluded.session"
         )
         columns = (
             "execution_id, step_id, tool, call_tool, status, attempt, fallback, idempotency_key, output, output_blob, "
-            "output_note, error_kind, error_message, started_at, ended_at, used_fallback, warnings, arguments"
+            "output_note, error_kind, error_message, started_at, ended_at, used_fallback, warnings, arguments, session"
         )
-        values = "VALUES (" + ", ".join("?" * 18) + ")"
+        values = "VALUES (" + ", ".join("?" * 19) + ")"
         update = (
             "status = excluded.status, attempt = excluded.attempt, output = excluded.output, "
             "output_blob = excluded.output_blob, output_note = excluded.output_note, error_kind = excluded.error_kind, "
             "error_message = excluded.error_message, started_at = excluded.started_at, ended_at = excluded.ended_at, "
-            "used_fallback = excluded.used_fallback, warnings = excluded.warnings, arguments = excluded.arguments"
+            "used_fallback = excluded.used_fallback, warnings = excluded.warnings, arguments = excluded.arguments, "
+            "session = excluded.session"
         )
         upsert = f"INSERT INTO toolplan_steps ({columns}) {values} ON CONFLICT (execution_id, step_id) DO UPDATE SET"
         self.sql_finished = sql(f"{upsert} {update}")
@@ -221,7 +222,7 @@ class Store:
         )
         self.sql_new_run = sql(
             "INSERT INTO toolplan_executions (id, plan_id, parent_id, status, limits, calls, cost, owner, lease_until, "
-            "created_at, updated_at) VALUES (?, ?, ?, 'running', ?, 0, 0.0, ?, ?, ?, ?)"
+            "created_at, updated_at, session) VALUES (?, ?, ?, 'running', ?, 0, 0.0, ?, ?, ?, ?, 1)"
         )
         self.sql_plan_of = sql("UPDATE toolplan_executions SET plan_id = ? WHERE id = ?")
         self.sql_lease = sql(
@@ -297,7 +298,7 @@ class Store:
         claim = _Claim(self, run_id, body, encode(limits), parent, reopen, dialect=dialect, fresh=fresh)
         claimed_at = time.time()
         stored: StoredRun | None = await self.db.call(claim)
-        journal = _Journal(self, run_id, claimed=claim.claimed, next_seq=claim.next_seq)
+        journal = _Journal(self, run_id, claimed=claim.claimed, next_seq=claim.next_seq, session=claim.session)
         journal.renewed_at = claimed_at  # the claim's lease was set after this moment
         if stored is not None:  # every write renews the lease with the counters: they go on from the stored ones
             journal.calls, journal.cost = stored.calls, stored.cost
@@ -706,6 +707,7 @@ class _Claim:
         self.plan_id = STREAMING if body is None else plan_id(body)
         self.claimed = False
         self.next_seq = 1
+        self.session = 1  # the run's session this claim opens (one more than the stored run's)
 
     def __call__(self, engine: sa.Engine, raw: Any) -> StoredRun | None:
         if self.fresh:  # an id made here is new: two inserts on the write connection, nothing to load
@@ -755,6 +757,7 @@ class _Claim:
                         lease_until=now + store.lease,
                         created_at=now,
                         updated_at=now,
+                        session=1,
                     )
                 )
                 self.claimed = True
@@ -772,13 +775,20 @@ class _Claim:
                 # Unfinished still: its owner may have finished it (and let go of it) since it was read.
                 # (A reopen, asked for by rerun_unknown, takes a finished run back on purpose.)
                 unfinished = sa.true() if self.reopen else e.c.status.not_in(("succeeded", "failed"))
-                taken = conn.execute(
+                session = conn.execute(
                     sa.update(e)
                     .where(e.c.id == self.run_id, unfinished, free)
-                    .values(owner=store.owner, lease_until=now + store.lease, status="running", updated_at=now)
-                ).rowcount
-                if taken == 1:
-                    self.claimed = True
+                    .values(
+                        owner=store.owner,
+                        lease_until=now + store.lease,
+                        status="running",
+                        updated_at=now,
+                        session=e.c.session + 1,
+                    )
+                    .returning(e.c.session)
+                ).scalar()
+                if session is not None:
+                    self.claimed, self.session = True, int(session)
                 else:
                     row = conn.execute(sa.select(e).where(e.c.id == self.run_id)).mappings().one()
                     if row["status"] not in ("succeeded", "failed"):
@@ -832,17 +842,24 @@ def _step_rows(conn: sa.Connection, run_id: str) -> list[Mapping[Any, Any]]:
 
 
 def _stored(conn: sa.Connection, run_id: str, row: Mapping[Any, Any]) -> StoredRun:
+    """What the store holds of run ``row``: a step whose outcome (`_ENDED`) was written in an earlier
+    session than the run's latest is marked ``reused`` (its record stood in the later sessions)."""
     steps: dict[str, StoredStep] = {}
+    latest = row["session"]
     for r in _step_rows(conn, run_id):
         status = r["status"]
         ended = status not in ("pending", "running")
+        result = None
+        if ended:
+            output = _load_output(conn, r) if status == "succeeded" else None
+            result = step_from_row(r, output, reused=r["session"] < latest and status in _ENDED)
         steps[r["step_id"]] = StoredStep(
             id=r["step_id"],
             status=status,
             attempt=r["attempt"],
             call_tool=r["call_tool"],
             fallback=bool(r["fallback"]),
-            result=step_from_row(r, _load_output(conn, r) if status == "succeeded" else None) if ended else None,
+            result=result,
         )
     result = None
     if row["status"] in ("succeeded", "failed") and row["result"]:
@@ -970,11 +987,13 @@ class _Journal:
         "renewed_at",
         "run_id",
         "seq",
+        "session",
     )
 
-    def __init__(self, store: Store, run_id: str, *, claimed: bool, next_seq: int) -> None:
+    def __init__(self, store: Store, run_id: str, *, claimed: bool, next_seq: int, session: int = 1) -> None:
         self._store = store
         self.run_id = run_id
+        self.session = session  # the run's session this process holds: written on every step row
         self.owner = store.owner
         self.claimed = claimed
         self.seq = next_seq - 1
@@ -1030,7 +1049,10 @@ class _Journal:
             payload["fallback"] = True
         future = self._add(
             [
-                (self._store.sql_started, (self.run_id, step_id, tool, tool, attempt, int(fallback), key, at)),
+                (
+                    self._store.sql_started,
+                    (self.run_id, step_id, tool, tool, attempt, int(fallback), key, at, self.session),
+                ),
                 self._event("step_started", step_id, payload, at),
             ]
         )
@@ -1066,6 +1088,7 @@ class _Journal:
             int(r.used_fallback),
             dumps(list(r.warnings)) if r.warnings else None,
             dumps(r.arguments) if r.arguments is not None else None,
+            self.session,
         )
         statements.append((sql, params))
         payload: dict[str, Any] = {"status": r.status, "attempts": r.attempts}
