@@ -137,9 +137,7 @@ def _cut_while_echo_runs(db: str, plan: dict[str, Any]) -> None:
     asyncio.run(cut())
 
 
-def test_runs_show_marks_the_steps_a_resume_reused(
-    cli: Cli, tools_file: Path, tool_calls: Calls, any_db: str
-) -> None:
+def test_runs_show_marks_the_steps_a_resume_reused(cli: Cli, tools_file: Path, tool_calls: Calls, any_db: str) -> None:
     plan: dict[str, Any] = {
         "steps": [
             {"id": "a", "tool": "add", "arguments": {"a": 1, "b": 2}},

@@ -99,7 +99,10 @@ def output_json(output: Any) -> tuple[str, str | None]:
 
 
 def step_from_row(row: Mapping[Any, Any], output: Any, *, reused: bool = False) -> StepResult:
-    """The `StepResult` of a stored step row (``output`` already loaded; ``reused``: a later session of its run took it as it was)."""
+    """The `StepResult` of a stored step row (``output`` already loaded).
+
+    ``reused``: a later session of its run (a resume) took the record as it was, without a call.
+    """
     kind = row["error_kind"]
     warnings = tuple(loads(row["warnings"])) if row["warnings"] else ()
     note = row["output_note"]

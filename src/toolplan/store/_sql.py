@@ -842,24 +842,27 @@ def _step_rows(conn: sa.Connection, run_id: str) -> list[Mapping[Any, Any]]:
 
 
 def _stored(conn: sa.Connection, run_id: str, row: Mapping[Any, Any]) -> StoredRun:
-    """What the store holds of run ``row``: a step whose outcome (`_ENDED`) was written in an earlier
-    session than the run's latest is marked ``reused`` (its record stood in the later sessions)."""
+    """What the store holds of run ``row``.
+
+    A step whose outcome (`_ENDED`) was written in an earlier session of the run than its latest is
+    marked ``reused``: a resume took its record as it was, without calling its tool.
+    """
     steps: dict[str, StoredStep] = {}
     latest = row["session"]
     for r in _step_rows(conn, run_id):
         status = r["status"]
         ended = status not in ("pending", "running")
-        result = None
+        record = None
         if ended:
             output = _load_output(conn, r) if status == "succeeded" else None
-            result = step_from_row(r, output, reused=r["session"] < latest and status in _ENDED)
+            record = step_from_row(r, output, reused=r["session"] < latest and status in _ENDED)
         steps[r["step_id"]] = StoredStep(
             id=r["step_id"],
             status=status,
             attempt=r["attempt"],
             call_tool=r["call_tool"],
             fallback=bool(r["fallback"]),
-            result=result,
+            result=record,
         )
     result = None
     if row["status"] in ("succeeded", "failed") and row["result"]:
