@@ -162,6 +162,8 @@ def dumps(value: Any, *, indent: int | None = None, ensure_ascii: bool = False, 
 
 def encodable(text: str) -> str:
     """``text`` with every lone surrogate (which no UTF encoding can write) replaced by U+FFFD."""
+    if text.isascii():  # the common case, checked in C far faster than the search below
+        return text
     return _SURROGATE_RE.sub("\ufffd", text) if _SURROGATE_RE.search(text) is not None else text
 
 

@@ -637,3 +637,19 @@ async def test_a_version_8_database_is_migrated_and_a_run_it_left_cut_off_resume
     assert not any(r.reused for r in done.result.steps.values())  # a run finished before: as it was shown
     assert result.ok and CALLS["slow"] == 2
     assert {sid: r.reused for sid, r in info.result.steps.items()} == {"a": True, "s": False}
+
+
+async def test_a_plan_run_again_by_one_store_is_stored_once_and_every_run_reads_back(store_url: str) -> None:
+    async with open_store(store_url) as store:
+        first = await execute_plan(PLAN, TOOLS, store=store)
+        second = await execute_plan(PLAN, TOOLS, store=store, max_concurrency=3)  # other limits, same plan
+        infos = [await store.get_run(r.run_id) for r in (first, second)]
+        limits = [(await store.plan_of(r.run_id))[1] for r in (first, second)]
+    assert infos[0].summary.plan_id == infos[1].summary.plan_id
+    assert [i.result.steps["p"].output for i in infos] == ["paid 1", "paid 1"]
+    assert limits[0].max_concurrency != 3 and limits[1].max_concurrency == 3
+    engine = sa.create_engine(store_url.replace("postgresql://", "postgresql+psycopg://", 1))
+    with engine.connect() as conn:
+        plans = conn.execute(sa.text("SELECT count(*) FROM toolplan_plans")).scalar()
+    engine.dispose()
+    assert plans == 1

@@ -29,7 +29,14 @@ _PLAIN = frozenset({str, int, float, bool, type(None), dict, list})  # JSON data
 _OMITTED_WHEN_EMPTY = frozenset({"one_of", "warn_at", "window"})
 # Never stored: a budget window is a live object of the process (a resumed run is given its own).
 _NOT_STORED = frozenset({"window"})
-_FIELDS = {cls: (name, tuple(f.name for f in dataclasses.fields(cls))) for name, cls in _TYPES.items()}
+# Per class: its tag and its stored fields, each with whether it is left out while empty.
+_FIELDS = {
+    cls: (
+        name,
+        tuple((f.name, f.name in _OMITTED_WHEN_EMPTY) for f in dataclasses.fields(cls) if f.name not in _NOT_STORED),
+    )
+    for name, cls in _TYPES.items()
+}
 
 
 def _to_data(value: Any) -> Any:
@@ -39,9 +46,9 @@ def _to_data(value: Any) -> Any:
     if known is not None:
         name, fields = known
         out: dict[str, Any] = {"$t": name}
-        for f in fields:
+        for f, omitted_when_empty in fields:
             item = getattr(value, f)
-            if f in _NOT_STORED or (f in _OMITTED_WHEN_EMPTY and not item):
+            if omitted_when_empty and not item:
                 continue  # a field added later: plans without it keep the text (and hash) they had
             out[f] = item if type(item) in _PLAIN else _to_data(item)
         return out

@@ -37,6 +37,7 @@ __all__ = (
 
 BLOB_THRESHOLD = 64 * 1024  # outputs longer than this (JSON characters) are stored out of line
 _ENDED = ("succeeded", "failed", "timed_out", "unknown_outcome")  # a step's own outcome
+_KNOWN_PLANS = 4096  # plan ids (and limits) a store remembers; forgotten all at once when full
 
 
 def open_store(url: str = "sqlite:///toolplan.db", *, lease: float = 30.0) -> Store:
@@ -184,6 +185,11 @@ class Store:
         self.lease = float(lease)
         self.owner = f"{_HOST}:{os.getpid()}:{os.urandom(4).hex()}"
         self._handed_back: set[str] = set()
+        # Per-run costs a store need not pay again (a service runs the same plan many times): the ids
+        # of plans whose rows this store committed (rows of toolplan_plans are content-addressed and
+        # never change or go away), and the text of limits met before.
+        self._plans_stored: set[str] = set()
+        self._limits_text: dict[RunLimits, str] = {}
         self.db = Database(_engine(url), lease=self.lease, opener=_open)
         sql = self.db.sql
         self.sql_started = sql(
@@ -294,8 +300,8 @@ class Store:
         body = encode(plan) if plan is not None else None
         dialect = plan.dialect if plan is not None else "native"
         if fresh and self.db.opened:  # a new id: nothing to look up, so no round trip (see `_create_later`)
-            return self._create_later(run_id, plan, body, dialect, encode(limits), parent), None
-        claim = _Claim(self, run_id, body, encode(limits), parent, reopen, dialect=dialect, fresh=fresh)
+            return self._create_later(run_id, plan, body, dialect, self._encode_limits(limits), parent), None
+        claim = _Claim(self, run_id, body, self._encode_limits(limits), parent, reopen, dialect=dialect, fresh=fresh)
         claimed_at = time.time()
         stored: StoredRun | None = await self.db.call(claim)
         journal = _Journal(self, run_id, claimed=claim.claimed, next_seq=claim.next_seq, session=claim.session)
@@ -322,12 +328,37 @@ class Store:
         """
         journal = _Journal(self, run_id, claimed=True, next_seq=1)
         journal.creating = True
-        journal._add(self.new_run_statements(run_id, body, dialect, limits, parent))
+        plan_ref = plan_id(body) if body is not None else STREAMING
+        created = journal._add(self.new_run_statements(run_id, body, dialect, limits, parent, plan_ref=plan_ref))
+        if body is not None and plan_ref not in self._plans_stored:
+            created.add_done_callback(lambda done: self._plan_stored(done, plan_ref))
         self.db.register(journal)
         steps = list(plan.step_ids) if plan is not None else []
-        plan_ref = plan_id(body) if body is not None else STREAMING
         journal.event("plan_started", None, {"plan_id": plan_ref, "steps": steps})
         return journal
+
+    def _plan_stored(self, done: asyncio.Future[None], plan_ref: str) -> None:
+        """Remember that plan ``plan_ref``'s row committed (its next runs need not write it)."""
+        if done.cancelled() or done.exception() is not None:
+            return
+        if len(self._plans_stored) >= _KNOWN_PLANS:
+            self._plans_stored.clear()
+        self._plans_stored.add(plan_ref)
+
+    def _encode_limits(self, limits: RunLimits) -> str:
+        """``encode(limits)``, remembered for limits met before (most runs of a process share theirs)."""
+        if limits.window is not None:  # a live object of the process (never stored): not kept here
+            return encode(limits)
+        try:
+            text = self._limits_text.get(limits)
+        except TypeError:  # limits holding something unhashable
+            return encode(limits)
+        if text is None:
+            text = encode(limits)
+            if len(self._limits_text) >= _KNOWN_PLANS:
+                self._limits_text.clear()
+            self._limits_text[limits] = text
+        return text
 
     def plan_statement(self, body: str, dialect: str, now: float) -> Statement:
         """The insert of an encoded plan's row (nothing if equal plan is stored already)."""
@@ -335,12 +366,18 @@ class Store:
         return self.sql_plan, tuple(row[k] for k in _PLAN_COLUMNS)
 
     def new_run_statements(
-        self, run_id: str, body: str | None, dialect: str, limits: str, parent: str | None
+        self, run_id: str, body: str | None, dialect: str, limits: str, parent: str | None, *, plan_ref: str = ""
     ) -> list[Statement]:
-        """The inserts that create a new run held by this process: its plan's row (if known) and its own."""
+        """The inserts that create a new run held by this process: its plan's row (if known) and its own.
+
+        The plan's row is left out when this store has committed it before (``plan_ref``: its id, if known).
+        """
         now = time.time()
-        statements = [] if body is None else [self.plan_statement(body, dialect, now)]
-        plan_ref = plan_id(body) if body is not None else STREAMING
+        if not plan_ref:
+            plan_ref = plan_id(body) if body is not None else STREAMING
+        statements: list[Statement] = []
+        if body is not None and plan_ref not in self._plans_stored:
+            statements.append(self.plan_statement(body, dialect, now))
         statements.append(
             (self.sql_new_run, (run_id, plan_ref, parent, limits, self.owner, now + self.lease, now, now))
         )
