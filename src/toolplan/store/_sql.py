@@ -189,7 +189,7 @@ class Store:
         # of plans whose rows this store committed (rows of toolplan_plans are content-addressed and
         # never change or go away), and the text of limits met before.
         self._plans_stored: set[str] = set()
-        self._limits_text: dict[RunLimits, str] = {}
+        self._limits_text: dict[int, tuple[RunLimits, str]] = {}  # by id(): each kept alive, so its id is its own
         self.db = Database(_engine(url), lease=self.lease, opener=_open)
         sql = self.db.sql
         self.sql_started = sql(
@@ -346,18 +346,20 @@ class Store:
         self._plans_stored.add(plan_ref)
 
     def _encode_limits(self, limits: RunLimits) -> str:
-        """``encode(limits)``, remembered for limits met before (most runs of a process share theirs)."""
+        """``encode(limits)``, remembered for a limits object met before.
+
+        `RunLimits` are frozen, and runs given the same options share one (``toolplan.execute``
+        keeps the last one built).
+        """
         if limits.window is not None:  # a live object of the process (never stored): not kept here
             return encode(limits)
-        try:
-            text = self._limits_text.get(limits)
-        except TypeError:  # limits holding something unhashable
-            return encode(limits)
-        if text is None:
-            text = encode(limits)
-            if len(self._limits_text) >= _KNOWN_PLANS:
-                self._limits_text.clear()
-            self._limits_text[limits] = text
+        known = self._limits_text.get(id(limits))
+        if known is not None and known[0] is limits:
+            return known[1]
+        text = encode(limits)
+        if len(self._limits_text) >= _KNOWN_PLANS:
+            self._limits_text.clear()
+        self._limits_text[id(limits)] = (limits, text)
         return text
 
     def plan_statement(self, body: str, dialect: str, now: float) -> Statement:
