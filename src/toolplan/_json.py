@@ -144,15 +144,18 @@ def dumps(value: Any, *, indent: int | None = None, ensure_ascii: bool = False, 
     """
     separators = (",", ":") if indent is None else (",", ": ")
     try:
-        text = json.dumps(
-            value,
-            ensure_ascii=ensure_ascii,
-            allow_nan=False,
-            indent=indent,
-            separators=separators,
-            default=_default,
-            sort_keys=sort_keys,
-        )
+        if indent is None:  # compact: an encoder made once (json.dumps would build one per call)
+            text = _COMPACT[ensure_ascii, sort_keys].encode(value)
+        else:
+            text = json.dumps(
+                value,
+                ensure_ascii=ensure_ascii,
+                allow_nan=False,
+                indent=indent,
+                separators=separators,
+                default=_default,
+                sort_keys=sort_keys,
+            )
     except (ValueError, TypeError, RecursionError):  # NaN, a cycle, a huge int, a bad key, too deep
         text = json.dumps(
             json_safe(value), ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
@@ -246,5 +249,14 @@ def _default(value: Any) -> str:
         return f"<{type(value).__name__} object>"
     return text if type(text) is str else str.__str__(text)
 
+
+# `dumps`' compact encoders by (ensure_ascii, sort_keys): encoding keeps no state on them, so one serves all threads.
+_COMPACT: Final = {
+    (ascii_only, sort): json.JSONEncoder(
+        ensure_ascii=ascii_only, allow_nan=False, separators=(",", ":"), default=_default, sort_keys=sort
+    )
+    for ascii_only in (False, True)
+    for sort in (False, True)
+}
 
 _LOG10_2: Final = math.log10(2)

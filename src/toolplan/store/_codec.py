@@ -94,10 +94,13 @@ def plan_hash(body: str) -> str:
     return hashlib.sha256(body.encode()).hexdigest()
 
 
+_OUTPUT = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))  # made once, not per call
+
+
 def output_json(output: Any) -> tuple[str, str | None]:
     """A step's output as JSON text, and a note when it was not JSON data and was stored as the model sees it."""
     try:  # JSON data as it is: the common case
-        return encodable(json.dumps(output, ensure_ascii=False, allow_nan=False, separators=(",", ":"))), None
+        return encodable(_OUTPUT.encode(output)), None
     except (ValueError, TypeError, RecursionError):
         pass
     return dumps(json_safe(output)), (
