@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 pytestmark = pytest.mark.slow  # toolplan in subprocesses
@@ -77,3 +81,52 @@ def test_a_plan_schedules_work_and_saves_a_skill_that_a_later_plan_runs(tmp_path
     wrong = {"steps": [{"id": "m", "tool": "skill:orders_of", "arguments": {"weekday": "monday"}}]}
     refused = _run(tmp_path, "wrong.json", wrong)
     assert refused["status"] == "invalid"
+
+
+def _served_skill_run(tmp_path: Path, plan: dict[str, Any]) -> dict[str, Any]:
+    """Run ``plan`` through a real `toolplan serve` on the same tools file; the execution's view."""
+    (tmp_path / "keys.txt").write_text("tp_test_key_for_skills_0123456789\n", encoding="utf-8")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = [sys.executable, "-m", "toolplan", "serve", "--tools", "tools.py:TOOLS", "--db", "sqlite:///svc.db"]
+    command += ["--port", str(port), "--api-key-file", "keys.txt", "--no-scheduler"]
+    with (tmp_path / "serve.log").open("wb") as log:
+        server = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        with httpx.Client(base_url=base, headers={"X-API-Key": "tp_test_key_for_skills_0123456789"}, timeout=30) as c:
+            for _ in range(600):  # up to a minute to import and bind
+                assert server.poll() is None, (tmp_path / "serve.log").read_text()
+                try:
+                    if c.get("/healthz").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    threading.Event().wait(0.1)
+            r = c.post("/v1/plans", json={"plan": plan})
+            assert r.status_code == 201, r.text
+            done = c.post(f"/v1/plans/{r.json()['plan_id']}/executions", params={"wait": 30})
+            assert done.status_code in (200, 201), done.text
+            body: dict[str, Any] = done.json()
+            return body
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(30)
+
+
+def test_toolplan_serve_runs_the_saved_plans_of_its_tools_file(tmp_path: Path) -> None:
+    (tmp_path / "tools.py").write_text(textwrap.dedent(TOOLS), encoding="utf-8")
+    save = {
+        "steps": [
+            {"id": "save", "tool": "skill_create", "arguments": {
+                "name": "orders_of", "description": "Orders of a day", "plan": COUNT,
+                "parameters": {"day": {"type": "string"}},
+            }},
+        ]
+    }  # fmt: skip
+    assert _run(tmp_path, "save.json", save)["status"] == "succeeded"
+    later = {"steps": [{"id": "m", "tool": "skill:orders_of", "arguments": {"day": "monday"}}]}
+    body = _served_skill_run(tmp_path, later)
+    assert body["status"] == "succeeded", body
+    assert body["outputs"] == {"m": {"n": 42}}

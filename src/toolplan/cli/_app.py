@@ -18,7 +18,7 @@ from ..execute import DEFAULT_MAX_CONCURRENCY, Backend, EventHandler, PlanResult
 from ..execute._journal import check_run_id
 from ..plan import DEFAULT_MAX_STEPS, ValidationReport, validate_plan
 from ..tools import ToolRegistry
-from ._loader import CliInputError, load_plan, load_tools, owners_of
+from ._loader import CliInputError, load_plan, load_tools, with_skills
 from ._render import print_errors, print_issues, print_json, print_outputs, print_step_table, print_summary, say
 from ._trace import TRACE_HELP, start_tracing
 
@@ -334,8 +334,11 @@ def run(
         try:
             with _stdout_to_stderr(as_json):
                 data, registry = _inputs(plan, tools)
-                if registry is not None and "toolplan.skills" in sys.modules:
-                    registry = loop.run(_load_skills(registry))  # so plans may name saved plans (skill:NAME)
+                if registry is not None:
+                    try:  # so plans may name saved plans (skill:NAME)
+                        registry = loop.run(with_skills(registry))
+                    except CliInputError as exc:
+                        _fail(exc.message)
                 if mcp_stdio or mcp_url:
                     from ._mcp import connect_mcp
 
@@ -438,27 +441,6 @@ def close_backend(backend: Backend | None) -> None:
     close = getattr(backend, "close", None)
     if close is not None:
         close()
-
-
-async def _load_skills(registry: ToolRegistry) -> ToolRegistry:
-    """``registry`` with the stored skills of each `SkillTools` in it as ``skill:NAME`` tools.
-
-    A tools file cannot await `SkillTools.load` itself, and a registry lists a toolset's functions
-    when it is added: the toolsets are read, then added again.
-    """
-    from ..skills import SkillTools
-
-    owners = owners_of(registry, SkillTools)
-    if not owners:
-        return registry
-    ids = {id(skills) for skills in owners}
-    out = registry.without(*(name for name in registry if id(registry.owner(name)) in ids))
-    for skills in owners:
-        try:
-            out.add(await skills.load())
-        except ToolplanError as exc:
-            _fail(f"The saved plans (skills) could not be read: {' '.join(exc.message.split())}")
-    return out
 
 
 def show_result(result: PlanResult, *, as_json: bool, live: bool = False, unfinished: bool = False) -> NoReturn:

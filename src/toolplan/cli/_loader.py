@@ -19,7 +19,7 @@ from .._errors import ToolplanError, UserError
 from .._json import JSONTextError, loads
 from ..tools import FunctionTool, Tool, ToolRegistry
 
-__all__ = ("CliInputError", "load_plan", "load_tools", "owners_of", "split_tools_spec")
+__all__ = ("CliInputError", "load_plan", "load_tools", "owners_of", "split_tools_spec", "with_skills")
 
 T = TypeVar("T")
 
@@ -88,6 +88,31 @@ def owners_of(registry: ToolRegistry, kind: type[T]) -> list[T]:
         if isinstance(owner, kind):
             owners.setdefault(id(owner), owner)
     return list(owners.values())
+
+
+async def with_skills(registry: ToolRegistry) -> ToolRegistry:
+    """``registry`` with the stored skills of each `SkillTools` in it as ``skill:NAME`` tools.
+
+    A tools file cannot await `SkillTools.load` itself, and a registry lists a toolset's functions
+    when it is added: the toolsets are read, then added again. Only when the tools file imported
+    `toolplan.skills` (a registry without skills costs nothing).
+    """
+    if "toolplan.skills" not in sys.modules:
+        return registry
+    from ..skills import SkillTools
+
+    owners = owners_of(registry, SkillTools)
+    if not owners:
+        return registry
+    ids = {id(skills) for skills in owners}
+    out = registry.without(*(name for name in registry if id(registry.owner(name)) in ids))
+    for skills in owners:
+        try:
+            out.add(await skills.load())
+        except ToolplanError as exc:
+            message = " ".join(exc.message.split())
+            raise CliInputError(f"The saved plans (skills) could not be read: {message}") from None
+    return out
 
 
 def _is_module_name(text: str) -> bool:

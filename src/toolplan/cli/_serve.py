@@ -25,7 +25,7 @@ from ._app import (
     parse_model,
     start_backend,
 )
-from ._loader import CliInputError, load_tools
+from ._loader import CliInputError, load_tools, with_skills
 from ._render import print_json, say
 from ._runs import _when, _with_store
 
@@ -135,6 +135,10 @@ def serve_command(
     model_obj = parse_model(model)
 
     async def run(store: Store) -> None:
+        try:
+            tools = await with_skills(registry)  # plans may name saved plans (skill:NAME), as saved at start
+        except CliInputError as exc:
+            _fail(str(exc))
         if not keys and not await _any_key(store):
             _fail(
                 "This service has no API key yet, and every route needs one: make one with "
@@ -148,17 +152,17 @@ def serve_command(
             window = WindowLimits(period=key_budget_period, max_tool_calls=key_budget_calls, max_cost=key_budget_cost)
             config = dataclasses.replace(config, key_budget=window)
         if no_scheduler:
-            await serve(store, registry, model=model_obj, api_keys=keys, config=config, host=host, port=port)
+            await serve(store, tools, model=model_obj, api_keys=keys, config=config, host=host, port=port)
             return
         from ..planner import Planner
         from ..schedules import Scheduler
 
-        planner = Planner(model_obj, registry, store=store) if model_obj is not None else None  # for task schedules
+        planner = Planner(model_obj, tools, store=store) if model_obj is not None else None  # for task schedules
         stop = asyncio.Event()  # due schedules become queued executions, which the service runs
         async with asyncio.TaskGroup() as group:
             group.create_task(Scheduler(store, planner=planner).run(stop=stop), name="toolplan:scheduler")
             try:
-                await serve(store, registry, model=model_obj, api_keys=keys, config=config, host=host, port=port)
+                await serve(store, tools, model=model_obj, api_keys=keys, config=config, host=host, port=port)
             finally:
                 stop.set()
 
