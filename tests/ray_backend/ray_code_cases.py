@@ -7,17 +7,15 @@ Imported by `ray_conformance.py`, which runs inside its own namespaces on the mo
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from ray_backend_support import run_ray_example
 from ray_tools import compare, refuse, weather
 
 from toolplan import ToolError
@@ -161,23 +159,6 @@ async def test_agent_with_ray_backend_runs_code_on_a_worker(ray_backend: RayBack
 
 
 def test_the_code_mode_example_runs_on_the_cluster(ray_backend: RayBackend, tmp_path: Path) -> None:
-    ray = importlib.import_module("ray")
-    root = Path(__file__).resolve().parents[2]
-    env = {
-        **os.environ,
-        "RAY_ADDRESS": ray.get_runtime_context().gcs_address,
-        "PYTHONPATH": os.pathsep.join([str(root / "src"), os.environ.get("PYTHONPATH", "")]),
-    }
-    done = subprocess.run(
-        [sys.executable, str(root / "examples" / "ray" / "code_on_ray.py")],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    first, second = done.stdout.strip().splitlines()[-2:]
+    first, second = run_ray_example("code_on_ray.py", tmp_path)
     assert json.loads(first) == {"counts": {"ray": 13, "toolplan": 13}, "status": "ok"}
     assert second.startswith("sandbox ran on a Ray worker: True")

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from conformance_cases import *  # noqa: F403  # the shared cases
 from conformance_cases import run, wait_for_file
+from ray_backend_support import run_ray_example
 from ray_code_cases import *  # noqa: F403  # code mode on Ray, on this module's cluster
 from ray_tools import ledger
 
@@ -89,24 +90,7 @@ async def test_cpu_tools_run_as_tasks_on_both_cpus(backend: RayBackend) -> None:
 
 
 def test_the_docs_example_runs_on_the_cluster(ray_backend: RayBackend, tmp_path: Path) -> None:
-    ray = importlib.import_module("ray")
-    root = Path(__file__).resolve().parents[2]
-    env = {
-        **os.environ,
-        "RAY_ADDRESS": ray.get_runtime_context().gcs_address,
-        "PYTHONPATH": os.pathsep.join([str(root / "src"), os.environ.get("PYTHONPATH", "")]),
-    }
-    done = subprocess.run(
-        [sys.executable, str(root / "examples" / "ray" / "run_on_ray.py")],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    first, second = done.stdout.strip().splitlines()[-2:]
+    first, second = run_ray_example("run_on_ray.py", tmp_path)
     assert json.loads(first)["status"] == "succeeded"
     assert json.loads(first)["outputs"]["n_ray"] == 13
     assert second.startswith("ray-example:save: ") and second.endswith(" words")

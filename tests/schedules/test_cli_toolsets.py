@@ -36,6 +36,16 @@ skills = SkillTools(store, [count_orders])
 TOOLS = [count_orders, ScheduleTools(store, [count_orders]), skills]
 """
 COUNT = {"steps": [{"id": "n", "tool": "count_orders", "arguments": {"day": "{{params.day}}"}}]}
+SAVE = {  # a step that saves COUNT as the skill orders_of(day)
+    "id": "save",
+    "tool": "skill_create",
+    "arguments": {
+        "name": "orders_of",
+        "description": "Orders of a day",
+        "plan": COUNT,
+        "parameters": {"day": {"type": "string"}},
+    },
+}
 
 
 def _run(tmp_path: Path, name: str, plan: dict[str, Any]) -> dict[str, Any]:
@@ -52,10 +62,7 @@ def test_a_plan_schedules_work_and_saves_a_skill_that_a_later_plan_runs(tmp_path
     (tmp_path / "tools.py").write_text(textwrap.dedent(TOOLS), encoding="utf-8")
     first = {
         "steps": [
-            {"id": "save", "tool": "skill_create", "arguments": {
-                "name": "orders_of", "description": "Orders of a day", "plan": COUNT,
-                "parameters": {"day": {"type": "string"}},
-            }},
+            SAVE,
             {"id": "daily", "tool": "schedule_create", "arguments": {
                 "name": "daily orders", "when": "0 6 * * *", "timezone": "Europe/Paris",
                 "plan": {"steps": [{"id": "n", "tool": "count_orders", "arguments": {"day": "monday"}}]},
@@ -117,15 +124,7 @@ def _served_skill_run(tmp_path: Path, plan: dict[str, Any]) -> dict[str, Any]:
 
 def test_toolplan_serve_runs_the_saved_plans_of_its_tools_file(tmp_path: Path) -> None:
     (tmp_path / "tools.py").write_text(textwrap.dedent(TOOLS), encoding="utf-8")
-    save = {
-        "steps": [
-            {"id": "save", "tool": "skill_create", "arguments": {
-                "name": "orders_of", "description": "Orders of a day", "plan": COUNT,
-                "parameters": {"day": {"type": "string"}},
-            }},
-        ]
-    }  # fmt: skip
-    assert _run(tmp_path, "save.json", save)["status"] == "succeeded"
+    assert _run(tmp_path, "save.json", {"steps": [SAVE]})["status"] == "succeeded"
     later = {"steps": [{"id": "m", "tool": "skill:orders_of", "arguments": {"day": "monday"}}]}
     body = _served_skill_run(tmp_path, later)
     assert body["status"] == "succeeded", body
