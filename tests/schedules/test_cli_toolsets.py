@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -15,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from schedules_support import serving
 
 pytestmark = pytest.mark.slow  # toolplan in subprocesses
 
@@ -92,34 +91,26 @@ def test_a_plan_schedules_work_and_saves_a_skill_that_a_later_plan_runs(tmp_path
 
 def _served_skill_run(tmp_path: Path, plan: dict[str, Any]) -> dict[str, Any]:
     """Run ``plan`` through a real `toolplan serve` on the same tools file; the execution's view."""
-    (tmp_path / "keys.txt").write_text("tp_test_key_for_skills_0123456789\n", encoding="utf-8")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    command = [sys.executable, "-m", "toolplan", "serve", "--tools", "tools.py:TOOLS", "--db", "sqlite:///svc.db"]
-    command += ["--port", str(port), "--api-key-file", "keys.txt", "--no-scheduler"]
-    with (tmp_path / "serve.log").open("wb") as log:
-        server = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=log)
-    try:
-        base = f"http://127.0.0.1:{port}"
-        with httpx.Client(base_url=base, headers={"X-API-Key": "tp_test_key_for_skills_0123456789"}, timeout=30) as c:
-            for _ in range(600):  # up to a minute to import and bind
-                assert server.poll() is None, (tmp_path / "serve.log").read_text()
-                try:
-                    if c.get("/healthz").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    threading.Event().wait(0.1)
-            r = c.post("/v1/plans", json={"plan": plan})
-            assert r.status_code == 201, r.text
-            done = c.post(f"/v1/plans/{r.json()['plan_id']}/executions", params={"wait": 30})
-            assert done.status_code in (200, 201), done.text
-            body: dict[str, Any] = done.json()
-            return body
-    finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(30)
+    key = "tp_test_key_for_skills_0123456789"
+    (tmp_path / "keys.txt").write_text(f"{key}\n", encoding="utf-8")
+    args = ("--tools", "tools.py:TOOLS", "--db", "sqlite:///svc.db", "--api-key-file", "keys.txt", "--no-scheduler")
+    with (
+        serving(tmp_path, *args) as (server, port),
+        httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"X-API-Key": key}, timeout=30) as c,
+    ):
+        for _ in range(600):  # up to a minute to import and bind
+            assert server.poll() is None, (tmp_path / "serve.log").read_text()
+            try:
+                if c.get("/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                threading.Event().wait(0.1)
+        r = c.post("/v1/plans", json={"plan": plan})
+        assert r.status_code == 201, r.text
+        done = c.post(f"/v1/plans/{r.json()['plan_id']}/executions", params={"wait": 30})
+        assert done.status_code in (200, 201), done.text
+        body: dict[str, Any] = done.json()
+        return body
 
 
 def test_toolplan_serve_runs_the_saved_plans_of_its_tools_file(tmp_path: Path) -> None:
