@@ -13,9 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from toolplan import tool
-from toolplan.store import RunInfo, RunSummary, open_store
+from toolplan.schedules import Firing
+from toolplan.store import RunInfo, RunSummary, Store, open_store, resume
 
-__all__ = ("T0", "Clock", "add", "one_finished_run", "serving")
+__all__ = ("T0", "Clock", "add", "one_finished_run", "run_the_queued_run", "serving")
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 
@@ -75,3 +76,17 @@ async def one_finished_run(url: str, process: subprocess.Popen[bytes], log: Path
             raise AssertionError(f"the run did not succeed ({status or 'no run'}): {text[-2000:]}")
         (run,) = await store.list_runs()
         return run, await store.get_run(run.run_id)
+
+
+async def run_the_queued_run(store: Store, firing: Firing, schedule_id: str) -> str:
+    """Check that ``firing`` queued its run (child of the schedule), claim it and run it (``add`` gives 42)."""
+    assert firing.run_id is not None
+    info = await store.get_run(firing.run_id)
+    assert info.summary.status == "queued" and info.summary.parent_id == schedule_id
+    run_id = await store.claim_next()
+    assert run_id == firing.run_id
+    result = await resume(run_id, [add], store=store)
+    assert result.ok and result.steps["s"].output == 42
+    stored = await store.get_run(run_id)
+    assert stored.summary.status == "succeeded" and stored.result.steps["s"].output == 42
+    return run_id

@@ -10,7 +10,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
-from schedules_support import T0, Clock, add
+from schedules_support import T0, Clock, add, run_the_queued_run
 
 from toolplan import ToolError
 from toolplan.schedules import Scheduler, ScheduleTools, parse_when
@@ -31,15 +31,8 @@ async def test_a_due_schedule_fires_one_queued_run_that_runs_and_stores_its_resu
         (firing,) = await scheduler.tick()
         assert firing.schedule_id == created["schedule_id"] and firing.due_at == T0 + 60 and firing.missed == 0
         assert firing.run_id is not None
-        info = await store.get_run(firing.run_id)
-        assert info.summary.status == "queued" and info.summary.parent_id == created["schedule_id"]
         assert await scheduler.tick() == []  # fired once: next at T0 + 120
-        run_id = await store.claim_next()
-        assert run_id == firing.run_id
-        result = await resume(run_id, [add], store=store)
-        assert result.ok and result.steps["s"].output == 42
-        stored = await store.get_run(run_id)
-        assert stored.summary.status == "succeeded" and stored.result.steps["s"].output == 42
+        run_id = await run_the_queued_run(store, firing, created["schedule_id"])
         (listed,) = await tools.schedule_list()
         assert listed["fired"] == 1 and listed["next_at"] == T0 + 120
         (recorded,) = await scheduler.rows.firings(created["schedule_id"])

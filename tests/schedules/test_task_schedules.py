@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from schedules_support import T0, Clock, add
+from schedules_support import T0, Clock, add, run_the_queued_run
 
 from toolplan import ToolError
 from toolplan.models import AssistantMessage, ToolCall, UserMessage
 from toolplan.planner import SUBMIT_TOOL_NAME, Planner
 from toolplan.schedules import Scheduler, ScheduleTools
-from toolplan.store import open_store, resume
+from toolplan.store import open_store
 from toolplan.testing import Canned, FakeProvider, ScriptedModel, openai_tool_call
 
 TASK = "Add twenty and twenty-two."
@@ -50,14 +50,7 @@ async def test_a_task_schedule_is_planned_at_its_firing_and_its_plan_runs(store_
         assert firing.error is None and firing.run_id == f"{created['schedule_id']}-{round((T0 + 30) * 1000)}"
         assert asked(model) == [TASK]
         model.assert_consumed()
-        info = await store.get_run(firing.run_id)
-        assert info.summary.status == "queued" and info.summary.parent_id == created["schedule_id"]
-        run_id = await store.claim_next()
-        assert run_id == firing.run_id
-        result = await resume(run_id, [add], store=store)
-        assert result.ok and result.steps["s"].output == 42
-        stored = await store.get_run(run_id)
-        assert stored.summary.status == "succeeded" and stored.result.steps["s"].output == 42
+        run_id = await run_the_queued_run(store, firing, created["schedule_id"])
         (listed,) = await tools.schedule_list()
         assert listed["fired"] == 1 and listed["next_at"] is None  # a one-shot: done
         (recorded,) = await scheduler.rows.firings(created["schedule_id"])
