@@ -20,13 +20,13 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._errors import SandboxError, ToolplanError
+from .._errors import SandboxError
 from .._tasks import task_group
 from ..sandbox import CodeLimits, CodeResult, CodeRunner, ToolCaller
 
 # Private use (marked): the same bounded parser, value check, call check and JSON fallback as the sandbox.
 from ..sandbox._bounds import DataError, DataTooLarge, check_data, loads
-from ..sandbox._calls import call_problem
+from ..sandbox._calls import call_problem, serve_call, unserialisable
 from ..sandbox._protocol import to_jsonable
 from ._code_host import CodeHost
 
@@ -310,20 +310,12 @@ def _text(value: Any, default: str) -> str:
 async def _outcome(call_tool: ToolCaller, name: str, args: dict[str, Any]) -> tuple[bool, str]:
     """Serve one call in the driver: ``(True, value as JSON)`` or ``(False, {"code", "message"} as JSON)``.
 
-    The failures are what the runners make of an error raised in process (a `ToolplanError`'s code and
-    message, or a tool's own exception as ``tool_exception``), so the code sees the same thing here.
+    The failures are the subprocess runner's own (`serve_call`), so the code sees the same thing here.
     """
-    try:
-        value = await call_tool(name, args)
-    except ToolplanError as exc:
-        return False, json.dumps({"code": exc.code, "message": exc.message})
-    except Exception as exc:  # a tool's own bug is the code's error, not the host's
-        return False, json.dumps({"code": "tool_exception", "message": f"{type(exc).__name__}: {exc}"})
-    try:
-        return True, json.dumps(value, ensure_ascii=False, default=to_jsonable)
-    except (ValueError, TypeError, RecursionError) as exc:  # a cycle, or nested too deep
-        message = (
-            f"The tool returned a value that cannot be sent to the code as JSON ({type(exc).__name__}: "
-            f"{str(exc)[:200]}). The tool must return JSON data without cycles; ask its author to fix it."
-        )
-        return False, json.dumps({"code": "unserialisable_output", "message": message})
+    outcome = await serve_call(call_tool, name, args)
+    if outcome["ok"]:
+        try:
+            return True, json.dumps(outcome["value"], ensure_ascii=False, default=to_jsonable)
+        except (ValueError, TypeError, RecursionError) as exc:  # a cycle, or nested too deep
+            outcome = unserialisable(exc)
+    return False, json.dumps(outcome["error"])

@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .._errors import ToolplanError
 from ._protocol import encode
+from ._types import ToolCaller
 
-__all__ = ("call_problem", "encode_reply")
+__all__ = ("call_problem", "encode_reply", "serve_call", "unserialisable")
 
 _MAX_NAME = 200
 
@@ -24,6 +26,30 @@ def call_problem(name: Any, args: Any) -> str | None:
     if not isinstance(args, dict):
         return f"call_tool({name!r}, args): args must be a dict of JSON values (or None), got {type(args).__name__}."
     return None
+
+
+async def serve_call(call_tool: ToolCaller, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """Make one call from the code in the host: ``{"ok": True, "value": ...}`` or a failed outcome.
+
+    A failure is ``{"ok": False, "error": {"code", "message"}}``: a `ToolplanError`'s own code and
+    message, or ``tool_exception`` for a tool's own bug (the code's error, not the host's).
+    """
+    try:
+        value = await call_tool(name, args)
+    except ToolplanError as exc:
+        return {"ok": False, "error": {"code": exc.code, "message": exc.message}}
+    except Exception as exc:
+        return {"ok": False, "error": {"code": "tool_exception", "message": f"{type(exc).__name__}: {exc}"}}
+    return {"ok": True, "value": value}
+
+
+def unserialisable(exc: BaseException) -> dict[str, Any]:
+    """The failed outcome that stands for a tool value ``json`` could not encode (``exc``: why)."""
+    message = (
+        f"The tool returned a value that cannot be sent to the code as JSON ({type(exc).__name__}: "
+        f"{str(exc)[:200]}). The tool must return JSON data without cycles; ask its author to fix it."
+    )
+    return {"ok": False, "error": {"code": "unserialisable_output", "message": message}}
 
 
 def encode_reply(message_id: int, outcomes: Sequence[dict[str, Any]], *, parallel: bool) -> bytes:
@@ -49,9 +75,5 @@ def _encodable(outcome: dict[str, Any]) -> dict[str, Any]:
     try:
         encode(outcome)
     except (ValueError, TypeError, RecursionError) as exc:
-        message = (
-            f"The tool returned a value that cannot be sent to the code as JSON ({type(exc).__name__}: "
-            f"{str(exc)[:200]}). The tool must return JSON data without cycles; ask its author to fix it."
-        )
-        return {"ok": False, "error": {"code": "unserialisable_output", "message": message}}
+        return unserialisable(exc)
     return outcome

@@ -11,8 +11,9 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .._errors import OptionalDependencyError, SandboxError, ToolplanError
+from .._errors import OptionalDependencyError, SandboxError
 from ._bounds import DataError, DataTooLarge, check_data
+from ._calls import serve_call
 from ._protocol import to_jsonable
 from ._types import CodeLimits, CodeResult, LogBuffer, ToolCaller
 
@@ -255,15 +256,12 @@ class _MontyRun:
         self.tool_calls += n
 
     async def _invoke(self, tool: str, args: dict[str, Any]) -> tuple[bool, Any]:
-        try:
-            value = await self.call_tool(tool, args)
-        except ToolplanError as exc:
-            return False, f"Tool {tool!r} failed: {exc.message}"
-        except Exception as exc:  # a tool's own bug is the code's error, not the host's
-            return False, f"Tool {tool!r} failed: {type(exc).__name__}: {exc}"
+        outcome = await serve_call(self.call_tool, tool, args)  # failures as the subprocess runner makes them
+        if not outcome["ok"]:
+            return False, f"Tool {tool!r} failed: {outcome['error']['message']}"
         # Same plain-JSON values as the subprocess runner, and nothing Monty cannot convert.
         try:
-            return True, json.loads(json.dumps(value, default=to_jsonable))
+            return True, json.loads(json.dumps(outcome["value"], default=to_jsonable))
         except (ValueError, TypeError, RecursionError) as exc:  # a cycle, or nested too deep
             return False, (
                 f"Tool {tool!r} returned a value that cannot be passed to the code as JSON "

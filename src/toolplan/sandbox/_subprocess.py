@@ -17,10 +17,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .._errors import SandboxError, ToolplanError
+from .._errors import SandboxError
 from .._threads import run_in_thread
 from ._bounds import MAX_DEPTH
-from ._calls import call_problem, encode_reply
+from ._calls import call_problem, encode_reply, serve_call
 from ._frames import CallFrame, DoneFrame, Frame, ParallelFrame, ProtocolViolation, ReadyFrame, ResultFrame
 from ._platform import prefix_layers, sandbox_prefix
 from ._protocol import MessageTooLarge, TruncatedFrame, encode, read_frame
@@ -367,13 +367,7 @@ class _Run:
     async def _invoke(self, name: Any, args: Any) -> dict[str, Any]:
         if problem := call_problem(name, args):
             return {"ok": False, "error": {"code": "invalid_call", "message": problem}}
-        try:
-            value = await self.call_tool(name, args)
-        except ToolplanError as exc:
-            return {"ok": False, "error": {"code": exc.code, "message": exc.message}}
-        except Exception as exc:  # a tool's own bug is the code's error, not the host's
-            return {"ok": False, "error": {"code": "tool_exception", "message": f"{type(exc).__name__}: {exc}"}}
-        return {"ok": True, "value": value}
+        return await serve_call(self.call_tool, name, args)
 
     # -- outcome -----------------------------------------------------------------------------------
     def _result(self, duration: float) -> CodeResult:
