@@ -41,7 +41,7 @@ from ._code_host import CodeHost
 if TYPE_CHECKING:
     from ..sandbox import CodeRunner
 
-__all__ = ("RayBackend", "import_ray")
+__all__ = ("RayBackend", "dead_worker_errors", "import_ray")
 
 # What travels with a call: run id, step id, tool, attempt, seconds left (None: no deadline), fallback,
 # and the W3C trace headers of the call's span (None: not traced).
@@ -63,6 +63,11 @@ def import_ray() -> Any:
         return importlib.import_module("ray")  # by name: type checkers need not have ray installed
     except ImportError as exc:
         raise OptionalDependencyError("Running tools on Ray (RayBackend)", "ray", package="ray") from exc
+
+
+def dead_worker_errors(ray: Any) -> tuple[type[BaseException], ...]:
+    """What awaiting a call raises when the worker running it died (killed, out of memory, node lost)."""
+    return (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError)
 
 
 async def _run_call(tool: Tool, name: str, arguments: Mapping[str, Any], wire: _Wire) -> _Outcome:
@@ -266,8 +271,8 @@ class RayBackend:
 
         return runner if isinstance(runner, RayCodeRunner) else RayCodeRunner(runner, self)
 
-    def _code_actor(self) -> Any:
-        """The actor to hold the next code run (round robin over the pool, as the calls are)."""
+    def _next_actor(self) -> Any:
+        """The actor for the next call or code run: round robin over the pool."""
         pool = self._pool
         assert pool is not None
         return pool[next(self._next) % len(pool)]
@@ -286,9 +291,7 @@ class RayBackend:
         if name in self.cpu_tools:
             ref = self._task.remote((key, holder, name, dict(arguments), wire))
         else:
-            pool = self._pool
-            assert pool is not None
-            actor = pool[next(self._next) % len(pool)]
+            actor = self._next_actor()
             sent = self._sent.setdefault(id(actor), set())
             first = key not in sent
             sent.add(key)
@@ -298,7 +301,7 @@ class RayBackend:
         except asyncio.CancelledError:  # a timeout, fail-fast or the caller: stop the remote call too
             ray.cancel(ref, recursive=True)
             raise
-        except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError) as exc:
+        except dead_worker_errors(ray) as exc:
             if actor is not None:
                 self._replace(ray, actor)
             raise self._died(tool, name, call, exc) from None

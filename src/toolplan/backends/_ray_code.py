@@ -18,7 +18,7 @@ import contextlib
 import json
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from .._errors import SandboxError
 from .._tasks import task_group
@@ -29,9 +29,7 @@ from ..sandbox._bounds import DataError, DataTooLarge, check_data, loads
 from ..sandbox._calls import call_problem, serve_call, unserialisable
 from ..sandbox._protocol import to_jsonable
 from ._code_host import CodeHost
-
-if TYPE_CHECKING:
-    from ._ray import RayBackend
+from ._ray import RayBackend, dead_worker_errors
 
 __all__ = ("CodeChannel", "LocalCodeChannel", "RayCodeRunner", "WorkerGone", "drive")
 
@@ -93,7 +91,7 @@ class _RayChannel:
     def __init__(self, backend: RayBackend, ray: Any, actor: Any) -> None:
         self.backend, self.ray, self.actor = backend, ray, actor
         self.where = "Ray worker"
-        self._dead = (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError)
+        self._dead = dead_worker_errors(ray)
 
     async def _await(self, ref: Any) -> Any:
         try:
@@ -165,12 +163,10 @@ class RayCodeRunner:
         Raises:
             SandboxError: The sandbox could not be started on the worker.
         """
-        from ._ray import import_ray
-
-        if self.backend._pool is None:
-            await asyncio.to_thread(self.backend.start)
-        ray = import_ray()
-        channel = _RayChannel(self.backend, ray, self.backend._code_actor())
+        backend = self.backend
+        if backend._pool is None:
+            await asyncio.to_thread(backend.start)
+        channel = _RayChannel(backend, backend._ray, backend._next_actor())
         return await drive(channel, self.runner, code, call_tool=call_tool, limits=limits or self.limits)
 
 
