@@ -81,6 +81,10 @@ def test_a_declared_plan_parses_into_a_declaration() -> None:
             "invalid_field",
         ),
         ({"nothing": 1}, "invalid_declaration"),
+        (  # a number too big for a float (model output): an issue, not an OverflowError
+            {"planningContext": {"constraints": {"maxCost": 10**400}}, "plannedSequence": [{"toolName": "a"}]},
+            "invalid_field",
+        ),
     ],
 )
 def test_bad_declarations_say_what_to_fix(bad: dict[str, Any], code: str) -> None:

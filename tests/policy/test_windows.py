@@ -103,6 +103,8 @@ def test_an_agent_run_is_charged_to_its_window() -> None:
         ({"period": float("inf")}, "period must be a number of seconds > 0"),
         ({"period": 60, "max_tool_calls": -1}, "max_tool_calls must be a whole number >= 0"),
         ({"period": 60, "max_cost": float("nan")}, "max_cost must be a finite number >= 0"),
+        ({"period": 10**400}, "period must be a number of seconds > 0"),  # too big for a float: no OverflowError
+        ({"period": 60, "max_cost": 10**400}, "max_cost must be a finite number >= 0"),
     ],
 )
 def test_window_limits_are_checked(options: dict[str, Any], says: str) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Future
@@ -19,6 +18,7 @@ from typing import Any
 from .. import _context
 from .._context import _CURRENT, CallContext, RawCall, raw_call
 from .._errors import InvalidArgumentsError, ToolError, ToolOutputError, UnknownToolError, WorkerDiedError
+from .._numbers import finite_number
 from .._records import fast_init, maker
 from ..plan import Budget
 from ..tools import Tool, ToolAnnotations, ToolRegistry, ToolResult
@@ -521,7 +521,7 @@ def _price(
                 "the call was not made. Check the arguments it was given, or fix the cost function.",
             )
         )
-    if isinstance(cost, bool) or not isinstance(cost, int | float) or not math.isfinite(cost) or cost < 0:
+    if not finite_number(cost) or cost < 0:
         shown = cap_text(repr(cost), 100)
         return CallOutcome(
             error=StepError(

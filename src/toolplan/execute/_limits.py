@@ -7,12 +7,12 @@ one rule everywhere: the tighter wins.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, TypedDict
 
 from .._errors import UserError
+from .._numbers import finite_number
 from ..plan import DEFAULT_MAX_STEPS, Budget, FailureMode, Plan
 from ..plan._parse import _show  # shared, private: the bounded rendering of a bad value in a message
 from ._window import WindowCharge
@@ -76,7 +76,7 @@ class RunLimits:
             _count(f"budget.max_tool_calls_per_tool[{_show(name)}]", n, zero=True)
         _seconds("budget.max_cost", b.max_cost, zero=True, unit="")
         _seconds("budget.max_latency", b.max_latency)
-        if b.warn_at is not None and (not _finite(b.warn_at) or not 0 < b.warn_at <= 1):
+        if b.warn_at is not None and (not finite_number(b.warn_at) or not 0 < b.warn_at <= 1):
             raise UserError(
                 f"budget.warn_at must be a share of each limit, 0 < warn_at <= 1 (such as 0.8), or None; "
                 f"got {_show(b.warn_at)}."
@@ -149,20 +149,10 @@ def _count(name: str, value: Any, *, zero: bool = False) -> None:
         raise UserError(f"{name} must be a whole number >= {low}, got {_show(value)}.")
 
 
-def _finite(value: Any) -> bool:
-    """A number a float can hold: not NaN, not infinite, not a bool, not an int too big for a float."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
-
-
 def _seconds(name: str, value: Any, *, zero: bool = False, unit: str = " seconds") -> None:
     if value is None:
         return
-    if not _finite(value) or value < 0 or (value == 0 and not zero):
+    if not finite_number(value) or value < 0 or (value == 0 and not zero):
         bound = ">= 0" if zero else "> 0"
         raise UserError(f"{name} must be a finite number {bound}{unit}, or None for no limit; got {_show(value)}.")
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from .._errors import UserError
+from .._numbers import finite_number
 from ..plan._parse import _show  # shared, private: the bounded rendering of a bad value in a message
 
 __all__ = ("BudgetWindow", "MemoryWindow", "WindowCharge", "WindowLimits", "WindowUsage", "window_refusal")
@@ -40,13 +41,13 @@ class WindowLimits:
 
     def __post_init__(self) -> None:
         p = self.period
-        if isinstance(p, bool) or not isinstance(p, int | float) or not math.isfinite(p) or p <= 0:
+        if not finite_number(p) or p <= 0:
             raise UserError(f"WindowLimits.period must be a number of seconds > 0, got {_show(p)}.")
         n = self.max_tool_calls
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
             raise UserError(f"WindowLimits.max_tool_calls must be a whole number >= 0 or None, got {_show(n)}.")
         c = self.max_cost
-        if c is not None and (isinstance(c, bool) or not isinstance(c, int | float) or not math.isfinite(c) or c < 0):
+        if c is not None and (not finite_number(c) or c < 0):
             raise UserError(f"WindowLimits.max_cost must be a finite number >= 0 or None, got {_show(c)}.")
 
     def start_of(self, now: float) -> float:

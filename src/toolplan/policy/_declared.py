@@ -18,13 +18,13 @@ Two sources, one `Declaration`:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
 from .._errors import PlanIssue, PlanValidationError
 from .._json import JSONTextError, loads
+from .._numbers import finite_number
 from ..plan import Budget, Plan
 from ._policy import PreferGeneral, parse_policy
 from ._strategies import Strategy
@@ -203,7 +203,7 @@ def _number(raw: Any, key: str, issues: _Issues) -> float | None:
         except ValueError:
             issues.error("invalid_field", f"Constraint {key!r} must be a number, got {raw[:40]!r}.")
             return None
-    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not math.isfinite(raw) or raw < 0:
+    if not finite_number(raw) or raw < 0:
         issues.error("invalid_field", f"Constraint {key!r} must be a number >= 0, got {raw!r}.")
         return None
     return float(raw)
