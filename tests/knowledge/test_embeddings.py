@@ -101,6 +101,7 @@ async def test_a_knowledge_base_works_over_the_endpoint(server: tuple[_Server, s
         (200, b'{"data": []}', ModelHTTPError, "a 'data' list of 1"),
         (200, b'{"data": [{"index": 0, "embedding": ["x"]}]}', ModelHTTPError, "finite numbers"),
         (200, b'{"data": [{"index": 0, "embedding": [1e999]}]}', ModelHTTPError, "finite numbers"),
+        (200, b'{"data": [{"index": 0, "embedding": [1' + b"0" * 400 + b"]}]}", ModelHTTPError, "finite numbers"),
         (200, b'{"data": [{"index": 7, "embedding": [1.0]}]}', ModelHTTPError, "bad or repeated index"),
         (200, b'{"data": [7]}', ModelHTTPError, "not an object"),
     ],

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import math
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from .._errors import ModelAuthError, ModelConnectionError, ModelHTTPError, OptionalDependencyError, UserError
+from .._numbers import finite_number
 
 __all__ = ("EmbeddingKind", "EmbeddingProvider", "LocalEmbeddings", "OpenAIEmbeddings")
 
@@ -211,11 +211,7 @@ class OpenAIEmbeddings:
             vector = item.get("embedding")
             if not isinstance(index, int) or not 0 <= index < count or vectors[index] is not None:
                 raise self._garbage(f"bad or repeated index {index!r}")
-            if (
-                not isinstance(vector, list)
-                or not vector
-                or not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in vector)
-            ):
+            if not isinstance(vector, list) or not vector or not all(finite_number(v) for v in vector):
                 raise self._garbage("an embedding is not a non-empty list of finite numbers")
             if width is None:
                 width = len(vector)
