@@ -66,6 +66,7 @@ def test_a_cost_function_prices_each_call_from_its_arguments() -> None:
         (lambda a: "3", "returned '3', not a finite number >= 0"),
         (lambda a: True, "returned True, not a finite number >= 0"),
         (lambda a: 10**400, "not a finite number >= 0"),  # too big for a float: a result, not an OverflowError
+        (lambda a: 10**5000, "returned an integer of 16610 bits, not a finite"),  # too long for repr, too
     ],
 )
 def test_a_failed_cost_function_is_an_error_of_its_own_kind(cost_of: Any, says: str) -> None:

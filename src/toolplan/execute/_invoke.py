@@ -21,6 +21,7 @@ from .._errors import InvalidArgumentsError, ToolError, ToolOutputError, Unknown
 from .._numbers import finite_number
 from .._records import fast_init, maker
 from ..plan import Budget
+from ..plan._parse import _show  # shared, private: the bounded rendering of a bad value in a message
 from ..tools import Tool, ToolAnnotations, ToolRegistry, ToolResult
 from ._backend import Backend
 from ._choice import ToolChooser
@@ -522,7 +523,7 @@ def _price(
             )
         )
     if not finite_number(cost) or cost < 0:
-        shown = cap_text(repr(cost), 100)
+        shown = _show(cost)  # bounded, and never raises (an int too long for repr, say)
         return CallOutcome(
             error=StepError(
                 kind="cost",
