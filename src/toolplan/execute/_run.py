@@ -28,7 +28,7 @@ from ._journal import Decision, Journal, StoredRun, StoredStep, calls_made, deci
 from ._limits import DEFAULT_LIMITS, RunLimits
 from ._result import ErrorKind, PlanResult, PlanStatus, StepError, StepResult, StepStatus
 from ._scheduler import Scheduler, StepState
-from ._step import new_step_result, run_step
+from ._step import clock, new_step_result, run_step
 
 if TYPE_CHECKING:
     from ..tracing._spans import PlanTrace
@@ -81,6 +81,7 @@ class PlanRun:
         "attempts",
         "cancelled_by_us",
         "choices",
+        "clock_offset",
         "compiled",
         "deadline_note",
         "expires",
@@ -141,6 +142,7 @@ class PlanRun:
             self._resume(stored, rerun_unknown)
         self._mono0 = time.perf_counter()
         self._epoch0 = time.time()
+        self.clock_offset = self._epoch0 - self._mono0  # now() = clock_offset + clock(), where a call per step counts
         self._loop0 = time.monotonic()  # set again when the run starts
         self._outer = (expires, expires_note)  # an enclosing run's deadline
         self._own: tuple[float, str] | None = None  # this run's own deadline, in seconds from its start
@@ -257,7 +259,8 @@ class PlanRun:
             self._timeout.reschedule(expires - time.monotonic() + asyncio.get_running_loop().time())
 
     def now(self) -> float:
-        return self._epoch0 + (time.perf_counter() - self._mono0)
+        """Wall-clock time (epoch seconds) on the run's monotonic clock."""
+        return self.clock_offset + clock()
 
     def emit(self, event: PlanEvent) -> None:
         if self.on_event is not None:
@@ -423,7 +426,7 @@ class PlanRun:
         sid = self.sched.take_one()
         if sid is None:
             return None
-        self.started_at[sid] = self.now()
+        self.started_at[sid] = self.clock_offset + clock()  # self.now(), without a call
         if self._spawn_handle is None and self.sched.has_ready:
             self._spawn_handle = asyncio.get_running_loop().call_soon(self._spawn)
         return sid

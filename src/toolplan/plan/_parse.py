@@ -22,6 +22,7 @@ __all__ = ("BATCH_MAX_STEPS", "ID_RE", "MAX_STEP_RETRY", "check_plan_fields", "d
 
 MAX_ID_CHARS = 100
 ID_RE = re.compile(rf"\A[A-Za-z0-9_-]{{1,{MAX_ID_CHARS}}}\Z")  # \Z, not $: "$" also matches before a final newline
+_id_match = ID_RE.fullmatch
 BATCH_MAX_STEPS = 50
 MAX_STEP_RETRY = 10  # a step's "retry": more would only repeat a failing call (and overflow the backoff)
 
@@ -150,9 +151,13 @@ def _str_list(raw: Any, field: str, step: str | None, issues: _Issues) -> tuple[
         return ()
     if isinstance(raw, str):
         return (raw,)
-    if isinstance(raw, list) and all(isinstance(x, str) for x in raw):
+    if isinstance(raw, list):
         ids: list[str] = raw
-        return tuple(ids)
+        for x in ids:  # (a loop, not all() over a generator: this runs for every plan)
+            if not isinstance(x, str):
+                break
+        else:
+            return tuple(ids)
     issues.error("invalid_field", f"'{field}' must be a step id or a list of step ids.", step)
     return ()
 
@@ -260,7 +265,9 @@ def _parse_native(data: dict[str, Any], issues: _Issues) -> Plan:
         s: dict[str, Any] = raw  # raw is Any; a cast would cost a call per step
         get = s.get
         first = len(issues)
-        sid = _step_id(get("id"), i, issues)
+        raw_id = get("id")
+        # A well-formed id is the common case: one match, no helper call (`_step_id` reports the rest).
+        sid = raw_id if type(raw_id) is str and _id_match(raw_id) is not None else _step_id(raw_id, i, issues)
         args_raw = get("arguments")
         fallback = None
         if _BASIC_STEP_KEYS.issuperset(s):  # the common step, with no optional field: none to look up
@@ -288,9 +295,13 @@ def _parse_native(data: dict[str, Any], issues: _Issues) -> Plan:
             # Optional fields are usually absent: the helpers run only for the ones present.
             depends_on, timeout, retry = get("depends_on"), get("timeout"), get("retry")
             rationale, expected = get("rationale"), get("expected_outcome")
+            rationale = rationale if isinstance(rationale, str) else None
+            expected = expected if isinstance(expected, str) else None
         tool_raw = get("tool")
         one_of: tuple[str, ...] = ()
-        if type(tool_raw) is dict:  # {"one_of": [...]}: alternatives, one chosen when the step runs
+        if type(tool_raw) is str and tool_raw.strip():  # a tool's name: the common case
+            tool = tool_raw
+        elif type(tool_raw) is dict:  # {"one_of": [...]}: alternatives, one chosen when the step runs
             one_of = _one_of(tool_raw, sid, issues)
             tool = inline_group_name(one_of) if one_of else ""
         else:
@@ -304,8 +315,8 @@ def _parse_native(data: dict[str, Any], issues: _Issues) -> Plan:
                 timeout=None if timeout is None else _positive(timeout, "timeout", sid, issues),
                 retry=None if retry is None else _retry(retry, sid, issues),
                 fallback=fallback,
-                rationale=rationale if isinstance(rationale, str) else None,
-                expected_outcome=expected if isinstance(expected, str) else None,
+                rationale=rationale,
+                expected_outcome=expected,
                 one_of=one_of,
             )
         )

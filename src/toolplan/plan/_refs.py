@@ -98,6 +98,7 @@ def parse_path(expr: str) -> tuple[str, tuple[Segment, ...]] | None:
 
 
 _SIMPLE_REF_RE = re.compile(r"\$ref:\s*([A-Za-z0-9_-]+)\s*\Z")  # "$ref:ID": the common case, one match
+_simple_ref = _SIMPLE_REF_RE.match
 
 
 class ArgumentCompiler:
@@ -172,7 +173,7 @@ class ArgumentCompiler:
                 self.refs[cached[1]] = None
                 return cached
             return self._string(value)
-        if kind is dict or isinstance(value, dict):
+        if kind is dict or (kind is not list and isinstance(value, dict)):
             if depth >= MAX_DEPTH:
                 return self._too_deep(value)
             mapping: dict[str, Any] = value  # (value is Any: no cast, which costs a call per use)
@@ -205,8 +206,7 @@ class ArgumentCompiler:
                         wrapped = True
                 elems.append(c)
             if node:
-                elems.insert(0, LIST)
-                return tuple(elems)
+                return (LIST, *elems)
             return [c[1] if type(c) is tuple else c for c in elems] if wrapped else elems
         if kind is tuple:  # a plain tuple inside a tree would read as a node
             return (LITERAL, value)
@@ -221,9 +221,9 @@ class ArgumentCompiler:
         return value
 
     def _string(self, s: str) -> Any:
-        if s.startswith(REF_PREFIX):
-            m = _SIMPLE_REF_RE.match(s)
-            parsed = (m.group(1), ()) if m is not None else parse_path(s[len(REF_PREFIX) :].strip())
+        m = _simple_ref(s)  # "$ref:ID", the common reference: one match, no other test
+        if m is not None or s.startswith(REF_PREFIX):
+            parsed = (m[1], ()) if m is not None else parse_path(s[len(REF_PREFIX) :].strip())
             if parsed is None:
                 self._error(
                     "invalid_reference",

@@ -27,6 +27,7 @@ Fn = TypeVar("Fn", bound=Callable[..., Any])
 
 TOOL_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _PLAIN = (str, int, float, bool, type(None))
+_PLAIN_TYPES = frozenset(_PLAIN)  # exactly these types: already JSON, no `to_jsonable` call
 _new_tool_result = maker(ToolResult)  # a result per call: cheaper than calling the class
 
 
@@ -213,7 +214,7 @@ class FunctionTool(Generic[FunctionT]):
         try:
             if isinstance(value, ToolResult):
                 return ToolResult(to_jsonable(value.content), value.error)
-            return _new_tool_result(to_jsonable(value))
+            return _new_tool_result(value if type(value) in _PLAIN_TYPES else to_jsonable(value))
         except UnicodeDecodeError:
             raise _binary_output(self.name, value) from None
 
