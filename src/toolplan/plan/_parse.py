@@ -152,12 +152,12 @@ def _str_list(raw: Any, field: str, step: str | None, issues: _Issues) -> tuple[
     if isinstance(raw, str):
         return (raw,)
     if isinstance(raw, list):
-        ids: list[str] = raw
-        for x in ids:  # (a loop, not all() over a generator: this runs for every plan)
+        items: list[Any] = raw
+        for x in items:  # (a loop, not all() over a generator: this runs for every plan)
             if not isinstance(x, str):
                 break
         else:
-            return tuple(ids)
+            return tuple(items)
     issues.error("invalid_field", f"'{field}' must be a step id or a list of step ids.", step)
     return ()
 
