@@ -38,6 +38,7 @@ class Scheduler:
         "_open",
         "_queued",
         "_queues",
+        "_ready",
         "_states",
         "_tools",
         "_waiting",
@@ -81,6 +82,7 @@ class Scheduler:
         self._queued: list[bool] = []  # in a ready queue
         self._dependents: list[int | list[int] | None] = []  # one dependent, several, or none
         self._queues: dict[str, deque[int]] = {}  # ready steps waiting for capacity, per tool
+        self._ready = 0  # steps in those queues (one number to look at, not every queue)
         self._awaited: dict[str, list[int]] = {}  # steps waiting on an id not added yet (streamed plans)
         self._open = 0  # steps not yet in a terminal state
 
@@ -108,7 +110,7 @@ class Scheduler:
             others = dependents[j]
             if others is None:
                 dependents[j] = i
-            elif isinstance(others, int):
+            elif type(others) is int:
                 dependents[j] = [others, i]
             else:
                 others.append(i)
@@ -122,7 +124,7 @@ class Scheduler:
         states.append("pending")
         self._waiting.append(waiting)
         self._queued.append(False)
-        dependents.append(self._awaited.pop(step_id, None))
+        dependents.append(self._awaited.pop(step_id, None) if self._awaited else None)
         order[step_id] = i
         self._open += 1
         if failed_dep >= 0:
@@ -146,9 +148,7 @@ class Scheduler:
     @property
     def has_ready(self) -> bool:
         """True when a step is waiting for capacity and some is free (tool limits aside)."""
-        if self.running >= self.max_concurrency or self.stopped is not None:
-            return False
-        return any(self._queues.values())
+        return self._ready > 0 and self.running < self.max_concurrency and self.stopped is None
 
     def take_ready(self, limit: int | None = None) -> list[str]:
         """Steps to start now (at most ``limit``), in plan order among tools, within the concurrency limits.
@@ -166,6 +166,7 @@ class Scheduler:
             for queue in queues.values():
                 while queue and room > 0:
                     i = queue.popleft()
+                    self._ready -= 1
                     queued[i] = False
                     states[i] = "running"
                     out.append(ids[i])
@@ -187,6 +188,7 @@ class Scheduler:
             if best < 0:
                 break
             queues[best_tool].popleft()
+            self._ready -= 1
             queued[best] = False
             states[best] = "running"
             self.running += 1
@@ -198,7 +200,7 @@ class Scheduler:
 
     def take_one(self) -> str | None:
         """`take_ready` of one step, without the list: the next step to start (marked running), or None."""
-        if self.running >= self.max_concurrency or self.stopped is not None:
+        if not self._ready or self.running >= self.max_concurrency or self.stopped is not None:
             return None
         queues = self._queues
         if len(queues) == 1 and not self.tool_limits:  # one tool, no per-tool limit: the first in order
@@ -206,6 +208,7 @@ class Scheduler:
                 if not queue:
                     return None
                 i = queue.popleft()
+                self._ready -= 1
                 self._queued[i] = False
                 self._states[i] = "running"
                 self.running += 1
@@ -236,7 +239,7 @@ class Scheduler:
         if others is None:
             return
         waiting = self._waiting
-        for child in (others,) if isinstance(others, int) else others:
+        for child in (others,) if type(others) is int else others:
             if states[child] == "pending":
                 left = waiting[child] - 1
                 waiting[child] = left
@@ -277,6 +280,7 @@ class Scheduler:
             for i in queue:
                 self._queued[i] = False
             queue.clear()
+        self._ready = 0
         states = self._states
         for i in range(len(states)):
             if states[i] == "pending":
@@ -305,10 +309,12 @@ class Scheduler:
         if queue is None:
             queue = self._queues[tool] = deque()
         queue.append(i)
+        self._ready += 1
 
     def _end(self, i: int, state: StepState, reason: str | None) -> None:
         if self._queued[i]:
             self._queues[self._tools[i]].remove(i)
+            self._ready -= 1
             self._queued[i] = False
         self._states[i] = state
         self._open -= 1

@@ -259,15 +259,30 @@ def _parse_native(data: dict[str, Any], issues: _Issues) -> Plan:
     steps: list[Step] = []
     with_issues: list[tuple[int, str, int, int]] = []  # (position, id, first, end): steps with issues
     for i, raw in enumerate(raw_steps):
-        if not isinstance(raw, dict):
+        if type(raw) is dict:
+            s: dict[str, Any] = raw  # raw is Any; a cast would cost a call per step
+            get = s.get
+            raw_id, tool_raw, args_raw = get("id"), get("tool"), get("arguments")
+            # The common step: a good id, a tool's name, an arguments object and no optional field.
+            # Nothing in it can be wrong here, so it is made at once (the loop below checks the rest).
+            if (
+                type(raw_id) is str
+                and type(tool_raw) is str
+                and type(args_raw) is dict
+                and _BASIC_STEP_KEYS.issuperset(s)
+                and _id_match(raw_id) is not None
+                and tool_raw.strip()
+            ):
+                steps.append(_new_step(id=raw_id, tool=tool_raw, arguments=args_raw))
+                continue
+        elif not isinstance(raw, dict):
             issues.error("invalid_step", f"Step #{i + 1} must be an object with 'id', 'tool' and 'arguments'.")
             continue
-        s: dict[str, Any] = raw  # raw is Any; a cast would cost a call per step
+        s = raw
         get = s.get
         first = len(issues)
         raw_id = get("id")
-        # A well-formed id is the common case: one match, no helper call (`_step_id` reports the rest).
-        sid = raw_id if type(raw_id) is str and _id_match(raw_id) is not None else _step_id(raw_id, i, issues)
+        sid = _step_id(raw_id, i, issues)
         args_raw = get("arguments")
         fallback = None
         if _BASIC_STEP_KEYS.issuperset(s):  # the common step, with no optional field: none to look up
@@ -299,9 +314,7 @@ def _parse_native(data: dict[str, Any], issues: _Issues) -> Plan:
             expected = expected if isinstance(expected, str) else None
         tool_raw = get("tool")
         one_of: tuple[str, ...] = ()
-        if type(tool_raw) is str and tool_raw.strip():  # a tool's name: the common case
-            tool = tool_raw
-        elif type(tool_raw) is dict:  # {"one_of": [...]}: alternatives, one chosen when the step runs
+        if type(tool_raw) is dict:  # {"one_of": [...]}: alternatives, one chosen when the step runs
             one_of = _one_of(tool_raw, sid, issues)
             tool = inline_group_name(one_of) if one_of else ""
         else:

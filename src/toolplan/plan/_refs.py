@@ -99,6 +99,7 @@ def parse_path(expr: str) -> tuple[str, tuple[Segment, ...]] | None:
 
 _SIMPLE_REF_RE = re.compile(r"\$ref:\s*([A-Za-z0-9_-]+)\s*\Z")  # "$ref:ID": the common case, one match
 _simple_ref = _SIMPLE_REF_RE.match
+_NONE_DEFERRED: frozenset[str] = frozenset()
 
 
 class ArgumentCompiler:
@@ -150,7 +151,7 @@ class ArgumentCompiler:
             node.append(key)
             node.append(c)
         if not deferred:
-            return (LITERAL, _literal_dict(node, wrapped)), (), frozenset()
+            return (LITERAL, _literal_dict(node, wrapped)), (), _NONE_DEFERRED
         return tuple(node), tuple(self.refs), frozenset(deferred)
 
     def _error(self, code: str, message: str) -> None:

@@ -27,7 +27,7 @@ Fn = TypeVar("Fn", bound=Callable[..., Any])
 
 TOOL_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _PLAIN = (str, int, float, bool, type(None))
-_PLAIN_TYPES = frozenset(_PLAIN)  # exactly these types: already JSON, no `to_jsonable` call
+_PLAIN_TYPES = frozenset(_PLAIN)  # exactly these types: already JSON as they are
 _new_tool_result = maker(ToolResult)  # a result per call: cheaper than calling the class
 
 
@@ -211,10 +211,12 @@ class FunctionTool(Generic[FunctionT]):
             value = await self._call(**kwargs)
         else:
             value = await run_in_thread(self._call, **kwargs)
+        if type(value) in _PLAIN_TYPES:  # already JSON: the common case
+            return _new_tool_result(value)
         try:
             if isinstance(value, ToolResult):
                 return ToolResult(to_jsonable(value.content), value.error)
-            return _new_tool_result(value if type(value) in _PLAIN_TYPES else to_jsonable(value))
+            return _new_tool_result(to_jsonable(value))
         except UnicodeDecodeError:
             raise _binary_output(self.name, value) from None
 
