@@ -110,7 +110,7 @@ class Scheduler:
             others = dependents[j]
             if others is None:
                 dependents[j] = i
-            elif type(others) is int:
+            elif isinstance(others, int):
                 dependents[j] = [others, i]
             else:
                 others.append(i)
@@ -239,7 +239,7 @@ class Scheduler:
         if others is None:
             return
         waiting = self._waiting
-        for child in (others,) if type(others) is int else others:
+        for child in (others,) if isinstance(others, int) else others:
             if states[child] == "pending":
                 left = waiting[child] - 1
                 waiting[child] = left
