@@ -129,8 +129,10 @@ class BudgetMeter:
                     return None
             self.calls += 1
             self.cost += cost
-            by_tool = self.calls_by_tool
-            by_tool[tool] = by_tool.get(tool, 0) + 1
+            try:
+                self.calls_by_tool[tool] += 1
+            except KeyError:  # the tool's first call
+                self.calls_by_tool[tool] = 1
             return None
         reason = self.refusal(tool, cost)
         if reason is not None:
@@ -366,7 +368,10 @@ class ToolInvoker:
         against the call's timeout. ``expires`` is the run's deadline (`time.monotonic`), which the
         tool sees in its call context.
         """
-        entry = self._entries.get(tool) or self._entry(tool)
+        try:
+            entry: _Entry | None = self._entries[tool]
+        except KeyError:  # the tool's first call
+            entry = self._entry(tool)
         if entry is None:
             return CallOutcome(
                 error=StepError(kind="unknown_tool", message=str(UnknownToolError(tool, self.registry.names)))

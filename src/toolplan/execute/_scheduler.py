@@ -98,8 +98,9 @@ class Scheduler:
         waiting = 0
         failed_dep = -1
         for d in deps:
-            j = order.get(d)
-            if j is None:
+            try:
+                j = order[d]
+            except KeyError:  # not added yet (a streamed plan): it is awaited
                 waiting += 1
                 awaited = self._awaited.get(d)
                 if awaited is None:
@@ -305,8 +306,9 @@ class Scheduler:
     def _enqueue(self, i: int) -> None:
         self._queued[i] = True
         tool = self._tools[i]
-        queue = self._queues.get(tool)
-        if queue is None:
+        try:
+            queue = self._queues[tool]
+        except KeyError:  # the tool's first ready step
             queue = self._queues[tool] = deque()
         queue.append(i)
         self._ready += 1

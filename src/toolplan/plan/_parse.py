@@ -259,22 +259,24 @@ def _parse_native(data: dict[str, Any], issues: _Issues) -> Plan:
     steps: list[Step] = []
     with_issues: list[tuple[int, str, int, int]] = []  # (position, id, first, end): steps with issues
     for i, raw in enumerate(raw_steps):
-        if type(raw) is dict:
+        if type(raw) is dict and len(raw) == 3:
             s: dict[str, Any] = raw  # raw is Any; a cast would cost a call per step
-            get = s.get
-            raw_id, tool_raw, args_raw = get("id"), get("tool"), get("arguments")
-            # The common step: a good id, a tool's name, an arguments object and no optional field.
-            # Nothing in it can be wrong here, so it is made at once (the loop below checks the rest).
-            if (
-                type(raw_id) is str
-                and type(tool_raw) is str
-                and type(args_raw) is dict
-                and _BASIC_STEP_KEYS.issuperset(s)
-                and _id_match(raw_id) is not None
-                and tool_raw.strip()
-            ):
-                steps.append(_new_step(id=raw_id, tool=tool_raw, arguments=args_raw))
-                continue
+            # The common step: a good id, a tool's name, an arguments object and no other field.
+            # Nothing in it can be wrong, so it is made at once (the code below checks any other).
+            try:
+                raw_id, tool_raw, args_raw = s["id"], s["tool"], s["arguments"]
+            except KeyError:
+                pass
+            else:
+                if (
+                    type(raw_id) is str
+                    and type(tool_raw) is str
+                    and type(args_raw) is dict
+                    and _id_match(raw_id) is not None
+                    and tool_raw.strip()
+                ):
+                    steps.append(_new_step(id=raw_id, tool=tool_raw, arguments=args_raw))
+                    continue
         elif not isinstance(raw, dict):
             issues.error("invalid_step", f"Step #{i + 1} must be an object with 'id', 'tool' and 'arguments'.")
             continue
