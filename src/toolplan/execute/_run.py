@@ -63,10 +63,8 @@ class PlanRun:
     # the instructions of a whole 10-step run, `bench instructions`).
     __slots__ = (
         "_ending",
-        "_epoch0",
         "_holds",
         "_loop0",
-        "_mono0",
         "_outer",
         "_own",
         "_run_task",
@@ -140,9 +138,8 @@ class PlanRun:
         self.store_failed: str | None = None
         if stored is not None:
             self._resume(stored, rerun_unknown)
-        self._mono0 = time.perf_counter()
-        self._epoch0 = time.time()
-        self.clock_offset = self._epoch0 - self._mono0  # now() = clock_offset + clock(), where a call per step counts
+        # now() = clock_offset + clock(): epoch seconds on a monotonic clock (inlined where a step reads it)
+        self.clock_offset = time.time() - clock()
         self._loop0 = time.monotonic()  # set again when the run starts
         self._outer = (expires, expires_note)  # an enclosing run's deadline
         self._own: tuple[float, str] | None = None  # this run's own deadline, in seconds from its start
