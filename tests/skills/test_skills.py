@@ -278,3 +278,14 @@ async def test_an_agent_saves_a_plan_in_one_conversation_and_reuses_it_in_the_ne
         found, ran = [m for m in result.messages if isinstance(m, ToolReturnMessage)]
         assert json.loads(str(found.content))[0]["name"] == "warmer_city"
         assert json.loads(str(ran.content)) == {"w": "Lima"} and not ran.is_error
+
+
+@pytest.mark.parametrize("bad", [10**400, "seven", None, float("nan"), float("inf")])
+async def test_an_embedders_unusable_number_is_a_clear_value_error(bad: object) -> None:
+    from toolplan.skills._search import embed_texts
+
+    def embed(texts: Sequence[str]) -> list[list[float]]:
+        return [[0.5, bad] for _ in texts]  # type: ignore[list-item]  # what a broken embedder returns
+
+    with pytest.raises(ValueError, match="not all finite numbers"):
+        await embed_texts(embed, ["a skill"])

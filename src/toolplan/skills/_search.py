@@ -45,9 +45,14 @@ async def embed_texts(embedder: Embedder | EmbedFunction, texts: Sequence[str]) 
     result = call(list(texts))
     if inspect.isawaitable(result):
         result = await result
-    vectors = [[float(x) for x in v] for v in result]
+    try:
+        vectors = [[float(x) for x in v] for v in result]
+    except (TypeError, ValueError, OverflowError):  # not numbers, or an int too big for a float
+        vectors = []
     if len(vectors) != len(texts) or any(not v or not all(math.isfinite(x) for x in v) for v in vectors):
-        raise ValueError("The embedder returned no vector, an empty one or a non-finite one for some text.")
+        raise ValueError(
+            "The embedder returned no vector, an empty one or one that is not all finite numbers for some text."
+        )
     return vectors
 
 
