@@ -39,6 +39,69 @@ _FIELDS = {
 }
 
 
+# Per class: its tag and its stored fields in the order `encode`'s sorted keys put them ("$t" first:
+# "$" sorts before letters), each with what goes before its value (``,"name":``) and whether it is left
+# out while empty.
+_SORTED_FIELDS = {
+    cls: ('{"$t":"' + name + '"', tuple((f, f',"{f}":', omitted) for f, omitted in sorted(fields)))
+    for cls, (name, fields) in _FIELDS.items()
+}
+
+
+class _NotPlain(Exception):
+    """A value `encode`'s one pass leaves to the general path (`_to_data`, then `dumps`)."""
+
+
+def _refuse(value: Any) -> Any:
+    raise _NotPlain
+
+
+# JSON data (a step's arguments) as `dumps(..., sort_keys=True)` writes it when it can write it as it
+# is, built once: it keeps no state (no `markers`: data that contains itself is a RecursionError), and
+# anything it cannot write as it is raises, for the general path to write as `dumps` does.
+_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)  # CPython's C encoder
+_DATA: Any = (
+    _make_encoder(None, _refuse, json.encoder.encode_basestring, None, ":", ",", True, False, False)
+    if _make_encoder is not None
+    else None
+)
+_STRING: Any = json.encoder.encode_basestring  # a str as that encoder writes it
+
+
+def _write(value: Any, out: list[str]) -> None:
+    """Append ``value``'s JSON text, as the general path writes it; raise `_NotPlain` where it would differ.
+
+    ``value`` is the IR (or a tuple of it); what is not the IR is JSON data, written by `_DATA`,
+    which refuses the IR inside data (the general path writes that as its ``str()``).
+    """
+    known = _SORTED_FIELDS.get(type(value))
+    if known is None:
+        if type(value) is tuple and value and type(value[0]) in _SORTED_FIELDS:  # a plan's steps
+            out.append("[")
+            for i, item in enumerate(value):
+                if i:
+                    out.append(",")
+                _write(item, out)
+            out.append("]")
+        else:
+            out.append("".join(_DATA(value, 0)))
+        return
+    tag, fields = known
+    out.append(tag)
+    for f, key, omitted_when_empty in fields:
+        item = getattr(value, f)
+        if item is None:
+            if not omitted_when_empty:
+                out.append(key + "null")
+        elif type(item) is str:
+            if item or not omitted_when_empty:
+                out.append(key + _STRING(item))
+        elif item or not omitted_when_empty:
+            out.append(key)
+            _write(item, out)
+    out.append("}")
+
+
 def _to_data(value: Any) -> Any:
     """The IR as JSON data. Plain dicts and lists (a step's arguments) are JSON data already and pass as they are."""
     cls = type(value)
@@ -80,7 +143,23 @@ def _from_data(value: Any) -> Any:
 
 
 def encode(value: Plan | RunLimits) -> str:
-    """JSON text of a plan or limits (keys sorted: equal plans give equal text)."""
+    """JSON text of a plan or limits (keys sorted: equal plans give equal text).
+
+    Written in one pass (`_write`); a value it does not handle takes the general path, which gives
+    the same text (stored plans' hashes depend on it: `encode_general` is the reference).
+    """
+    if _DATA is None:  # no C encoder (not CPython)
+        return encode_general(value)
+    out: list[str] = []
+    try:
+        _write(value, out)
+    except (_NotPlain, ValueError, TypeError, RecursionError):  # NaN, a huge int, a bad key, too deep, a cycle
+        return encode_general(value)
+    return encodable("".join(out))
+
+
+def encode_general(value: Plan | RunLimits) -> str:
+    """`encode` by way of JSON data: the IR as dicts and lists, then `dumps` with sorted keys."""
     return dumps(_to_data(value), sort_keys=True)  # `dumps` makes anything that is not JSON data so
 
 
