@@ -145,7 +145,8 @@ def dumps(value: Any, *, indent: int | None = None, ensure_ascii: bool = False, 
     separators = (",", ":") if indent is None else (",", ": ")
     try:
         if indent is None:  # compact: an encoder made once (json.dumps would build one per call)
-            text = _COMPACT[ensure_ascii, sort_keys].encode(value)
+            fast = _FAST[ensure_ascii, sort_keys]
+            text = "".join(fast(value, 0)) if fast is not None else _COMPACT[ensure_ascii, sort_keys].encode(value)
         else:
             text = json.dumps(
                 value,
@@ -254,6 +255,30 @@ def _default(value: Any) -> str:
 _COMPACT: Final = {
     (ascii_only, sort): json.JSONEncoder(
         ensure_ascii=ascii_only, allow_nan=False, separators=(",", ":"), default=_default, sort_keys=sort
+    )
+    for ascii_only in (False, True)
+    for sort in (False, True)
+}
+
+_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)  # CPython's C encoder, else None
+# The same encoders as CPython's C function, called without `JSONEncoder.encode`'s layers (a third of a
+# small value's cost) and without its `markers`, so each keeps no state: a value that contains itself
+# is a RecursionError instead of a ValueError, which `dumps` repairs alike.
+_FAST: Final = {
+    (ascii_only, sort): (
+        _make_encoder(
+            None,
+            _default,
+            json.encoder.encode_basestring_ascii if ascii_only else json.encoder.encode_basestring,
+            None,
+            ":",
+            ",",
+            sort,
+            False,
+            False,
+        )
+        if _make_encoder is not None
+        else None
     )
     for ascii_only in (False, True)
     for sort in (False, True)

@@ -60,11 +60,15 @@ def _refuse(value: Any) -> Any:
 # is, built once: it keeps no state (no `markers`: data that contains itself is a RecursionError), and
 # anything it cannot write as it is raises, for the general path to write as `dumps` does.
 _make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)  # CPython's C encoder
-_DATA: Any = (
-    _make_encoder(None, _refuse, json.encoder.encode_basestring, None, ":", ",", True, False, False)
-    if _make_encoder is not None
-    else None
-)
+
+
+def _c_encoder(sort_keys: bool) -> Any:
+    if _make_encoder is None:
+        return None
+    return _make_encoder(None, _refuse, json.encoder.encode_basestring, None, ":", ",", sort_keys, False, False)
+
+
+_DATA = _c_encoder(sort_keys=True)
 _STRING: Any = json.encoder.encode_basestring  # a str as that encoder writes it
 
 
@@ -173,14 +177,16 @@ def plan_hash(body: str) -> str:
     return hashlib.sha256(body.encode()).hexdigest()
 
 
-_OUTPUT = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))  # made once, not per call
+_OUTPUT = _c_encoder(sort_keys=False)  # JSON data as it is, or an error (`_refuse`: not JSON data)
+_OUTPUT_CHECKED = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))  # without C
 
 
 def output_json(output: Any) -> tuple[str, str | None]:
     """A step's output as JSON text, and a note when it was not JSON data and was stored as the model sees it."""
     try:  # JSON data as it is: the common case
-        return encodable(_OUTPUT.encode(output)), None
-    except (ValueError, TypeError, RecursionError):
+        text = "".join(_OUTPUT(output, 0)) if _OUTPUT is not None else _OUTPUT_CHECKED.encode(output)
+        return encodable(text), None
+    except (_NotPlain, ValueError, TypeError, RecursionError):
         pass
     return dumps(json_safe(output)), (
         f"The output ({type(output).__name__}) was not JSON data as it was; it is stored as the model sees it."
