@@ -30,6 +30,7 @@ __all__ = ("Database", "Statement", "Writer")
 
 Statement = tuple[str, Sequence[Any]]
 _RETRIES = (0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0)  # waits between tries of a failed transaction
+_TRIES = (*_RETRIES, None)  # each try's wait before the next (None: the last)
 _CHECKPOINT_IDLE = 1.0  # seconds without writes after which SQLite's WAL is checkpointed (a pause between runs)
 _CHECKPOINT_EVERY = 2000  # commits after which it is checkpointed anyway
 
@@ -276,7 +277,7 @@ class Database:
                 if w.writer.broken is not None:
                     outcome[id(w)] = StoreError(w.writer.broken)
             last: BaseException | None = None
-            for wait in (*_RETRIES, None):
+            for wait in _TRIES:
                 try:
                     lost = self._transaction(live)
                     for w in live:
@@ -310,7 +311,7 @@ class Database:
         raw = self._raw
         now = time.time()
         until = now + self.lease
-        writers = list({id(w.writer): w.writer for w in batch}.values())
+        writers = [batch[0].writer] if len(batch) == 1 else list({id(w.writer): w.writer for w in batch}.values())
         lost: dict[int, BaseException] = {}
         # Leases are renewed (and checked) at most every third of a lease: a lease renewed less than
         # that ago has two thirds left, so no other process can have taken the run since.
@@ -421,6 +422,7 @@ def _complete(
                 future.set_result(value)
             else:
                 future.set_exception(error)
+                future.exception()  # marked seen: a failed write nobody awaits fails its run (`Writer.broken`)
 
     with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits any more
         loop.call_soon_threadsafe(run)

@@ -1060,8 +1060,7 @@ class _Journal:
         future = self._future
         if future is None:
             loop = asyncio.get_running_loop()
-            future = self._future = loop.create_future()
-            future.add_done_callback(_retrieve)
+            future = self._future = loop.create_future()  # a failure is marked seen when set (`_db._complete`)
             loop.call_soon(self._flush)
         return future
 
@@ -1196,9 +1195,3 @@ class _Journal:
         finally:
             self._store.db.unregister(self)
             self.broken = "The run was closed."
-
-
-def _retrieve(future: asyncio.Future[None]) -> None:
-    """Mark a write's failure as seen: whoever needs it (a step about to call) awaits its own write."""
-    if not future.cancelled():
-        future.exception()
