@@ -20,6 +20,7 @@ import json
 import math
 import re
 import sys
+from collections.abc import Callable
 from typing import Any, Final, Literal
 
 import jiter
@@ -29,6 +30,7 @@ __all__ = (
     "MAX_INT_DIGITS",
     "MAX_TEXT_CHARS",
     "JSONTextError",
+    "c_encoder",
     "dumps",
     "encodable",
     "json_safe",
@@ -261,25 +263,24 @@ _COMPACT: Final = {
 }
 
 _make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)  # CPython's C encoder, else None
-# The same encoders as CPython's C function, called without `JSONEncoder.encode`'s layers (a third of a
-# small value's cost) and without its `markers`, so each keeps no state: a value that contains itself
-# is a RecursionError instead of a ValueError, which `dumps` repairs alike.
+
+
+def c_encoder(default: Callable[[Any], Any], *, ensure_ascii: bool, sort_keys: bool) -> Any:
+    """CPython's C JSON encoder, compact and refusing NaN: ``"".join(enc(value, 0))`` is the text; None off CPython.
+
+    It is called without `json.JSONEncoder.encode`'s layers (a third of a small value's cost) and
+    without ``markers``, so it keeps no state (make it once; any thread may use it): a value that
+    contains itself is a RecursionError instead of a ValueError. ``default`` gets what is not JSON data.
+    """
+    if _make_encoder is None:
+        return None
+    string = json.encoder.encode_basestring_ascii if ensure_ascii else json.encoder.encode_basestring
+    return _make_encoder(None, default, string, None, ":", ",", sort_keys, False, False)
+
+
+# `dumps`' compact encoders without `_COMPACT`'s layers, by (ensure_ascii, sort_keys).
 _FAST: Final = {
-    (ascii_only, sort): (
-        _make_encoder(
-            None,
-            _default,
-            json.encoder.encode_basestring_ascii if ascii_only else json.encoder.encode_basestring,
-            None,
-            ":",
-            ",",
-            sort,
-            False,
-            False,
-        )
-        if _make_encoder is not None
-        else None
-    )
+    (ascii_only, sort): c_encoder(_default, ensure_ascii=ascii_only, sort_keys=sort)
     for ascii_only in (False, True)
     for sort in (False, True)
 }

@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .._json import dumps, encodable, json_safe, loads
+from .._json import c_encoder, dumps, encodable, json_safe, loads
 from ..execute import RunLimits, StepError, StepResult
 from ..plan import Budget, Plan, Step
 from ..plan._ir import Fallback
@@ -57,18 +57,8 @@ def _refuse(value: Any) -> Any:
 
 
 # JSON data (a step's arguments) as `dumps(..., sort_keys=True)` writes it when it can write it as it
-# is, built once: it keeps no state (no `markers`: data that contains itself is a RecursionError), and
-# anything it cannot write as it is raises, for the general path to write as `dumps` does.
-_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)  # CPython's C encoder
-
-
-def _c_encoder(sort_keys: bool) -> Any:
-    if _make_encoder is None:
-        return None
-    return _make_encoder(None, _refuse, json.encoder.encode_basestring, None, ":", ",", sort_keys, False, False)
-
-
-_DATA = _c_encoder(sort_keys=True)
+# is, made once; anything it cannot write as it is raises, for the general path to write as `dumps` does.
+_DATA = c_encoder(_refuse, ensure_ascii=False, sort_keys=True)
 _STRING: Any = json.encoder.encode_basestring  # a str as that encoder writes it
 
 
@@ -177,7 +167,8 @@ def plan_hash(body: str) -> str:
     return hashlib.sha256(body.encode()).hexdigest()
 
 
-_OUTPUT = _c_encoder(sort_keys=False)  # JSON data as it is, or an error (`_refuse`: not JSON data)
+# JSON data as it is, or an error (`_refuse`: not JSON data)
+_OUTPUT = c_encoder(_refuse, ensure_ascii=False, sort_keys=False)
 _OUTPUT_CHECKED = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))  # without C
 
 
