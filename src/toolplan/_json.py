@@ -20,7 +20,7 @@ import json
 import math
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Final, Literal
 
 import jiter
@@ -30,7 +30,8 @@ __all__ = (
     "MAX_INT_DIGITS",
     "MAX_TEXT_CHARS",
     "JSONTextError",
-    "c_encoder",
+    "Encoder",
+    "compact_encoder",
     "dumps",
     "encodable",
     "json_safe",
@@ -147,8 +148,7 @@ def dumps(value: Any, *, indent: int | None = None, ensure_ascii: bool = False, 
     separators = (",", ":") if indent is None else (",", ": ")
     try:
         if indent is None:  # compact: an encoder made once (json.dumps would build one per call)
-            fast = _FAST[ensure_ascii, sort_keys]
-            text = "".join(fast(value, 0)) if fast is not None else _COMPACT[ensure_ascii, sort_keys].encode(value)
+            text = "".join(_COMPACT[ensure_ascii, sort_keys](value, 0))
         else:
             text = json.dumps(
                 value,
@@ -253,34 +253,32 @@ def _default(value: Any) -> str:
     return text if type(text) is str else str.__str__(text)
 
 
-# `dumps`' compact encoders by (ensure_ascii, sort_keys): encoding keeps no state on them, so one serves all threads.
-_COMPACT: Final = {
-    (ascii_only, sort): json.JSONEncoder(
-        ensure_ascii=ascii_only, allow_nan=False, separators=(",", ":"), default=_default, sort_keys=sort
-    )
-    for ascii_only in (False, True)
-    for sort in (False, True)
-}
+Encoder = Callable[[Any, int], Iterable[str]]
+"""A compact JSON encoder: ``"".join(encoder(value, 0))`` is ``value``'s text (see `compact_encoder`)."""
 
 _make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)  # CPython's C encoder, else None
 
 
-def c_encoder(default: Callable[[Any], Any], *, ensure_ascii: bool, sort_keys: bool) -> Any:
-    """CPython's C JSON encoder, compact and refusing NaN: ``"".join(enc(value, 0))`` is the text; None off CPython.
+def compact_encoder(default: Callable[[Any], Any], *, ensure_ascii: bool, sort_keys: bool) -> Encoder:
+    """A compact JSON encoder that refuses NaN and infinities (ValueError); ``default`` gets what is not JSON data.
 
-    It is called without `json.JSONEncoder.encode`'s layers (a third of a small value's cost) and
-    without ``markers``, so it keeps no state (make it once; any thread may use it): a value that
-    contains itself is a RecursionError instead of a ValueError. ``default`` gets what is not JSON data.
+    Make it once: it keeps no state, so any thread may use it. On CPython it is the C encoder called
+    without `json.JSONEncoder.encode`'s layers (a third of a small value's cost) and without its
+    ``markers``: a value that contains itself is a RecursionError there, a ValueError elsewhere.
     """
-    if _make_encoder is None:
-        return None
+    if _make_encoder is None:  # not CPython: the same text through the encoder's own iterencode
+        encoder = json.JSONEncoder(
+            ensure_ascii=ensure_ascii, allow_nan=False, separators=(",", ":"), default=default, sort_keys=sort_keys
+        )
+        return lambda value, _level: encoder.iterencode(value)
     string = json.encoder.encode_basestring_ascii if ensure_ascii else json.encoder.encode_basestring
-    return _make_encoder(None, default, string, None, ":", ",", sort_keys, False, False)
+    made: Encoder = _make_encoder(None, default, string, None, ":", ",", sort_keys, False, False)
+    return made
 
 
-# `dumps`' compact encoders without `_COMPACT`'s layers, by (ensure_ascii, sort_keys).
-_FAST: Final = {
-    (ascii_only, sort): c_encoder(_default, ensure_ascii=ascii_only, sort_keys=sort)
+# `dumps`' compact encoders, by (ensure_ascii, sort_keys).
+_COMPACT: Final = {
+    (ascii_only, sort): compact_encoder(_default, ensure_ascii=ascii_only, sort_keys=sort)
     for ascii_only in (False, True)
     for sort in (False, True)
 }

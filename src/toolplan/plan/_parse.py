@@ -283,8 +283,7 @@ def _parse_native(data: dict[str, Any], issues: _Issues) -> Plan:
         s = raw
         get = s.get
         first = len(issues)
-        raw_id = get("id")
-        sid = _step_id(raw_id, i, issues)
+        sid = _step_id(get("id"), i, issues)
         args_raw = get("arguments")
         fallback = None
         if _BASIC_STEP_KEYS.issuperset(s):  # the common step, with no optional field: none to look up

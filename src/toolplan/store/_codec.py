@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .._json import c_encoder, dumps, encodable, json_safe, loads
+from .._json import compact_encoder, dumps, encodable, json_safe, loads
 from ..execute import RunLimits, StepError, StepResult
 from ..plan import Budget, Plan, Step
 from ..plan._ir import Fallback
@@ -58,7 +58,7 @@ def _refuse(value: Any) -> Any:
 
 # JSON data (a step's arguments) as `dumps(..., sort_keys=True)` writes it when it can write it as it
 # is, made once; anything it cannot write as it is raises, for the general path to write as `dumps` does.
-_DATA = c_encoder(_refuse, ensure_ascii=False, sort_keys=True)
+_DATA = compact_encoder(_refuse, ensure_ascii=False, sort_keys=True)
 _STRING: Any = json.encoder.encode_basestring  # a str as that encoder writes it
 
 
@@ -142,8 +142,6 @@ def encode(value: Plan | RunLimits) -> str:
     Written in one pass (`_write`); a value it does not handle takes the general path, which gives
     the same text (stored plans' hashes depend on it: `encode_general` is the reference).
     """
-    if _DATA is None:  # no C encoder (not CPython)
-        return encode_general(value)
     out: list[str] = []
     try:
         _write(value, out)
@@ -167,16 +165,13 @@ def plan_hash(body: str) -> str:
     return hashlib.sha256(body.encode()).hexdigest()
 
 
-# JSON data as it is, or an error (`_refuse`: not JSON data)
-_OUTPUT = c_encoder(_refuse, ensure_ascii=False, sort_keys=False)
-_OUTPUT_CHECKED = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))  # without C
+_OUTPUT = compact_encoder(_refuse, ensure_ascii=False, sort_keys=False)  # JSON data as it is, or an error
 
 
 def output_json(output: Any) -> tuple[str, str | None]:
     """A step's output as JSON text, and a note when it was not JSON data and was stored as the model sees it."""
     try:  # JSON data as it is: the common case
-        text = "".join(_OUTPUT(output, 0)) if _OUTPUT is not None else _OUTPUT_CHECKED.encode(output)
-        return encodable(text), None
+        return encodable("".join(_OUTPUT(output, 0))), None
     except (_NotPlain, ValueError, TypeError, RecursionError):
         pass
     return dumps(json_safe(output)), (
