@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from toolplan import ToolResult, tool
 from toolplan.execute import Scheduler, execute_plan
+from toolplan.plan import compile_plan
 
 
 @st.composite
@@ -151,3 +152,42 @@ def test_take_one_is_take_ready_of_one(
             sched.finish(sid, succeeded=int(sid[1:]) not in failing)
     assert one.done == ref.done
     assert {s: one.state(s) for s in one.order} == {s: ref.state(s) for s in ref.order}
+
+
+@settings(max_examples=200, deadline=None)
+@given(dags(), st.randoms(use_true_random=False), st.integers(min_value=1, max_value=4), st.booleans())
+def test_add_all_is_add_of_each_step(
+    dag: tuple[list[list[int]], set[int]], rnd: Any, limit: int, two_tools: bool
+) -> None:
+    """`Scheduler.add_all` (a whole compiled plan at once) ends in the states `add` of each step would.
+
+    The steps are shuffled, so some depend on steps after them in the plan.
+    """
+    deps, failing = dag
+    order = list(range(len(deps)))
+    rnd.shuffle(order)
+    plan = {
+        "steps": [
+            {"id": f"n{i}", "tool": "b" if two_tools and i % 2 else "a", "depends_on": [f"n{d}" for d in deps[i]]}
+            for i in order
+        ]
+    }
+    compiled = compile_plan(plan, max_steps=len(deps))
+    bulk, each = (Scheduler(max_concurrency=limit, tool_limits={"b": 1}) for _ in range(2))
+    bulk.add_all(compiled.steps)
+    for sid, cs in compiled.steps.items():
+        each.add(sid, cs.step.tool, cs.deps)
+    running: list[str] = []
+    while not each.done:
+        assert {s: bulk.state(s) for s in each.order} == {s: each.state(s) for s in each.order}
+        taken = bulk.take_ready()
+        assert taken == each.take_ready()
+        running += taken
+        if not running:
+            break
+        sid = running.pop(rnd.randrange(len(running)))
+        for sched in (bulk, each):
+            sched.finish(sid, succeeded=int(sid[1:]) not in failing)
+    assert bulk.done and each.done
+    assert list(bulk.order) == list(each.order)
+    assert {s: bulk.state(s) for s in each.order} == {s: each.state(s) for s in each.order}

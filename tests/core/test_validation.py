@@ -164,3 +164,22 @@ def test_literal_arguments_next_to_references_are_still_checked() -> None:
         ("b", "unexpected argument 'unit'."),
         ("c", "missing required argument 'a'."),
     ]
+
+
+def test_steps_whose_arguments_are_all_references_are_each_checked() -> None:
+    """Such steps of one tool are checked once per plan: each still gets its own issue."""
+    plan = {
+        "steps": [
+            {"id": "w", "tool": "get_weather", "arguments": {"location": "x"}},
+            {"id": "c1", "tool": "compare", "arguments": {"b": "$ref:w"}},
+            {"id": "ok", "tool": "compare", "arguments": {"a": "$ref:w", "b": "$ref:c1"}},
+            {"id": "c2", "tool": "compare", "arguments": {"b": "$ref:c1"}},
+            {"id": "c3", "tool": "compare", "arguments": {"a": "{{w.temp}}"}},
+        ]
+    }
+    report = validate_plan(plan, TOOLS)
+    assert [(e.step, e.message.split(": ", 1)[1]) for e in report.errors] == [
+        ("c1", "missing required argument 'a'."),
+        ("c2", "missing required argument 'a'."),
+        ("c3", "missing required argument 'b'."),
+    ]

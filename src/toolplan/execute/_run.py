@@ -12,13 +12,14 @@ import asyncio
 import contextlib
 import os
 import time
+from collections.abc import Mapping
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 from .. import _faults
 from .._errors import StoreError
 from .._records import maker
-from ..plan import CompiledPlan, CompiledStep, Plan
+from ..plan import CompiledPlan, CompiledStep, Plan, Step
 from ..plan._ir import MissingField
 from ..tracing._config import get_tracer  # private: the one check whether this run is traced
 from ._choice import Choice
@@ -267,21 +268,34 @@ class PlanRun:
 
     def add(self, cs: CompiledStep) -> None:
         """Add a step; it starts as soon as its dependencies have succeeded."""
-        tool = cs.step.tool
-        if tool not in self.tool_defaults:  # a tool's own settings, looked up once per run
-            invoker = self.invoker
-            self.tool_defaults[tool] = (invoker.annotations(tool).retries, invoker.timeout_for(tool))
-            alternatives = invoker.alternatives(tool, cs.step.one_of)
-            if alternatives is not None:  # a group: its members' own limits apply to the member chosen
-                self.groups[tool] = alternatives
-            else:
-                concurrency = invoker.concurrency(tool)
-                if concurrency is not None:
-                    self.sched.tool_limits[tool] = concurrency
+        if cs.step.tool not in self.tool_defaults:
+            self._look_up(cs.step)
         self.steps[cs.step.id] = cs
-        self.sched.add(cs.step.id, tool, cs.deps)
+        self.sched.add(cs.step.id, cs.step.tool, cs.deps)
         if self._tg is not None:
             self._launch()
+
+    def _add_all(self, steps: Mapping[str, CompiledStep]) -> None:
+        """Add a whole plan's steps (before the run starts): `add` for each, in one loop."""
+        defaults = self.tool_defaults
+        for cs in steps.values():
+            if cs.step.tool not in defaults:
+                self._look_up(cs.step)
+        self.steps.update(steps)
+        self.sched.add_all(steps)
+
+    def _look_up(self, step: Step) -> None:
+        """A tool's own settings (retries, timeout, concurrency, alternatives), looked up once per run."""
+        tool = step.tool
+        invoker = self.invoker
+        self.tool_defaults[tool] = (invoker.annotations(tool).retries, invoker.timeout_for(tool))
+        alternatives = invoker.alternatives(tool, step.one_of)
+        if alternatives is not None:  # a group: its members' own limits apply to the member chosen
+            self.groups[tool] = alternatives
+        else:
+            concurrency = invoker.concurrency(tool)
+            if concurrency is not None:
+                self.sched.tool_limits[tool] = concurrency
 
     def tool_settings(self, tool: str) -> tuple[int, float | None]:
         """``(retries, timeout)`` of ``tool`` by its annotations and the run's defaults (a chosen member's)."""
@@ -328,9 +342,12 @@ class PlanRun:
         if self.compiled is not None:
             if self.on_event is not None:
                 self.emit(PlanStarted(run_id=self.run_id, steps=self.compiled.plan.step_ids, at=start))
-            for sid, cs in self.compiled.steps.items():
-                if sid not in self.steps:  # a streamed plan may have been sealed before the run began
-                    self.add(cs)
+            if not self.steps:
+                self._add_all(self.compiled.steps)
+            else:  # a streamed plan sealed before the run began: some are in already
+                for sid, cs in self.compiled.steps.items():
+                    if sid not in self.steps:
+                        self.add(cs)
         elif self.on_event is not None:
             self.emit(PlanStarted(run_id=self.run_id, steps=(), at=start))
         loop = asyncio.get_running_loop()

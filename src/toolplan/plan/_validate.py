@@ -266,6 +266,9 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
     backward = False  # whether some step depends on a later one (only then can there be a cycle)
     callable_tools = frozenset(registry.names).difference(META_TOOL_NAMES) if registry is not None else frozenset()
     occurrences: dict[str, int] = {}  # of each duplicated id so far
+    # What is wrong with the arguments of a step whose every argument holds a reference depends
+    # only on its tool and the arguments' names: checked once per plan (a chain or fan-out of a tool).
+    by_names: dict[tuple[str, frozenset[str]], list[str]] = {}
     for s in plan.steps:
         sid = s.id
         first_issue = len(issues)
@@ -282,7 +285,15 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
         else:
             args, refs, deferred = compiler.arguments(s.arguments)
         if tool_ok and registry is not None and sid not in unreadable_args:
-            for problem in registry.argument_problems(s.tool, s.arguments, deferred):
+            if deferred and len(deferred) == len(s.arguments):  # every argument holds a reference
+                key = (s.tool, deferred)
+                try:
+                    problems = by_names[key]
+                except KeyError:
+                    problems = by_names[key] = registry.argument_problems(s.tool, s.arguments, deferred)
+            else:
+                problems = registry.argument_problems(s.tool, s.arguments, deferred)
+            for problem in problems:
                 error("invalid_arguments", f"Arguments for tool {s.tool!r} are invalid: {problem}.")
         elif alternatives_ok and registry is not None and sid not in unreadable_args:
             for problem in registry.alternatives_problems(s.one_of, s.arguments, deferred):
