@@ -97,13 +97,60 @@ class Scheduler:
         if step_id in order:
             raise ValueError(f"duplicate step {step_id!r}")
         i = len(self._ids)
-        states, dependents = self._states, self._dependents
+        self._waiting.append(0)
+        failed_dep = self._wire(i, deps) if deps else -1
+        self._ids.append(step_id)
+        self._tools.append(tool)
+        self._states.append("pending")
+        self._queued.append(False)
+        self._dependents.append(self._awaited.pop(step_id, None) if self._awaited else None)
+        order[step_id] = i
+        self._open += 1
+        if failed_dep >= 0:
+            self._skip_from(i, failed_dep)
+        elif self.stopped is not None:
+            self._end(i, "not_run", self.stopped)
+        elif self._waiting[i] == 0:
+            self._enqueue(i)
+
+    def add_all(self, steps: Mapping[str, CompiledStep]) -> None:
+        """Add a plan's steps, in its order: what `add` does for each, in one loop.
+
+        Into a scheduler that has steps already (or has stopped), each is added by `add` itself.
+        """
+        if self._ids or self.stopped is not None:
+            for step_id, cs in steps.items():
+                self.add(step_id, cs.step.tool, cs.deps)
+            return
+        n = len(steps)
+        self._ids = ids = list(steps)
+        self.order = dict(zip(ids, range(n), strict=True))
+        tools = self._tools
+        self._states = ["pending"] * n
+        self._queued = [False] * n
+        self._waiting = [0] * n
+        self._dependents = [None] * n
+        self._open = n
+        for i, cs in enumerate(steps.values()):
+            tools.append(cs.step.tool)
+            if not cs.deps:
+                self._enqueue(i)
+            else:
+                self._wire(i, cs.deps)
+
+    def _wire(self, i: int, deps: Sequence[str]) -> int:
+        """Make step ``i`` a dependent of each of ``deps`` and count those not succeeded yet.
+
+        A dependency not added yet (a streamed plan's) is awaited, and counts. Returns one that
+        failed, or -1.
+        """
+        order, states, dependents = self.order, self._states, self._dependents
         waiting = 0
         failed_dep = -1
         for d in deps:
             try:
                 j = order[d]
-            except KeyError:  # not added yet (a streamed plan): it is awaited
+            except KeyError:  # not added yet: awaited
                 waiting += 1
                 awaited = self._awaited.get(d)
                 if awaited is None:
@@ -123,64 +170,8 @@ class Scheduler:
                 waiting += 1
             elif state != "succeeded":
                 failed_dep = j
-        self._ids.append(step_id)
-        self._tools.append(tool)
-        states.append("pending")
-        self._waiting.append(waiting)
-        self._queued.append(False)
-        dependents.append(self._awaited.pop(step_id, None) if self._awaited else None)
-        order[step_id] = i
-        self._open += 1
-        if failed_dep >= 0:
-            self._skip_from(i, failed_dep)
-        elif self.stopped is not None:
-            self._end(i, "not_run", self.stopped)
-        elif waiting == 0:
-            self._enqueue(i)
-
-    def add_all(self, steps: Mapping[str, CompiledStep]) -> None:
-        """Add a plan's steps, in its order: what `add` does for each, in one loop.
-
-        Into a scheduler that has steps already (or has stopped), each is added by `add` itself.
-        """
-        if self._ids or self.stopped is not None:
-            for step_id, cs in steps.items():
-                self.add(step_id, cs.step.tool, cs.deps)
-            return
-        ids = list(steps)
-        n = len(ids)
-        order = self.order = dict(zip(ids, range(n), strict=True))
-        self._ids = ids
-        tools = self._tools
-        self._states = ["pending"] * n
-        self._queued = [False] * n
-        waiting = self._waiting = [0] * n
-        dependents: list[int | list[int] | None] = [None] * n
-        self._dependents = dependents
-        self._open = n
-        i = 0
-        for cs in steps.values():
-            tools.append(cs.step.tool)
-            step_deps = cs.deps
-            if not step_deps:
-                self._enqueue(i)
-                i += 1
-                continue
-            for d in step_deps:
-                try:
-                    j = order[d]
-                except KeyError:  # not in the plan (yet): awaited, as `add` has it
-                    self._awaited.setdefault(d, []).append(i)
-                    continue
-                others = dependents[j]
-                if others is None:
-                    dependents[j] = i
-                elif isinstance(others, int):
-                    dependents[j] = [others, i]
-                else:
-                    others.append(i)
-            waiting[i] = len(step_deps)
-            i += 1
+        self._waiting[i] = waiting
+        return failed_dep
 
     # -- running --------------------------------------------------------------------------------
 
