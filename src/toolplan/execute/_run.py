@@ -276,13 +276,22 @@ class PlanRun:
             self._launch()
 
     def _add_all(self, steps: Mapping[str, CompiledStep]) -> None:
-        """Add a whole plan's steps (before the run starts): `add` for each, in one loop."""
-        defaults = self.tool_defaults
-        for cs in steps.values():
-            if cs.step.tool not in defaults:
-                self._look_up(cs.step)
-        self.steps.update(steps)
-        self.sched.add_all(steps)
+        """Add those of a plan's steps not added yet.
+
+        Before the run starts, and with none added yet, all at once (what `add` of each does, in one
+        loop); else by `add` of each, which starts them when the run is running.
+        """
+        if not self.steps and self._tg is None:
+            defaults = self.tool_defaults
+            for cs in steps.values():
+                if cs.step.tool not in defaults:
+                    self._look_up(cs.step)
+            self.steps.update(steps)
+            self.sched.add_all(steps)
+            return
+        for sid, cs in steps.items():
+            if sid not in self.steps:
+                self.add(cs)
 
     def _look_up(self, step: Step) -> None:
         """A tool's own settings (retries, timeout, concurrency, alternatives), looked up once per run."""
@@ -309,9 +318,7 @@ class PlanRun:
         """The plan is complete: apply its limits, add the steps not added yet, then finish when all have ended."""
         self.compiled = compiled
         self.apply(compiled.plan)
-        for sid, cs in compiled.steps.items():
-            if sid not in self.steps:
-                self.add(cs)
+        self._add_all(compiled.steps)
         if self._sealed is not None:
             self._sealed.set()
 
@@ -342,12 +349,7 @@ class PlanRun:
         if self.compiled is not None:
             if self.on_event is not None:
                 self.emit(PlanStarted(run_id=self.run_id, steps=self.compiled.plan.step_ids, at=start))
-            if not self.steps:
-                self._add_all(self.compiled.steps)
-            else:  # a streamed plan sealed before the run began: some are in already
-                for sid, cs in self.compiled.steps.items():
-                    if sid not in self.steps:
-                        self.add(cs)
+            self._add_all(self.compiled.steps)  # (a streamed plan sealed before the run began has them in)
         elif self.on_event is not None:
             self.emit(PlanStarted(run_id=self.run_id, steps=(), at=start))
         loop = asyncio.get_running_loop()
