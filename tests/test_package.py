@@ -24,14 +24,16 @@ SRC = Path(toolplan.__file__).parent
 # from the drawing there: store/ sits above execute/ and agent/ (it keeps their records, so it imports
 # them), not at the bottom; they reach a store only through the protocol execute/ owns (`RunStore`).
 # tracing/ is the bottom layer: the engine (execute/) and the agent both make spans through it, and it
-# imports only the package's root modules (the call context).
+# imports only the package's root modules (the call context). tools/builtin/ and sandbox's module
+# `__getattr__` are deprecated aliases of toolplan.builtin: they look its names up when asked, never at import.
 LAYERS = [
     "tracing",
     "tools",
     "plan",
+    "sandbox",
+    "builtin",
     "execute",
     "policy",
-    "sandbox",
     "models",
     "agent",
     "mcp",

@@ -10,7 +10,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from toolplan import execute_plan
-from toolplan.tools.builtin import SearxNG, WebSearchTools
+from toolplan.builtin import SearxNG, WebSearchTools
 
 
 class FakeSearxNG(BaseHTTPRequestHandler):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from toolplan.sandbox import shell_confinement_problem
+from toolplan.builtin import shell_confinement_problem
 
 SHELL_PROBLEM = shell_confinement_problem()
 needs_shell = pytest.mark.skipif(SHELL_PROBLEM is not None, reason=f"no shell sandbox here: {SHELL_PROBLEM}")

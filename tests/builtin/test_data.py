@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from toolplan import ToolError, execute_plan, tool
-from toolplan.tools.builtin import DataTools
+from toolplan.builtin import DataTools
 
 ROWS = [
     {"name": "ada", "age": 36, "team": "core"},

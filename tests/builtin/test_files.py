@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from toolplan import ToolError, UserError, execute_plan
-from toolplan.tools.builtin import FileTools
+from toolplan.builtin import FileTools
 
 
 @pytest.fixture

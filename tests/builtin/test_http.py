@@ -12,7 +12,7 @@ from builtin_support import make_tls
 from http_server import Server, serve
 
 from toolplan import ToolError, UserError, execute_plan
-from toolplan.tools.builtin import HttpTools
+from toolplan.builtin import HttpTools
 
 
 def local(server: Server, **options: Any) -> HttpTools:

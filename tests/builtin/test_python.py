@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from toolplan import ToolError, UserError, execute_plan, tool
-from toolplan.sandbox import CodeLimits, MontyRunner, PythonTool, SubprocessRunner
+from toolplan.builtin import PythonTool
+from toolplan.sandbox import CodeLimits, MontyRunner, SubprocessRunner
 
 HAS_MONTY = importlib.util.find_spec("pydantic_monty") is not None
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from builtin_support import needs_shell
 
-import toolplan.sandbox._shell as shell_module
+import toolplan.builtin._shell as shell_module
 from toolplan import SandboxError, ToolError, execute_plan
-from toolplan.sandbox import ShellLimits, ShellTools
+from toolplan.builtin import ShellLimits, ShellTools
 
 pytestmark = needs_shell
 HAS_PYTHON3 = shutil.which("python3", path="/usr/bin:/bin") is not None
@@ -76,7 +76,7 @@ def test_annotations(workspace: Path) -> None:
 
 
 async def test_in_a_plan_with_the_files_tools(workspace: Path) -> None:
-    from toolplan.tools.builtin import FileTools
+    from toolplan.builtin import FileTools
 
     plan = {
         "steps": [

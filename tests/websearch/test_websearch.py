@@ -13,7 +13,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from toolplan import ToolError, UserError, execute_plan
-from toolplan.tools.builtin import (
+from toolplan.builtin import (
     BraveSearch,
     SearchProviderError,
     SearxNG,
@@ -195,7 +195,7 @@ def test_web_search_in_a_plan_run_by_the_cli(server: Server, tmp_path: Any) -> N
 
     server.answers["/search"] = (200, _json(SEARX_ANSWER))
     (tmp_path / "tools.py").write_text(
-        "from toolplan.tools.builtin import WebSearchTools\n\nTOOLS = [WebSearchTools()]  # SEARXNG_URL\n",
+        "from toolplan.builtin import WebSearchTools\n\nTOOLS = [WebSearchTools()]  # SEARXNG_URL\n",
         encoding="utf-8",
     )
     plan = {"steps": [{"id": "q", "tool": "web_search", "arguments": {"query": "toolplan", "limit": 1}}]}

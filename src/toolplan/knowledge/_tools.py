@@ -6,11 +6,8 @@ import os
 from typing import Any, Literal
 
 from .._errors import ToolError, UserError
-from ..tools import FunctionTool, ToolAnnotations
-from ..tools.builtin import Toolset
-
-# Private: the workspace confinement of FileTools, reused so ingesting a file is as safe as reading one.
-from ..tools.builtin._paths import Workspace
+from ..builtin._internal import Workspace  # FileTools' confinement: ingesting a file is as safe as reading one
+from ..tools import FunctionTool, ToolAnnotations, Toolset
 from ._base import KnowledgeBase
 
 __all__ = ("KnowledgeTools",)

@@ -1,20 +1,20 @@
-"""Code mode: model-written Python that calls tools, run in a sandbox; and the sandboxed built-in tools.
+"""Code mode: model-written Python that calls tools, run in a sandbox.
 
 `SubprocessRunner` runs full CPython in a confined child process; `MontyRunner` runs a Python subset
 in the Monty interpreter (``pip install "toolplan[monty]"``), the recommended runner for untrusted code.
 Both implement `CodeRunner`; the ``execute_code`` meta-tool drives whichever it is given.
 
-Two built-in toolsets run in the same confinement (see ``docs/builtin-tools.md``): `ShellTools`
-(``run_shell``: shell commands in one workspace directory) and `PythonTool` (``run_python``: code
-mode as a plain tool a plan step can call).
+The built-in shell and Python toolsets that run in the same confinement, `ShellTools` and `PythonTool`,
+live in `toolplan.builtin` (see ``docs/builtin-tools.md``).
 """
 
+from __future__ import annotations
+
+import importlib
+import warnings
+from typing import Any
+
 from ._monty import MontyRunner as MontyRunner
-from ._python import PythonTool as PythonTool
-from ._shell import ShellLimits as ShellLimits
-from ._shell import ShellResult as ShellResult
-from ._shell import ShellTools as ShellTools
-from ._shell import shell_confinement_problem as shell_confinement_problem
 from ._subprocess import SubprocessRunner as SubprocessRunner
 from ._types import CodeLimits as CodeLimits
 from ._types import CodeResult as CodeResult
@@ -26,11 +26,21 @@ __all__ = (
     "CodeResult",
     "CodeRunner",
     "MontyRunner",
-    "PythonTool",
-    "ShellLimits",
-    "ShellResult",
-    "ShellTools",
     "SubprocessRunner",
     "ToolCaller",
-    "shell_confinement_problem",
 )
+
+_MOVED = frozenset({"PythonTool", "ShellLimits", "ShellResult", "ShellTools", "shell_confinement_problem"})
+
+
+def __getattr__(name: str) -> Any:
+    # Deprecated aliases, kept for one release: the shell and Python toolsets moved to toolplan.builtin.
+    if name not in _MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"toolplan.sandbox.{name} is deprecated; import it from toolplan.builtin "
+        "(the old path goes away in the next release).",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module("toolplan.builtin"), name)

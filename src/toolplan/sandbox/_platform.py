@@ -5,10 +5,14 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+from pathlib import Path
 
 from .._errors import SandboxError
 
-__all__ = ("namespace_prefix", "prefix_layers", "sandbox_prefix")
+__all__ = ("SHELL_LAUNCHER", "landlock_abi", "namespace_prefix", "prefix_layers", "sandbox_prefix")
+
+SHELL_LAUNCHER = Path(__file__).with_name("_shell_child.py")
+"""The script `ShellTools` runs to confine itself before it becomes the shell (it imports `_confine`)."""
 
 _prefixes: dict[tuple[bool, bool], tuple[str, ...]] = {}
 
@@ -83,3 +87,13 @@ async def sandbox_prefix(*, network: bool | None, mount: bool | None, what: str)
 def prefix_layers(prefix: tuple[str, ...]) -> tuple[str, ...]:
     """The layers a prefix from `sandbox_prefix` gives (``netns``), as the children report theirs."""
     return ("netns",) if "--net" in prefix else ()
+
+
+def landlock_abi() -> int:
+    """The Landlock ABI version the kernel offers (0: none).
+
+    Imports the confinement module only when asked, as the sandbox children do (it loads libc).
+    """
+    from . import _confine
+
+    return _confine.landlock_abi()

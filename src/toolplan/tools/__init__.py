@@ -1,4 +1,4 @@
-"""Tools: typed functions and multi-function tools the model can call."""
+"""Tools: typed functions and multi-function tools the model can call (`Toolset`: several behind one `Tool`)."""
 
 from .._errors import ToolOutputError as ToolOutputError
 from ._context import RunContext as RunContext
@@ -13,6 +13,7 @@ from ._registry import ToolRegistry as ToolRegistry
 from ._registry import ToolsLike as ToolsLike
 from ._registry import ValidatingTool as ValidatingTool
 from ._result import ToolResult as ToolResult
+from ._toolset import Toolset as Toolset
 
 __all__ = (
     "FunctionTool",
@@ -25,6 +26,7 @@ __all__ = (
     "ToolOutputError",
     "ToolRegistry",
     "ToolResult",
+    "Toolset",
     "ToolsLike",
     "ValidatingTool",
     "tool",

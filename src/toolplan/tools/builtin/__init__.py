@@ -1,34 +1,13 @@
-"""Built-in toolsets: HTTP, files, data and web search, each opt-in and each a documented multi-function `Tool`.
+"""Deprecated alias of `toolplan.builtin` (and of `toolplan.tools.Toolset`), kept for one release.
 
-```python
-from toolplan.tools.builtin import DataTools, FileTools, HttpTools, SearxNG, WebSearchTools
-
-tools = [
-    FileTools("workspace"),                        # read_file, write_file, list_files, search_files
-    HttpTools(allow_hosts=["api.example.com"]),    # http_get, http_post (nothing allowed by default)
-    DataTools(),                                   # json_query, json_transform, csv_to_json, json_to_csv
-    WebSearchTools(SearxNG("http://127.0.0.1:8888")),  # web_search (or BraveSearch(api_key))
-]
-```
-
-The shell and Python toolsets run in the code-mode sandbox and live there: `toolplan.sandbox.ShellTools`
-and `toolplan.sandbox.PythonTool`. `HttpTools` and `DataTools` need ``pip install "toolplan[builtin]"``,
-`WebSearchTools` ``pip install "toolplan[websearch]"``; importing this package does not.
+Each name still resolves, to the very same object, with a `DeprecationWarning` saying where it lives now.
 """
 
-from ._data import DataTools as DataTools
-from ._fetch import HttpPolicy as HttpPolicy
-from ._fetch import HttpResponse as HttpResponse
-from ._files import FileTools as FileTools
-from ._http import HttpTools as HttpTools
-from ._toolset import Toolset as Toolset
-from ._websearch import BraveSearch as BraveSearch
-from ._websearch import SearchHit as SearchHit
-from ._websearch import SearchProvider as SearchProvider
-from ._websearch import SearchProviderError as SearchProviderError
-from ._websearch import SearxNG as SearxNG
-from ._websearch import WebSearchTools as WebSearchTools
-from ._websearch import search_provider_from_env as search_provider_from_env
+from __future__ import annotations
+
+import importlib
+import warnings
+from typing import Any
 
 __all__ = (
     "BraveSearch",
@@ -45,3 +24,17 @@ __all__ = (
     "WebSearchTools",
     "search_provider_from_env",
 )
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # Resolved at call time, by name: the tools layer does not import the built-in toolsets above it.
+    new = "toolplan.tools" if name == "Toolset" else "toolplan.builtin"
+    warnings.warn(
+        f"toolplan.tools.builtin.{name} is deprecated; import it from {new} "
+        "(the old path goes away in the next release).",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module(new), name)

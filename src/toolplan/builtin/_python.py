@@ -7,11 +7,8 @@ import keyword
 from typing import Any
 
 from .._errors import ToolError, UserError
-from ..tools import FunctionTool, ToolAnnotations
-from ..tools.builtin import Toolset
-from ._monty import MontyRunner
-from ._subprocess import SubprocessRunner
-from ._types import CodeLimits
+from ..sandbox import CodeLimits, MontyRunner, SubprocessRunner
+from ..tools import FunctionTool, ToolAnnotations, Toolset
 
 __all__ = ("PythonTool",)
 

@@ -15,7 +15,7 @@ import os
 import stat
 from collections.abc import Iterator
 
-from ..._errors import ToolError
+from .._errors import ToolError
 
 __all__ = ("MAX_PATH_CHARS", "Workspace")
 

@@ -7,10 +7,8 @@ import ssl
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .._definition import ToolAnnotations
-from .._function import FunctionTool
+from ..tools import FunctionTool, ToolAnnotations, Toolset
 from ._fetch import HttpPolicy, HttpResponse
-from ._toolset import Toolset
 
 __all__ = ("HttpTools",)
 

@@ -19,12 +19,10 @@ import re
 from collections.abc import Mapping
 from typing import Any, Protocol, TypedDict, runtime_checkable
 
-from ..._errors import ToolError, UserError
-from ..._json import loads
-from .._definition import ToolAnnotations
-from .._function import FunctionTool
+from .._errors import ToolError, UserError
+from .._json import loads
+from ..tools import FunctionTool, ToolAnnotations, Toolset
 from ._fetch import import_httpx
-from ._toolset import Toolset
 
 __all__ = (
     "BraveSearch",
@@ -55,6 +53,12 @@ class SearchHit(TypedDict):
 
 class SearchProviderError(RuntimeError):
     """The search provider answered with something that is not its documented JSON."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
+SearchProviderError.__module__ = "toolplan.builtin"  # public there
 
 
 @runtime_checkable

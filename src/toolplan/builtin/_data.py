@@ -12,11 +12,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from ..._errors import OptionalDependencyError, ToolError, UserError
-from ..._json import JSONTextError, loads
-from .._definition import ToolAnnotations
-from .._function import FunctionTool
-from ._toolset import Toolset
+from .._errors import OptionalDependencyError, ToolError, UserError
+from .._json import JSONTextError, loads
+from ..tools import FunctionTool, ToolAnnotations, Toolset
 
 if TYPE_CHECKING:
     import jmespath

@@ -12,11 +12,9 @@ from typing import Any, Literal, NotRequired
 
 from typing_extensions import TypedDict
 
-from ..._errors import ToolError, UserError
-from .._definition import ToolAnnotations
-from .._function import FunctionTool
+from .._errors import ToolError, UserError
+from ..tools import FunctionTool, ToolAnnotations, Toolset
 from ._paths import Workspace, kind_of
-from ._toolset import Toolset
 
 __all__ = ("FileEntry", "FileTools", "ReadResult", "SearchMatch", "WriteResult")
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..._errors import UnknownToolError, UserError
-from .._definition import ToolDefinition
-from .._function import FunctionTool
-from .._result import ToolResult
+from .._errors import UnknownToolError, UserError
+from ._definition import ToolDefinition
+from ._function import FunctionTool
+from ._result import ToolResult
 
 __all__ = ("Toolset",)
 

@@ -12,21 +12,17 @@ import signal
 import sys
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from typing_extensions import TypedDict
 
 from .._errors import SandboxError, ToolError, UserError
 from .._threads import run_in_thread
-from ..tools import FunctionTool, ToolAnnotations
-from ..tools.builtin import Toolset
-from ._platform import prefix_layers, sandbox_prefix
-from ._types import LogBuffer
+from ..sandbox._internal import SHELL_LAUNCHER, LogBuffer, landlock_abi, prefix_layers, sandbox_prefix
+from ..tools import FunctionTool, ToolAnnotations, Toolset
 
 __all__ = ("ShellLimits", "ShellResult", "ShellTools", "shell_confinement_problem")
 
-_CHILD = Path(__file__).with_name("_shell_child.py")
 _REFUSED = 125
 _OUTPUT_KILL_FACTOR = 64
 _MiB = 1024 * 1024
@@ -103,9 +99,7 @@ def shell_confinement_problem() -> str | None:
     """
     if sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"):
         return f"the shell sandbox needs Linux on x86-64 (seccomp filter), not {sys.platform} on {platform.machine()}"
-    from . import _confine
-
-    if _confine.landlock_abi() < 1:
+    if landlock_abi() < 1:
         return "the kernel offers no Landlock (Linux 5.13+ with landlock in the lsm= boot list is needed)"
     return None
 
@@ -286,7 +280,7 @@ class _ShellRun:
                 "-I",
                 "-S",
                 "-B",
-                str(_CHILD),
+                str(SHELL_LAUNCHER),
                 str(status_write),
                 config,
                 stdin=stdin.fileno() if stdin is not None else asyncio.subprocess.DEVNULL,

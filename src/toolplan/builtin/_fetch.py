@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any, NotRequired
 
 from typing_extensions import TypedDict
 
-from ..._errors import OptionalDependencyError, ToolError, UserError
-from ..._json import JSONTextError, loads
+from .._errors import OptionalDependencyError, ToolError, UserError
+from .._json import JSONTextError, loads
 
 if TYPE_CHECKING:
     import httpx
