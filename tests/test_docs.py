@@ -235,11 +235,16 @@ def _readme_quickstart() -> dict[str, Any]:
     return namespace
 
 
-def _example_tools() -> ToolRegistry:
+def _example_module() -> Any:
     spec = importlib.util.spec_from_file_location("quickstart_tools", ROOT / "examples" / "quickstart" / "tools.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def _example_tools() -> ToolRegistry:
+    module = _example_module()
     return ToolRegistry.of([module.get_weather, module.compare_data, module.summarise])
 
 
@@ -264,6 +269,12 @@ def test_readme_quickstart_agrees_with_examples_quickstart(capsys: pytest.Captur
         assert ours["properties"].keys() == theirs["properties"].keys(), name
         assert ours.get("required") == theirs.get("required"), name
     assert validate_plan(readme["plan"], example_tools).ok
+    # ... and the same weather: the README's cities have the example's data.
+    example = _example_module()
+    for step in readme["plan"]["steps"]:
+        if step["tool"] == "get_weather":
+            ours = readme["get_weather"](**step["arguments"])
+            assert ours.items() <= example.get_weather(**step["arguments"]).items(), step["id"]
     assert readme["result"].status == "succeeded"
     # ... and prints what the page says it prints.
     shown = re.search(r"^print\(result\.outputs\)\s+# (.*)$", blocks(ROOT / "README.md")[0][1], re.MULTILINE)
