@@ -257,3 +257,14 @@ def test_coming_from_calls_nothing_coming() -> None:
     body = text.split("\n", 1)[1]  # past the title, "Coming from ..."
     found = re.findall(r"[^.|\n]*\b(?:coming|not yet|planned)\b[^.|\n]*", body, re.IGNORECASE)
     assert found == [], f"docs/coming-from.md: {found}"
+
+
+def test_service_md_lists_every_stored_event_type() -> None:
+    # The types a run's journal writes (the service streams them), read from the code.
+    source = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "src" / "toolplan").rglob("*.py"))
+    written = set(re.findall(r"""\.event\(\s*["'](\w+)["']""", source))
+    written |= set(re.findall(r"""_append_event\([^,]+,[^,]+,\s*["'](\w+)["']""", source))
+    assert {"plan_started", "run_queued", "run_resumed"} <= written  # the patterns still find them
+    section = _section(_text("docs/service.md"), "## Events")
+    missing = sorted(t for t in written if f"`{t}`" not in section)
+    assert missing == [], f"docs/service.md, ## Events: say what {missing} are"
