@@ -259,7 +259,7 @@ def test_coming_from_calls_nothing_coming() -> None:
     assert found == [], f"docs/coming-from.md: {found}"
 
 
-def test_service_md_lists_every_stored_event_type() -> None:
+def test_service_and_live_view_list_every_stored_event_type() -> None:
     # The types a run's journal writes (the service streams them), read from the code.
     source = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "src" / "toolplan").rglob("*.py"))
     written = set(re.findall(r"""\.event\(\s*["'](\w+)["']""", source))
@@ -268,3 +268,6 @@ def test_service_md_lists_every_stored_event_type() -> None:
     section = _section(_text("docs/service.md"), "## Events")
     missing = sorted(t for t in written if f"`{t}`" not in section)
     assert missing == [], f"docs/service.md, ## Events: say what {missing} are"
+    live_view = _text("docs/live-view.md")
+    missing = sorted(t for t in written if f"`{t}`" not in live_view)
+    assert missing == [], f"docs/live-view.md: list {missing} among the event types"
