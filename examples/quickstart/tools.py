@@ -13,6 +13,13 @@ from typing import Any, TypedDict
 from toolplan import ToolError, tool
 
 _CONDITIONS = ("sunny", "cloudy", "rainy", "windy", "foggy")
+# The cities of the README and of `toolplan demo`, with the same weather; any other city gets made-up data.
+_KNOWN: dict[str, tuple[float, str, int]] = {
+    "Tokyo": (18.5, "cloudy", 71),
+    "London": (11.0, "rainy", 88),
+    "Paris": (14.5, "sunny", 60),
+    "New York": (9.0, "windy", 55),
+}
 
 
 class Weather(TypedDict):
@@ -31,6 +38,9 @@ def get_weather(location: str) -> Weather:
     """
     if not location.strip():
         raise ToolError("Give a city name, e.g. 'Tokyo'.")
+    if location in _KNOWN:
+        temp, condition, humidity = _KNOWN[location]
+        return {"location": location, "temp": temp, "condition": condition, "humidity": humidity}
     seed = zlib.crc32(location.strip().lower().encode())
     return {
         "location": location,

@@ -1,7 +1,9 @@
+# Needs pip install "toolplan[service]" (in a checkout: pip install ".[service]"), curl and jq.
 export TOOLPLAN_DB=sqlite:///service.db
 KEY=$(toolplan keys create demo --json | jq -r .secret)       # shown once, stored hashed
 toolplan serve --tools examples/service/tools.py --port 8000 2>service.log &  # + --model to plan questions
-until curl -sf localhost:8000/healthz >/dev/null; do sleep 0.2; done
+for _ in $(seq 100); do curl -sf localhost:8000/healthz >/dev/null && break; kill -0 $! 2>/dev/null || break; sleep 0.1; done
+curl -sf localhost:8000/healthz >/dev/null || { echo "toolplan serve did not start; service.log says:" >&2; cat service.log >&2; false; }
 H=(-H "X-API-Key: $KEY" -H "Content-Type: application/json")
 
 PLAN=$(curl -s "${H[@]}" localhost:8000/v1/plans -d '{"plan": {"steps": [

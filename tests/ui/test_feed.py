@@ -9,6 +9,7 @@ from typing import Any
 from toolplan import ToolError, execute_plan, tool
 from toolplan._ui import LiveFeed, graph_view
 from toolplan.plan import validate_plan
+from toolplan.policy import ToolPolicy
 from toolplan.store import open_store
 
 _calls: dict[str, int] = {}
@@ -117,3 +118,48 @@ def test_the_graph_view_lists_steps_with_their_dependencies() -> None:
     deps = {s["id"]: set(s["deps"]) for s in view["steps"]}
     assert deps == {"a": set(), "r": set(), "b": {"a", "r"}, "x": set(), "y": {"x"}}
     assert [s["tool"] for s in view["steps"]] == ["add", "flaky", "add", "broken", "add"]
+
+
+@tool
+def search_a(q: str) -> str:
+    """Search one way."""
+    return f"a: {q}"
+
+
+@tool
+def search_b(q: str) -> str:
+    """Search another way."""
+    return f"b: {q}"
+
+
+async def test_every_engine_event_reaches_the_feed_as_a_durable_run_stores_it(tmp_path: Path) -> None:
+    # A step among alternatives (tool_chosen) and a budget that warns (budget_warning: not stored).
+    plan: dict[str, Any] = {
+        "steps": [
+            {"id": "s", "tool": {"one_of": ["search_a", "search_b"]}, "arguments": {"q": "x"}},
+            {"id": "t", "tool": "add", "arguments": {"a": 1, "b": 2}},
+        ],
+        "budget": {"max_tool_calls": 4, "warn_at": 0.25},
+    }
+    tools = [search_a, search_b, add]
+    compiled = validate_plan(plan, tools).compiled
+    assert compiled is not None
+    feed = LiveFeed("local", compiled)
+    kinds: list[str] = []
+
+    def both(event: Any) -> None:
+        kinds.append(event.kind)
+        feed(event)
+
+    result = await execute_plan(plan, tools, on_event=both, policy=ToolPolicy("greedy", seed=0))
+    assert result.status == "succeeded" and {"tool_chosen", "budget_warning"} <= set(kinds)
+    async with open_store(f"sqlite:///{tmp_path / 'runs.db'}") as store:
+        await execute_plan(plan, tools, store=store, run_id="stored", policy=ToolPolicy("greedy", seed=0))
+        stored = [{"type": e.type, "step_id": e.step_id, "payload": e.payload} for e in await store.events("stored")]
+    records, ended = feed.wait(0, 0)
+    assert ended
+    assert {r["type"] for r in records} == {r["type"] for r in stored} >= {"tool_chosen"}
+    chosen = [r for r in records if r["type"] == "tool_chosen"]
+    assert [(r["step_id"], r["payload"]["chosen"]) for r in chosen] == [
+        (r["step_id"], r["payload"]["chosen"]) for r in stored if r["type"] == "tool_chosen"
+    ]

@@ -14,7 +14,17 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..execute import PlanEvent, PlanFinished, PlanStarted, StepFinished, StepResult, StepRetrying, StepStarted
+from ..execute import (
+    BudgetWarning,
+    PlanEvent,
+    PlanFinished,
+    PlanStarted,
+    StepFinished,
+    StepResult,
+    StepRetrying,
+    StepStarted,
+    ToolChosen,
+)
 from ..plan import CompiledPlan, Plan, validate_plan
 
 __all__ = ("LiveFeed", "graph_view", "record_of")
@@ -22,8 +32,8 @@ __all__ = ("LiveFeed", "graph_view", "record_of")
 _FINISHED = frozenset({"succeeded", "failed", "cancelled"})
 
 
-def record_of(event: PlanEvent) -> tuple[str, str | None, dict[str, Any], float]:
-    """``(type, step_id, payload, at)`` of an engine event, as a durable run stores it.
+def record_of(event: PlanEvent) -> tuple[str, str | None, dict[str, Any], float] | None:
+    """``(type, step_id, payload, at)`` of an engine event, as a durable run stores it (None: not stored).
 
     The payloads are those of the store's journal (`toolplan.store`): the service streams those.
     """
@@ -43,6 +53,10 @@ def record_of(event: PlanEvent) -> tuple[str, str | None, dict[str, Any], float]
         return "step_finished", r.id, finished, r.ended_at or now
     if isinstance(event, PlanFinished):
         return "plan_finished", None, {"status": event.result.status}, event.result.ended_at or now
+    if isinstance(event, ToolChosen):
+        return "tool_chosen", event.step_id, event.choice.to_dict(), event.at
+    if isinstance(event, BudgetWarning):  # a durable run does not store it
+        return None
     raise TypeError(f"not a plan event: {event!r}")  # pragma: no cover - PlanEvent is closed
 
 
@@ -88,7 +102,10 @@ class LiveFeed:
         self._closed = False
 
     def __call__(self, event: PlanEvent) -> None:
-        kind, step_id, payload, at = record_of(event)
+        record = record_of(event)
+        if record is None:
+            return
+        kind, step_id, payload, at = record
         with self._changed:
             self._records.append(
                 {"seq": len(self._records) + 1, "type": kind, "step_id": step_id, "payload": payload, "at": at}
