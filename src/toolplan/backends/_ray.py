@@ -22,7 +22,6 @@ the tool raised, which the executor then handles as it would locally.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import itertools
 import os
 import sys
@@ -34,14 +33,15 @@ from typing import TYPE_CHECKING, Any
 
 # Private use (marked): the worker sets the call context the same way the in-process backend does.
 from .._context import _CURRENT, CallContext, raw_call
-from .._errors import OptionalDependencyError, UserError, WorkerDiedError
+from .._errors import UserError, WorkerDiedError
 from ..tools import Tool, ToolAnnotations, ToolResult
 from ._code_host import CodeHost
+from ._ray_errors import dead_worker_errors, import_ray
 
 if TYPE_CHECKING:
     from ..sandbox import CodeRunner
 
-__all__ = ("RayBackend", "dead_worker_errors", "import_ray")
+__all__ = ("RayBackend",)
 
 # What travels with a call: run id, step id, tool, attempt, seconds left (None: no deadline), fallback,
 # and the W3C trace headers of the call's span (None: not traced).
@@ -55,19 +55,6 @@ _Call = tuple[str, list[Any] | None, str, dict[str, Any], _Wire]
 _Outcome = tuple[bool | None, Any, str | None]
 _LOCAL_ONLY = ("num_cpus", "num_gpus", "include_dashboard")  # ray.init options for a cluster it starts
 _CLI_MODULES = "_toolplan_cli_tools_"  # the names `toolplan run --tools FILE.py` gives the files it loads
-
-
-def import_ray() -> Any:
-    """The ``ray`` module, or an `OptionalDependencyError` that names the pip command."""
-    try:
-        return importlib.import_module("ray")  # by name: type checkers need not have ray installed
-    except ImportError as exc:
-        raise OptionalDependencyError("Running tools on Ray (RayBackend)", "ray", package="ray") from exc
-
-
-def dead_worker_errors(ray: Any) -> tuple[type[BaseException], ...]:
-    """What awaiting a call raises when the worker running it died (killed, out of memory, node lost)."""
-    return (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError)
 
 
 async def _run_call(tool: Tool, name: str, arguments: Mapping[str, Any], wire: _Wire) -> _Outcome:

@@ -18,7 +18,7 @@ import contextlib
 import json
 import time
 import uuid
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._errors import SandboxError
 from .._tasks import task_group
@@ -29,7 +29,10 @@ from ..sandbox._bounds import DataError, DataTooLarge, check_data, loads
 from ..sandbox._calls import call_problem, serve_call, unserialisable
 from ..sandbox._protocol import to_jsonable
 from ._code_host import CodeHost
-from ._ray import RayBackend, dead_worker_errors
+from ._ray_errors import dead_worker_errors
+
+if TYPE_CHECKING:
+    from ._ray import RayBackend
 
 __all__ = ("CodeChannel", "LocalCodeChannel", "RayCodeRunner", "WorkerGone", "drive")
 
