@@ -21,7 +21,7 @@ from .._errors import InvalidArgumentsError, ToolError, ToolOutputError, Unknown
 from .._numbers import finite_number
 from .._records import fast_init, maker
 from ..plan import Budget
-from ..plan._parse import _show  # shared, private: the bounded rendering of a bad value in a message
+from ..plan._fields import _show  # shared, private: the bounded rendering of a bad value in a message
 from ..tools import Tool, ToolAnnotations, ToolRegistry, ToolResult
 from ._backend import Backend
 from ._budget import BudgetMeter
