@@ -319,7 +319,7 @@ def _refused_at_start(outcome: CallOutcome, attempt: int) -> bool:
     return attempt == 1 and outcome.error is not None and outcome.error.kind == "limit"
 
 
-# A step whose tool is a group of alternatives.
+# -- alternatives: a step whose tool is a group ----------------------------------------------------
 
 
 async def run_alternative(run: PlanRun, cs: CompiledStep, args: Any, attempt: int, missed: list[Ref]) -> StepResult:
