@@ -11,9 +11,12 @@ from toolplan.agent import (
     Agent,
     AgentEvent,
     ExecutionStrategy,
+    NativeExecutor,
     RunFinished,
+    SequentialExecutor,
     ToolExecutionFinished,
     ToolExecutionStarted,
+    create_executor,
 )
 from toolplan.execute import StepStarted
 from toolplan.models import AssistantMessage, ToolCall, ToolReturnMessage
@@ -407,3 +410,13 @@ async def test_model_errors_surface_as_themselves_even_mid_plan_stream() -> None
         async with agent.run_stream("go") as stream:
             async for _ in stream:
                 pass
+
+
+def test_create_executor_takes_the_strategy_and_the_concurrency() -> None:
+    native = create_executor("native", max_concurrency=3)
+    assert isinstance(native, NativeExecutor) and native.max_concurrency == 3
+    assert isinstance(create_executor(ExecutionStrategy.SEQUENTIAL), SequentialExecutor)
+    agent = Agent(model=TestModel(), max_concurrent_tools=4)
+    with pytest.warns(DeprecationWarning, match=r"create_executor\(strategy, max_concurrency="):
+        old = create_executor(agent, "native")  # the form of earlier versions, for one release
+    assert isinstance(old, NativeExecutor) and old.max_concurrency == 4

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from contextvars import ContextVar
 from types import NoneType
-from typing import TYPE_CHECKING, Any, Generic, Literal, Self, cast, get_origin
+from typing import TYPE_CHECKING, Any, Generic, Literal, Self, get_origin
 
 from typing_extensions import TypeVar
 
@@ -22,15 +23,8 @@ from ..models import (
     AssistantMessage,
     Model,
     ModelMessage,
-    ModelResponse,
     ModelSettings,
-    ResponseCompleted,
     SystemMessage,
-    TextDelta,
-    ToolCall,
-    ToolCallArgsDelta,
-    ToolCallStarted,
-    ToolReturnMessage,
     UserMessage,
     infer_model,
 )
@@ -40,13 +34,14 @@ from ..tools import ToolDefinition, ToolRegistry, ToolsLike
 from ..tracing import tracing_enabled
 from ..tracing._config import get_tracer  # private: whether this run is traced
 from ._declare import DECLARE_TOOL_NAME, DeclarePlanTool, declare_instructions
-from ._events import AgentEvent, ModelRequestStarted, PlanStreamStarted, RunFinished
-from ._executors import ExecutionStrategy, ToolCallExecutor, TurnContext, create_executor
+from ._events import AgentEvent, ModelRequestStarted, RunFinished
+from ._executors import ExecutionStrategy, TurnContext, create_executor
 from ._metatools import PLAN_TOOL_NAME, MetaTool, PlanTool, planning_instructions
 from ._output import MISSING, OUTPUT_TOOL_NAME, OutputSpec, OutputValidationFailed, final_result, type_name
-from ._result import AgentResult, RunStatus
-from ._run_state import RunState, usage_limit
-from ._streaming import StreamedPlan
+from ._result import AgentResult, OutputT, RunStatus
+from ._run_state import RunState, budget_warner, tell_budget_warnings, usage_limit
+from ._stream import AgentStream
+from ._turn import ask, run_calls
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
@@ -57,8 +52,6 @@ __all__ = ("Agent", "AgentStream", "OnLimit", "run")
 
 #: The type of ``agent.run(..., deps=...)``, what tools read as ``RunContext[DepsT].deps``.
 DepsT = TypeVar("DepsT", default=None)
-#: The type of ``AgentResult.output``: ``str`` unless ``output_type`` says otherwise.
-OutputT = TypeVar("OutputT", default=str)
 #: What a run does when it stops at a limit: raise `UsageLimitExceeded` or return the partial result.
 OnLimit = Literal["raise", "return"]
 
@@ -389,7 +382,7 @@ class Agent(Generic[DepsT, OutputT]):
         ```
         """
         self._check_deps(deps)
-        return AgentStream(self, prompt, message_history, deps)
+        return AgentStream(lambda emit: self._run(prompt, message_history, emit, deps))
 
     async def _run(
         self,
@@ -458,8 +451,8 @@ class Agent(Generic[DepsT, OutputT]):
             set_run_id(ctx.run_id)
         warnings: list[BudgetWarning] = []  # reached during a turn, told to the model after it
         if self.limits.budget.warn_at is not None:
-            ctx.invoker.meter.on_warning = _budget_warner(ctx.run_id, emit, warnings)
-        executor = create_executor(self, self.strategy)
+            ctx.invoker.meter.on_warning = budget_warner(ctx.run_id, emit, warnings)
+        executor = create_executor(self.strategy, max_concurrency=self.max_concurrent_tools)
         output = self._output
         run = RunState(messages=messages, ctx=ctx, model_name=self.model.name, new_from=new_from)
         result: AgentResult[OutputT] | None = None
@@ -467,13 +460,24 @@ class Agent(Generic[DepsT, OutputT]):
             if emit is not None:
                 emit(ModelRequestStarted(iteration=iteration))
             async with task_group() as tg:
+                asking = functools.partial(
+                    ask,
+                    self.model,
+                    self.settings,
+                    messages,
+                    definitions,
+                    ctx,
+                    tg,
+                    stream_plans=self.stream_plans,
+                    tool_planning=self.tool_planning,
+                )
                 if tracer is None:
-                    response, streamed = await self._ask(messages, definitions, ctx, tg)
+                    response, streamed = await asking()
                 else:
                     from ..tracing._spans import chat_span, record_response  # private: imports opentelemetry
 
                     with chat_span(tracer, self.model.name) as chat:
-                        response, streamed = await self._ask(messages, definitions, ctx, tg)
+                        response, streamed = await asking()
                         record_response(chat, response)
                 run.usage = run.usage + response.usage
                 run.model_name = response.model_name or run.model_name
@@ -501,7 +505,7 @@ class Agent(Generic[DepsT, OutputT]):
                         result = self._stopped(run, "usage_limit", *limit)
                         break
                 run.calls += len(rest)  # the final answer is not a tool call
-                done = await self._execute(executor, rest, streamed, ctx) if rest else []
+                done = await run_calls(executor, rest, streamed, ctx) if rest else []
                 replies = {m.tool_call_id: m for m in done}
                 value: Any = MISSING
                 if final:
@@ -510,7 +514,7 @@ class Agent(Generic[DepsT, OutputT]):
                     replies.update(final_replies)
                 messages.extend(replies[c.id] for c in tool_calls if c.id in replies)
                 if warnings:
-                    _tell_budget_warnings(messages, warnings)
+                    tell_budget_warnings(messages, warnings)
                 if value is not MISSING:
                     result = run.result(value, "completed")
                     break
@@ -555,125 +559,10 @@ class Agent(Generic[DepsT, OutputT]):
             error.result = run.result(None, "output_invalid", error=error.message)
             raise error
 
-    async def _execute(
-        self,
-        executor: ToolCallExecutor,
-        tool_calls: Sequence[ToolCall],
-        streamed: dict[str, StreamedPlan],
-        ctx: TurnContext,
-    ) -> list[ToolReturnMessage]:
-        if not streamed:
-            return await executor.execute(tool_calls, ctx)
-        rest = [c for c in tool_calls if c.id not in streamed]
-        rest_replies = iter(await executor.execute(rest, ctx))
-        replies: list[ToolReturnMessage] = []
-        for call in tool_calls:
-            replies.append(await streamed[call.id].reply(call) if call.id in streamed else next(rest_replies))
-        return replies
-
-    async def _ask(
-        self,
-        messages: list[ModelMessage],
-        definitions: list[ToolDefinition],
-        ctx: TurnContext,
-        tg: asyncio.TaskGroup,
-    ) -> tuple[ModelResponse, dict[str, StreamedPlan]]:
-        streaming = ctx.emit is not None or (self.stream_plans and self.tool_planning)
-        if not streaming:
-            return await self.model.request(messages, definitions, self.settings), {}
-        plans: dict[int, StreamedPlan] = {}
-        response: ModelResponse | None = None
-        plan_tool = ctx.meta_tools.get(PLAN_TOOL_NAME)
-        stream = self.model.stream(messages, definitions, self.settings)
-        try:
-            async for event in stream:
-                if isinstance(event, ResponseCompleted):
-                    response = event.response
-                elif isinstance(event, TextDelta):
-                    if ctx.emit is not None:
-                        ctx.emit(event)
-                elif isinstance(event, ToolCallStarted):
-                    if self.stream_plans and event.name == PLAN_TOOL_NAME and isinstance(plan_tool, PlanTool):
-                        if ctx.traced:
-                            from ..tracing._spans import as_tool_call  # private: imports opentelemetry
-
-                            with as_tool_call(PLAN_TOOL_NAME, event.id):
-                                plans[event.index] = StreamedPlan.start(plan_tool, ctx, tg)
-                        else:
-                            plans[event.index] = StreamedPlan.start(plan_tool, ctx, tg)
-                        if ctx.emit is not None:
-                            ctx.emit(PlanStreamStarted(call_id=event.id))
-                elif isinstance(event, ToolCallArgsDelta) and event.index in plans:
-                    plans[event.index].feed(event.delta)
-        except BaseException:
-            for plan in plans.values():  # the answer broke off: stop what its plans started
-                plan.abort("Cancelled: the model's answer broke off.")
-            raise
-        finally:
-            await stream.aclose()
-        if response is None:
-            from .._errors import UnexpectedModelBehavior
-
-            raise UnexpectedModelBehavior(f"The stream of model {self.model.name!r} ended without a response.")
-        by_id: dict[str, StreamedPlan] = {}
-        calls = response.message.tool_calls
-        for index, plan in plans.items():
-            if index < len(calls) and calls[index].name == PLAN_TOOL_NAME:
-                by_id[calls[index].id] = plan
-            else:  # the final response does not contain the streamed call: stop what it started
-                plan.abort("Cancelled: the model's final answer did not contain this plan.")
-        return response, by_id
-
 
 def _is_type(value: object) -> bool:
     """A class, or a generic alias of one (``list[int]``)."""
     return isinstance(value, type) or get_origin(value) is not None
-
-
-class AgentStream(Generic[DepsT, OutputT]):
-    """The events of a running agent; ``result`` is set when the run ends. Use with ``async with``."""
-
-    def __init__(self, agent: Agent[DepsT, OutputT], prompt: str, history: Sequence[ModelMessage], deps: DepsT) -> None:
-        self._agent = agent
-        self._prompt = prompt
-        self._history = history
-        self._deps = deps
-        self._queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
-        self.result: AgentResult[OutputT] | None = None
-        self._cm: Any = None
-
-    @asynccontextmanager
-    async def _session(self) -> AsyncIterator[Self]:
-        def emit(event: AgentEvent) -> None:
-            if isinstance(event, RunFinished):
-                self.result = cast("AgentResult[OutputT]", event.result)
-            self._queue.put_nowait(event)
-
-        async with task_group() as tg:
-            task = tg.create_task(self._agent._run(self._prompt, self._history, emit, self._deps))
-            task.add_done_callback(lambda _t: self._queue.put_nowait(None))
-            try:
-                yield self
-            finally:
-                if not task.done():
-                    task.cancel()
-
-    async def __aenter__(self) -> Self:
-        self._cm = self._session()
-        return await self._cm.__aenter__()  # type: ignore[no-any-return]
-
-    async def __aexit__(self, *exc: Any) -> bool | None:
-        return await self._cm.__aexit__(*exc)  # type: ignore[no-any-return]
-
-    def __aiter__(self) -> AsyncIterator[AgentEvent]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[AgentEvent]:
-        while True:
-            event = await self._queue.get()
-            if event is None:
-                return
-            yield event
 
 
 async def run(
@@ -694,28 +583,3 @@ async def run(
         model, tools=tools, max_iterations=max_iterations, tool_planning=tool_planning, instructions=instructions
     )
     return await agent.run(task)
-
-
-def _budget_warner(
-    run_id: str, emit: Callable[[AgentEvent], None] | None, warnings: list[BudgetWarning]
-) -> Callable[[str, float, float, str | None], None]:
-    """The run ledger's warning handler: an event now, and a note for the model after the turn."""
-
-    def warn(limit: str, used: float, cap: float, tool: str | None) -> None:
-        warning = BudgetWarning(run_id=run_id, limit=limit, used=used, cap=cap, tool=tool, at=time.time())
-        warnings.append(warning)
-        if emit is not None:
-            emit(warning)
-
-    return warn
-
-
-def _tell_budget_warnings(messages: list[ModelMessage], warnings: list[BudgetWarning]) -> None:
-    """Add the turn's budget warnings to its last tool result, where the model reads them next."""
-    for i in range(len(messages) - 1, -1, -1):
-        last = messages[i]
-        if isinstance(last, ToolReturnMessage):
-            note = "\n".join(w.message for w in warnings)
-            messages[i] = dataclasses.replace(last, content=f"{last.content}\n\n{note}")
-            break
-    warnings.clear()

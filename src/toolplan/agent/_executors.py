@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, overload
+
+from typing_extensions import deprecated
 
 from .._errors import ToolError, UnknownToolError
 from .._json import dumps, encodable
@@ -29,9 +32,6 @@ from ..tools import ToolRegistry
 from ._events import AgentEvent, ToolExecutionFinished, ToolExecutionStarted
 from ._metatools import MetaTool
 
-if TYPE_CHECKING:
-    from ._agent import Agent
-
 __all__ = (
     "ExecutionStrategy",
     "NativeExecutor",
@@ -41,6 +41,11 @@ __all__ = (
     "create_executor",
     "tool_content",
 )
+
+
+class _HasConcurrency(Protocol):
+    @property
+    def max_concurrent_tools(self) -> int: ...
 
 
 class ExecutionStrategy(StrEnum):
@@ -243,10 +248,36 @@ class SequentialExecutor(ToolCallExecutor):
         super().__init__(max_concurrency=1)
 
 
-def create_executor(agent: Agent[Any, Any], strategy: ExecutionStrategy | str) -> ToolCallExecutor:
-    """The executor for ``strategy`` with the agent's limits."""
+@overload
+def create_executor(
+    strategy: ExecutionStrategy | str, *, max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+) -> ToolCallExecutor: ...
+
+
+@overload
+@deprecated("create_executor(agent, strategy) is deprecated: pass create_executor(strategy, max_concurrency=...).")
+def create_executor(agent: _HasConcurrency, strategy: ExecutionStrategy | str, /) -> ToolCallExecutor: ...
+
+
+def create_executor(
+    strategy: Any, legacy: ExecutionStrategy | str | None = None, *, max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+) -> ToolCallExecutor:
+    """The executor for ``strategy``: ``native`` runs at most ``max_concurrency`` calls at once.
+
+    ``create_executor(agent, strategy)`` (the agent's ``max_concurrent_tools``) still works for one
+    release, with a `DeprecationWarning`.
+    """
+    if legacy is not None:
+        warnings.warn(
+            "create_executor(agent, strategy) is deprecated; call "
+            "create_executor(strategy, max_concurrency=agent.max_concurrent_tools) "
+            "(the old form goes away in the next release).",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        strategy, max_concurrency = legacy, strategy.max_concurrent_tools
     match ExecutionStrategy(strategy):
         case ExecutionStrategy.NATIVE:
-            return NativeExecutor(agent.max_concurrent_tools)
+            return NativeExecutor(max_concurrency)
         case ExecutionStrategy.SEQUENTIAL:
             return SequentialExecutor()

@@ -1,16 +1,20 @@
-"""What one agent run has gathered so far, and whether it may make more tool calls."""
+"""What one agent run has gathered so far, whether it may make more tool calls, and its budget warnings."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..models import ModelMessage, Usage
+from ..execute import BudgetWarning
+from ..models import ModelMessage, ToolReturnMessage, Usage
+from ._events import AgentEvent
 from ._executors import TurnContext
 from ._result import AgentResult, RunStatus
 
-__all__ = ("RunState", "usage_limit")
+__all__ = ("RunState", "budget_warner", "tell_budget_warnings", "usage_limit")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -69,3 +73,28 @@ def usage_limit(ctx: TurnContext, run_deadline: float | None) -> tuple[str, str]
             "answer with fewer calls.",
         )
     return None
+
+
+def budget_warner(
+    run_id: str, emit: Callable[[AgentEvent], None] | None, warnings: list[BudgetWarning]
+) -> Callable[[str, float, float, str | None], None]:
+    """The run ledger's warning handler: an event now, and a note for the model after the turn."""
+
+    def warn(limit: str, used: float, cap: float, tool: str | None) -> None:
+        warning = BudgetWarning(run_id=run_id, limit=limit, used=used, cap=cap, tool=tool, at=time.time())
+        warnings.append(warning)
+        if emit is not None:
+            emit(warning)
+
+    return warn
+
+
+def tell_budget_warnings(messages: list[ModelMessage], warnings: list[BudgetWarning]) -> None:
+    """Add the turn's budget warnings to its last tool result, where the model reads them next."""
+    for i in range(len(messages) - 1, -1, -1):
+        last = messages[i]
+        if isinstance(last, ToolReturnMessage):
+            note = "\n".join(w.message for w in warnings)
+            messages[i] = dataclasses.replace(last, content=f"{last.content}\n\n{note}")
+            break
+    warnings.clear()

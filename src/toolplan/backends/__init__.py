@@ -7,7 +7,7 @@ this package imports no optional dependency: ``ray`` is imported when a `RayBack
 """
 
 from ._ray import RayBackend as RayBackend
-from ._ray_code import RayCodeRunner as RayCodeRunner
+from ._ray import RayCodeRunner as RayCodeRunner
 from ._spec import BACKEND_SPECS as BACKEND_SPECS
 from ._spec import backend_from_spec as backend_from_spec
 

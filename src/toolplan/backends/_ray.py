@@ -1,4 +1,4 @@
-"""`RayBackend`: tool calls run on a Ray cluster; everything else stays in this process.
+"""`RayBackend`: tool calls (and code mode's sandbox, `RayCodeRunner`) run on a Ray cluster; the rest stays here.
 
 The scheduler (references, fail-forward, budgets, limits, timeouts, retries, fallbacks, events, the
 store) runs in the driver exactly as with the in-process backend. This backend only moves one call's
@@ -22,7 +22,6 @@ the tool raised, which the executor then handles as it would locally.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import itertools
 import os
 import sys
@@ -30,18 +29,18 @@ import threading
 import time
 import uuid
 from collections.abc import Collection, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 # Private use (marked): the worker sets the call context the same way the in-process backend does.
 from .._context import _CURRENT, CallContext, raw_call
-from .._errors import OptionalDependencyError, UserError, WorkerDiedError
+from .._errors import SandboxError, UserError, WorkerDiedError
+from ..sandbox import CodeLimits, CodeResult, CodeRunner, ToolCaller
 from ..tools import Tool, ToolAnnotations, ToolResult
 from ._code_host import CodeHost
+from ._ray_code import WorkerGone, drive
+from ._ray_errors import dead_worker_errors, import_ray
 
-if TYPE_CHECKING:
-    from ..sandbox import CodeRunner
-
-__all__ = ("RayBackend", "dead_worker_errors", "import_ray")
+__all__ = ("RayBackend", "RayCodeRunner")
 
 # What travels with a call: run id, step id, tool, attempt, seconds left (None: no deadline), fallback,
 # and the W3C trace headers of the call's span (None: not traced).
@@ -55,19 +54,6 @@ _Call = tuple[str, list[Any] | None, str, dict[str, Any], _Wire]
 _Outcome = tuple[bool | None, Any, str | None]
 _LOCAL_ONLY = ("num_cpus", "num_gpus", "include_dashboard")  # ray.init options for a cluster it starts
 _CLI_MODULES = "_toolplan_cli_tools_"  # the names `toolplan run --tools FILE.py` gives the files it loads
-
-
-def import_ray() -> Any:
-    """The ``ray`` module, or an `OptionalDependencyError` that names the pip command."""
-    try:
-        return importlib.import_module("ray")  # by name: type checkers need not have ray installed
-    except ImportError as exc:
-        raise OptionalDependencyError("Running tools on Ray (RayBackend)", "ray", package="ray") from exc
-
-
-def dead_worker_errors(ray: Any) -> tuple[type[BaseException], ...]:
-    """What awaiting a call raises when the worker running it died (killed, out of memory, node lost)."""
-    return (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError)
 
 
 async def _run_call(tool: Tool, name: str, arguments: Mapping[str, Any], wire: _Wire) -> _Outcome:
@@ -267,8 +253,6 @@ class RayBackend:
         ``Agent(..., code_execution=runner, backend=backend)`` does this itself unless
         ``code_on_workers=False``. A runner that already runs on Ray is returned as it is.
         """
-        from ._ray_code import RayCodeRunner
-
         return runner if isinstance(runner, RayCodeRunner) else RayCodeRunner(runner, self)
 
     def _next_actor(self) -> Any:
@@ -366,3 +350,88 @@ class RayBackend:
                 f"{call.idempotency_key!r} before running the step again; the cluster's logs say why the worker died."
             )
         return WorkerDiedError(message, tool=name, outcome_unknown=not safe)
+
+
+class _RayChannel:
+    """One actor of a `RayBackend`, holding the run."""
+
+    def __init__(self, backend: RayBackend, ray: Any, actor: Any) -> None:
+        self.backend, self.ray, self.actor = backend, ray, actor
+        self.where = "Ray worker"
+        self._dead = dead_worker_errors(ray)
+
+    async def _await(self, ref: Any) -> Any:
+        try:
+            return await ref
+        except asyncio.CancelledError:
+            self.ray.cancel(ref)
+            raise
+        except self._dead as exc:
+            self.backend._replace(self.ray, self.actor)
+            raise WorkerGone(type(exc).__name__) from None
+
+    async def start(self, run_id: str, runner: CodeRunner, code: str, limits: CodeLimits) -> None:
+        try:
+            ref = self.actor.code_start.remote(run_id, runner, code, limits)
+        except Exception as exc:  # the runner could not be pickled
+            raise SandboxError(
+                f"{type(runner).__name__} cannot be sent to a Ray worker ({type(exc).__name__}: {exc}). Pass a "
+                "runner without open resources in its state, or RayBackend(code_on_workers=False)."
+            ) from None
+        await self._await(ref)
+
+    async def next_events(self, run_id: str) -> list[bytes]:
+        return await self._await(self.actor.code_next_events.remote(run_id))  # type: ignore[no-any-return]
+
+    async def answer(self, run_id: str, call_id: int, ok: bool, text: str) -> None:
+        await self._await(self.actor.code_answer.remote(run_id, call_id, ok, text))
+
+    def cancel(self, run_id: str) -> None:
+        self.actor.code_cancel.remote(run_id)  # delivered in order after the calls already sent
+
+
+class RayCodeRunner:
+    """Runs another `CodeRunner` on a Ray worker; the code's tool calls are served in the driver.
+
+    ``Agent(..., code_execution=SubprocessRunner(), backend=RayBackend())`` uses it by default
+    (``RayBackend(code_on_workers=False)`` keeps the sandbox in the driver); build one explicitly with
+    ``backend.code_runner(runner)`` to run code on workers elsewhere, e.g. a `CodeTool`.
+
+    A worker that dies mid-run ends the run as a failed `CodeResult` (the tool calls the code had made
+    stand: run it again only if repeating them is safe). Cancelling the run (a timeout, the agent run's
+    deadline, fail-fast) cancels it on the worker, which kills the sandbox there.
+
+    Args:
+        runner: The runner to run on the worker, with its own confinement and limits.
+        backend: The `RayBackend` whose cluster and actors run it.
+    """
+
+    def __init__(self, runner: CodeRunner, backend: RayBackend) -> None:
+        self.runner = runner
+        self.backend = backend
+        self.name = runner.name
+
+    @property
+    def limits(self) -> CodeLimits | None:
+        """The inner runner's default limits (code mode cuts their wall time to a run's deadline)."""
+        limits = getattr(self.runner, "limits", None)
+        return limits if isinstance(limits, CodeLimits) else None
+
+    def __repr__(self) -> str:
+        return f"RayCodeRunner({self.runner!r}, {self.backend!r})"
+
+    def describe(self) -> str:
+        """The inner runner's description: where the code runs changes nothing the model can use."""
+        return self.runner.describe()
+
+    async def run(self, code: str, *, call_tool: ToolCaller, limits: CodeLimits | None = None) -> CodeResult:
+        """Run ``code`` with the inner runner on a Ray worker; see `CodeRunner.run`.
+
+        Raises:
+            SandboxError: The sandbox could not be started on the worker.
+        """
+        backend = self.backend
+        if backend._pool is None:
+            await asyncio.to_thread(backend.start)
+        channel = _RayChannel(backend, backend._ray, backend._next_actor())
+        return await drive(channel, self.runner, code, call_tool=call_tool, limits=limits or self.limits)

@@ -1,11 +1,12 @@
-"""`RayCodeRunner`: code mode's sandbox on a Ray worker; the code's tool calls come back to the driver.
+"""The driver of a code run on a worker: `drive` runs code through a `CodeChannel` and serves its tool calls.
 
-The inner runner (`SubprocessRunner`, `MontyRunner`) runs on one of the backend's actors with the same
-confinement and `CodeLimits` as in process: the sandbox child is the worker's child. Each tool call
-the code makes comes back here and goes through the ``call_tool`` code mode gave the runner, so the
-engine, its limits, budget, events and records stay in the driver (and the call itself may go to Ray
-again through the backend). The driver loop (`drive`) only talks to a `CodeChannel`: the Ray actor in
-use, or a `CodeHost` in this process in the tests.
+`RayCodeRunner` (in `._ray`) runs code mode's sandbox this way: the inner runner (`SubprocessRunner`,
+`MontyRunner`) runs on one of the backend's actors with the same confinement and `CodeLimits` as in
+process (the sandbox child is the worker's child). Each tool call the code makes comes back here and
+goes through the ``call_tool`` code mode gave the runner, so the engine, its limits, budget, events
+and records stay in the driver (and the call itself may go to Ray again through the backend). The
+driver loop only talks to a `CodeChannel`: the Ray actor in use, or a `CodeHost` in this process in
+the tests.
 
 Events from the worker carry what the code produced, so they are parsed and checked like the
 sandbox's own frames (`toolplan.sandbox._bounds`); a bad one ends the run with ``limit="protocol"``.
@@ -29,9 +30,8 @@ from ..sandbox._bounds import DataError, DataTooLarge, check_data, loads
 from ..sandbox._calls import call_problem, serve_call, unserialisable
 from ..sandbox._protocol import to_jsonable
 from ._code_host import CodeHost
-from ._ray import RayBackend, dead_worker_errors
 
-__all__ = ("CodeChannel", "LocalCodeChannel", "RayCodeRunner", "WorkerGone", "drive")
+__all__ = ("CodeChannel", "LocalCodeChannel", "WorkerGone", "drive")
 
 _GRACE = 15.0  # seconds past the code's wall time before the driver gives up on a silent worker
 _MAX_TEXT = 64 * 1024  # an error message or a limit name from the worker, in characters
@@ -83,91 +83,6 @@ class LocalCodeChannel:
         task = asyncio.get_running_loop().create_task(self.host.code_cancel(run_id))
         self._cancels.add(task)  # owned here until done, as a remote cancel is owned by the worker
         task.add_done_callback(self._cancels.discard)
-
-
-class _RayChannel:
-    """One actor of a `RayBackend`, holding the run."""
-
-    def __init__(self, backend: RayBackend, ray: Any, actor: Any) -> None:
-        self.backend, self.ray, self.actor = backend, ray, actor
-        self.where = "Ray worker"
-        self._dead = dead_worker_errors(ray)
-
-    async def _await(self, ref: Any) -> Any:
-        try:
-            return await ref
-        except asyncio.CancelledError:
-            self.ray.cancel(ref)
-            raise
-        except self._dead as exc:
-            self.backend._replace(self.ray, self.actor)
-            raise WorkerGone(type(exc).__name__) from None
-
-    async def start(self, run_id: str, runner: CodeRunner, code: str, limits: CodeLimits) -> None:
-        try:
-            ref = self.actor.code_start.remote(run_id, runner, code, limits)
-        except Exception as exc:  # the runner could not be pickled
-            raise SandboxError(
-                f"{type(runner).__name__} cannot be sent to a Ray worker ({type(exc).__name__}: {exc}). Pass a "
-                "runner without open resources in its state, or RayBackend(code_on_workers=False)."
-            ) from None
-        await self._await(ref)
-
-    async def next_events(self, run_id: str) -> list[bytes]:
-        return await self._await(self.actor.code_next_events.remote(run_id))  # type: ignore[no-any-return]
-
-    async def answer(self, run_id: str, call_id: int, ok: bool, text: str) -> None:
-        await self._await(self.actor.code_answer.remote(run_id, call_id, ok, text))
-
-    def cancel(self, run_id: str) -> None:
-        self.actor.code_cancel.remote(run_id)  # delivered in order after the calls already sent
-
-
-class RayCodeRunner:
-    """Runs another `CodeRunner` on a Ray worker; the code's tool calls are served in the driver.
-
-    ``Agent(..., code_execution=SubprocessRunner(), backend=RayBackend())`` uses it by default
-    (``RayBackend(code_on_workers=False)`` keeps the sandbox in the driver); build one explicitly with
-    ``backend.code_runner(runner)`` to run code on workers elsewhere, e.g. a `CodeTool`.
-
-    A worker that dies mid-run ends the run as a failed `CodeResult` (the tool calls the code had made
-    stand: run it again only if repeating them is safe). Cancelling the run (a timeout, the agent run's
-    deadline, fail-fast) cancels it on the worker, which kills the sandbox there.
-
-    Args:
-        runner: The runner to run on the worker, with its own confinement and limits.
-        backend: The `RayBackend` whose cluster and actors run it.
-    """
-
-    def __init__(self, runner: CodeRunner, backend: RayBackend) -> None:
-        self.runner = runner
-        self.backend = backend
-        self.name = runner.name
-
-    @property
-    def limits(self) -> CodeLimits | None:
-        """The inner runner's default limits (code mode cuts their wall time to a run's deadline)."""
-        limits = getattr(self.runner, "limits", None)
-        return limits if isinstance(limits, CodeLimits) else None
-
-    def __repr__(self) -> str:
-        return f"RayCodeRunner({self.runner!r}, {self.backend!r})"
-
-    def describe(self) -> str:
-        """The inner runner's description: where the code runs changes nothing the model can use."""
-        return self.runner.describe()
-
-    async def run(self, code: str, *, call_tool: ToolCaller, limits: CodeLimits | None = None) -> CodeResult:
-        """Run ``code`` with the inner runner on a Ray worker; see `CodeRunner.run`.
-
-        Raises:
-            SandboxError: The sandbox could not be started on the worker.
-        """
-        backend = self.backend
-        if backend._pool is None:
-            await asyncio.to_thread(backend.start)
-        channel = _RayChannel(backend, backend._ray, backend._next_actor())
-        return await drive(channel, self.runner, code, call_tool=call_tool, limits=limits or self.limits)
 
 
 async def drive(

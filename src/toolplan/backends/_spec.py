@@ -32,7 +32,8 @@ def backend_from_spec(spec: str | None) -> Backend | None:
     kind, sep, address = text.partition(":")
     if kind != "ray" or (sep and not address.strip()):
         raise UserError(f"Unknown backend {text[:80]!r}: use {BACKEND_SPECS}.")
-    from ._ray import RayBackend, import_ray
+    from ._ray import RayBackend
+    from ._ray_errors import import_ray
 
     import_ray()  # fail now, with the pip command, rather than at the first tool call
     return RayBackend(address=address.strip() or None)

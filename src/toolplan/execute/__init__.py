@@ -11,6 +11,7 @@ from ._api import prepare as prepare
 from ._api import stream_plan as stream_plan
 from ._backend import Backend as Backend
 from ._backend import InProcessBackend as InProcessBackend
+from ._budget import BudgetMeter as BudgetMeter
 from ._choice import Choice as Choice
 from ._choice import ChoiceOutcome as ChoiceOutcome
 from ._choice import ChoiceRequest as ChoiceRequest
@@ -25,7 +26,6 @@ from ._events import StepFinished as StepFinished
 from ._events import StepRetrying as StepRetrying
 from ._events import StepStarted as StepStarted
 from ._events import ToolChosen as ToolChosen
-from ._invoke import BudgetMeter as BudgetMeter
 from ._invoke import CallOutcome as CallOutcome
 from ._invoke import ToolInvoker as ToolInvoker
 from ._journal import Decision as Decision

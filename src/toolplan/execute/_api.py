@@ -7,6 +7,7 @@ merges the plan's own limits in.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -14,7 +15,7 @@ from typing import Any
 
 from typing_extensions import Unpack
 
-from .._errors import UserError
+from .._errors import StoreError, UserError
 from .._tasks import task_group
 from ..plan import Budget, CompiledPlan, Dialect, FailureMode, compile_plan
 from ..tools import ToolRegistry, ToolsLike
@@ -35,6 +36,7 @@ __all__ = (
     "execute_plan_sync",
     "prepare",
     "run_compiled",
+    "run_journaled",
     "stream_plan",
 )
 
@@ -173,7 +175,7 @@ async def run_compiled(
         stored=stored,
         rerun_unknown=rerun_unknown,
     )
-    return await run.run_journaled()
+    return await run_journaled(run)
 
 
 def execute_plan_sync(plan: Any, tools: ToolsLike, **options: Any) -> PlanResult:
@@ -261,3 +263,23 @@ async def stream_plan(
         finally:
             if not task.done():
                 task.cancel()
+
+
+async def run_journaled(run: PlanRun) -> PlanResult:
+    """``run.run()``, then close the journal: the result commits, and the run's lease is let go.
+
+    A run that was cancelled is stored ``cancelled`` (resumable); one whose store failed is left
+    as it is, unfinished, for a later resume.
+    """
+    journal = run.journal
+    assert journal is not None
+    meter = run.invoker.meter
+    try:
+        result = await run.run()
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await asyncio.shield(journal.close(None, meter.calls, meter.cost))
+        raise
+    with contextlib.suppress(StoreError):
+        await journal.close(None if run.store_failed else result, meter.calls, meter.cost)
+    return result

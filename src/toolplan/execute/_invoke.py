@@ -12,7 +12,7 @@ import contextvars
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .. import _context
@@ -21,15 +21,16 @@ from .._errors import InvalidArgumentsError, ToolError, ToolOutputError, Unknown
 from .._numbers import finite_number
 from .._records import fast_init, maker
 from ..plan import Budget
-from ..plan._parse import _show  # shared, private: the bounded rendering of a bad value in a message
+from ..plan._fields import _show  # shared, private: the bounded rendering of a bad value in a message
 from ..tools import Tool, ToolAnnotations, ToolRegistry, ToolResult
 from ._backend import Backend
+from ._budget import BudgetMeter
 from ._choice import ToolChooser
 from ._limits import RunLimits
 from ._result import StepError, cap_text
 from ._window import BudgetWindow, WindowCharge
 
-__all__ = ("BudgetMeter", "CallOutcome", "ToolInvoker", "WarningHandler", "when_done")
+__all__ = ("CallOutcome", "ToolInvoker", "when_done")
 
 _DEFAULT_ANNOTATIONS = ToolAnnotations()
 
@@ -52,135 +53,6 @@ class CallOutcome:
 
 
 _new_outcome = maker(CallOutcome)
-
-
-#: Told when a ledger first reaches its budget's ``warn_at`` share of a limit: ``(limit, used, cap, tool)``.
-WarningHandler = Callable[[str, float, float, "str | None"], None]
-
-
-@dataclass(slots=True)
-class BudgetMeter:
-    """Counts calls and cost against a `Budget` (pure bookkeeping): one ledger, reserved at dispatch.
-
-    A meter may have a ``parent`` (a plan's own budget inside an agent run's): a call must fit both
-    and is charged to both. When the budget has ``warn_at``, ``on_warning`` is told once per limit
-    when a reservation first reaches that share of it.
-    """
-
-    budget: Budget = field(default_factory=Budget)
-    calls: int = 0
-    cost: float = 0.0
-    calls_by_tool: dict[str, int] = field(default_factory=dict[str, int])
-    parent: BudgetMeter | None = None
-    on_warning: WarningHandler | None = None
-    warned: set[tuple[str, str | None]] | None = None
-
-    def refusal(self, tool: str, cost: float) -> str | None:
-        """Why a call to ``tool`` may not start, or None if the budget (and its parents') allows it."""
-        meter: BudgetMeter | None = self
-        while meter is not None:
-            b = meter.budget
-            if b.max_tool_calls is not None or b.max_cost is not None or b.max_tool_calls_per_tool:
-                reason = meter._refusal_here(b, tool, cost)
-                if reason is not None:
-                    return reason
-            meter = meter.parent
-        return None
-
-    def exhausted(self) -> str | None:
-        """The limit this ledger has used up, whatever the next call: ``max_tool_calls``, ``max_cost`` or None.
-
-        Per-tool limits and a call's own cost are `refusal`'s business.
-        """
-        b = self.budget
-        if b.max_tool_calls is not None and self.calls >= b.max_tool_calls:
-            return "max_tool_calls"
-        if b.max_cost is not None and self.cost >= b.max_cost:
-            return "max_cost"
-        return None
-
-    def _refusal_here(self, b: Budget, tool: str, cost: float) -> str | None:
-        if b.max_tool_calls is not None and self.calls >= b.max_tool_calls:
-            return f"Budget exhausted: max_tool_calls={b.max_tool_calls} calls already made."
-        per_tool = b.max_tool_calls_per_tool.get(tool)
-        if per_tool is not None and self.calls_by_tool.get(tool, 0) >= per_tool:
-            return (
-                f"Budget exhausted: at most {per_tool} calls of {tool!r} are allowed "
-                f"(max_tool_calls_per_tool), and {self.calls_by_tool.get(tool, 0)} were made."
-            )
-        if b.max_cost is not None and self.cost + cost > b.max_cost + 1e-12:
-            return (
-                f"Budget exhausted: a call of {tool!r} costs {cost:g} and "
-                f"{self.cost:g} of max_cost={b.max_cost:g} is already spent."
-            )
-        return None
-
-    def spend(self, tool: str, cost: float) -> str | None:
-        """Reserve one call, or return why it is refused (nothing is charged then)."""
-        if self.parent is None:  # one ledger (a plain plan run): what `refusal` and the loop below do
-            b = self.budget
-            if b.max_tool_calls is not None or b.max_cost is not None or b.max_tool_calls_per_tool:
-                reason = self._refusal_here(b, tool, cost)
-                if reason is not None:
-                    return reason
-                if b.warn_at is not None:  # a budget that warns: charge, then look at the shares
-                    self._charge(tool, cost)
-                    self._warn(b, tool)
-                    return None
-            self.calls += 1
-            self.cost += cost
-            try:
-                self.calls_by_tool[tool] += 1
-            except KeyError:  # the tool's first call
-                self.calls_by_tool[tool] = 1
-            return None
-        reason = self.refusal(tool, cost)
-        if reason is not None:
-            return reason
-        meter: BudgetMeter | None = self
-        while meter is not None:
-            meter._charge(tool, cost)
-            if meter.budget.warn_at is not None:
-                meter._warn(meter.budget, tool)
-            meter = meter.parent
-        return None
-
-    def _charge(self, tool: str, cost: float) -> None:
-        self.calls += 1
-        self.cost += cost
-        by_tool = self.calls_by_tool
-        by_tool[tool] = by_tool.get(tool, 0) + 1
-
-    def _warn(self, b: Budget, tool: str) -> None:
-        """Tell ``on_warning`` of each limit whose ``warn_at`` share was reached for the first time."""
-        share = b.warn_at
-        assert share is not None
-        crossed: list[tuple[str, str | None, float, float]] = []
-        if b.max_tool_calls and self.calls >= share * b.max_tool_calls:
-            crossed.append(("max_tool_calls", None, self.calls, b.max_tool_calls))
-        cap = b.max_tool_calls_per_tool.get(tool)
-        if cap and self.calls_by_tool.get(tool, 0) >= share * cap:
-            crossed.append(("max_tool_calls_per_tool", tool, self.calls_by_tool[tool], cap))
-        if b.max_cost and self.cost >= share * b.max_cost - 1e-12:
-            crossed.append(("max_cost", None, self.cost, b.max_cost))
-        if not crossed:
-            return
-        if self.warned is None:
-            self.warned = set()
-        for limit, which, used, of in crossed:
-            if (limit, which) not in self.warned:
-                self.warned.add((limit, which))
-                if self.on_warning is not None:
-                    self.on_warning(limit, used, of, which)
-
-    def release(self, tool: str, cost: float) -> None:
-        """Give back a reservation whose call never started."""
-        meter: BudgetMeter | None = self
-        while meter is not None:
-            meter.calls -= 1
-            meter.cost -= cost
-            meter.calls_by_tool[tool] -= 1
-            meter = meter.parent
 
 
 @fast_init

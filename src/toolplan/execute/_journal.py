@@ -24,6 +24,8 @@ from ._result import PlanResult, StepError, StepResult
 
 if TYPE_CHECKING:
     from ..plan import Plan
+    from ..tools import ToolAnnotations
+    from ._budget import BudgetMeter
     from ._limits import RunLimits
 
 __all__ = (
@@ -36,6 +38,7 @@ __all__ = (
     "check_run_id",
     "decide",
     "decide_resume",
+    "take_up",
     "unknown_outcome",
 )
 
@@ -136,6 +139,31 @@ def calls_made(steps: Mapping[str, StoredStep], plan: Plan) -> list[tuple[str, i
         else:
             made.append((tool, row.attempt))
     return made
+
+
+def take_up(
+    stored: StoredRun,
+    plan: Plan | None,
+    meter: BudgetMeter,
+    annotations: Callable[[str], ToolAnnotations],
+    rerun_unknown: bool,
+) -> dict[str, tuple[Decision, StoredStep]]:
+    """Take up a stored run: charge ``meter`` with what its steps spent; what each stored step's row means now.
+
+    What was spent is worked out from the step rows (`calls_made`), which commit before each
+    call, so it is exact whenever the process stopped; per-tool counts included.
+    """
+    if plan is not None:
+        for tool, count in calls_made(stored.steps, plan):
+            meter.calls += count
+            meter.cost += count * annotations(tool).cost
+            meter.calls_by_tool[tool] = meter.calls_by_tool.get(tool, 0) + count
+
+    def safe(tool: str) -> bool:
+        a = annotations(tool)
+        return a.read_only or a.idempotent
+
+    return {sid: (decide(s, safe(s.call_tool), rerun_unknown), s) for sid, s in stored.steps.items()}
 
 
 def unknown_outcome(run_id: str, step: StoredStep) -> StepError:

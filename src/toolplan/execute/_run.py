@@ -9,7 +9,6 @@ arguments, call, retry, fall back) is in `_step.py`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import time
 from collections.abc import Mapping
@@ -18,14 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _faults
 from .._errors import StoreError
-from .._records import maker
 from ..plan import CompiledPlan, CompiledStep, Plan, Step
 from ..plan._ir import MissingField
 from ..tracing._config import get_tracer  # private: the one check whether this run is traced
+from ._budget import watch_budget
 from ._choice import Choice
-from ._events import BudgetWarning, EventHandler, PlanEvent, PlanFinished, PlanStarted, StepFinished
-from ._invoke import BudgetMeter, CallOutcome, ToolInvoker, WarningHandler, when_done
-from ._journal import Decision, Journal, StoredRun, StoredStep, calls_made, decide
+from ._events import EventHandler, PlanEvent, PlanFinished, PlanStarted, StepFinished
+from ._finish import plan_result
+from ._invoke import CallOutcome, ToolInvoker, when_done
+from ._journal import Decision, Journal, StoredRun, StoredStep, take_up
 from ._limits import DEFAULT_LIMITS, RunLimits
 from ._result import ErrorKind, PlanResult, PlanStatus, StepError, StepResult, StepStatus
 from ._scheduler import Scheduler, StepState
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
 
 __all__ = ("PlanRun",)
 
-_new_plan_result = maker(PlanResult)
 _YIELD_EVERY = 64  # steps a task runs inline before it lets the event loop run others
 _KIND: dict[StepState, ErrorKind] = {"skipped": "skipped", "cancelled": "cancelled", "not_run": "not_run"}
 
@@ -138,7 +137,8 @@ class PlanRun:
         self.stored: dict[str, tuple[Decision, StoredStep]] | None = None  # a resumed run's steps
         self.store_failed: str | None = None
         if stored is not None:
-            self._resume(stored, rerun_unknown)
+            plan = None if compiled is None else compiled.plan
+            self.stored = take_up(stored, plan, self.invoker.meter, self.invoker.annotations, rerun_unknown)
         # now() = clock_offset + clock(): epoch seconds on a monotonic clock (inlined where a step reads it)
         self.clock_offset = time.time() - clock()
         self._loop0 = time.monotonic()  # set again when the run starts
@@ -174,43 +174,7 @@ class PlanRun:
         if compiled is not None:
             self.apply(compiled.plan)
         elif on_event is not None:
-            self._watch_budget()
-
-    def _watch_budget(self) -> None:
-        """Emit a `BudgetWarning` when a ledger of this run reaches its budget's ``warn_at`` share of a limit.
-
-        Every ledger up the chain that warns and has no one to tell yet (an agent run tells its own).
-        """
-        emit = self.on_event
-        if emit is None:
-            return
-        run_id = self.run_id
-        meter: BudgetMeter | None = self.invoker.meter
-        own = meter
-        while meter is not None:
-            if meter.budget.warn_at is not None and meter.on_warning is None:
-                meter.on_warning = _warner(emit, run_id, "plan" if meter is own and meter.parent is not None else "run")
-            meter = meter.parent
-
-    def _resume(self, stored: StoredRun, rerun_unknown: bool) -> None:
-        """Take up a stored run: the budget its steps spent, and what each stored step's row means now.
-
-        What was spent is worked out from the step rows (`calls_made`), which commit before each
-        call, so it is exact whenever the process stopped; per-tool counts included.
-        """
-        invoker = self.invoker
-        meter = invoker.meter
-        if self.compiled is not None:
-            for tool, count in calls_made(stored.steps, self.compiled.plan):
-                meter.calls += count
-                meter.cost += count * invoker.annotations(tool).cost
-                meter.calls_by_tool[tool] = meter.calls_by_tool.get(tool, 0) + count
-
-        def safe(tool: str) -> bool:
-            a = invoker.annotations(tool)
-            return a.read_only or a.idempotent
-
-        self.stored = {sid: (decide(s, safe(s.call_tool), rerun_unknown), s) for sid, s in stored.steps.items()}
+            watch_budget(self.invoker.meter, on_event, self.run_id)
 
     # -- limits -----------------------------------------------------------------------------------
 
@@ -233,7 +197,7 @@ class PlanRun:
             meter.budget = meter.budget.merged(budget)
             self._tighten(budget.max_latency, "the plan's max_latency of {:g}s")
         if self.on_event is not None:
-            self._watch_budget()
+            watch_budget(self.invoker.meter, self.on_event, self.run_id)
         if limits.failure_mode == "fail_fast" and not sched.fail_fast:
             self._cancel(sched.set_fail_fast())
         self.limits = limits
@@ -406,25 +370,6 @@ class PlanRun:
                 self._spawn_handle.cancel()
                 self._spawn_handle = None
         return self._finalize(start, None)
-
-    async def run_journaled(self) -> PlanResult:
-        """`run`, then close the journal: the result commits, and the run's lease is let go.
-
-        A run that was cancelled is stored ``cancelled`` (resumable); one whose store failed is left
-        as it is, unfinished, for a later resume.
-        """
-        journal = self.journal
-        assert journal is not None
-        meter = self.invoker.meter
-        try:
-            result = await self.run()
-        except BaseException:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(journal.close(None, meter.calls, meter.cost))
-            raise
-        with contextlib.suppress(StoreError):
-            await journal.close(None if self.store_failed else result, meter.calls, meter.cost)
-        return result
 
     def _launch(self) -> None:
         """Start a worker task for the ready steps (from outside a worker: the run's start, `add`)."""
@@ -632,36 +577,14 @@ class PlanRun:
             self.sched.cancel(sid, running_error.message)
 
     def _finalize(self, start: float, forced: PlanStatus | None) -> PlanResult:
-        compiled = self.compiled
-        if compiled is None or self.aborted is not None:  # an aborted incremental run: what was added
-            compiled = CompiledPlan(
-                plan=Plan(steps=tuple(cs.step for cs in self.steps.values())),
-                steps=self.steps,
-                deps={sid: cs.deps for sid, cs in self.steps.items()},
-            )
-            forced = forced or "cancelled"
-        plan = compiled.plan
-        results = self.results
-        steps: dict[str, StepResult] = {}
-        succeeded = True  # every step (one loop: no generator to set up per run)
-        for sid in compiled.steps:
-            r = steps[sid] = results[sid]
-            if r.status != "succeeded":
-                succeeded = False
-        outputs = plan.outputs
-        if forced is not None:  # an aborted run may lack some output steps
-            outputs = tuple(o for o in outputs if o in steps)
-        status: PlanStatus = forced or ("succeeded" if succeeded else "failed")
-        result = _new_plan_result(
-            status=status,
-            steps=steps,
-            output_steps=outputs,
+        result = plan_result(
+            None if self.aborted is not None else self.compiled,
+            self.steps,
+            self.results,
+            forced,
             run_id=self.run_id,
-            dialect=plan.dialect,
             started_at=start,
             ended_at=self.now(),
-            deps=compiled.deps,
-            warnings=compiled.warnings,
             choices=tuple(self.choices),
         )
         if self.trace is not None:
@@ -670,15 +593,6 @@ class PlanRun:
         if self.on_event is not None:
             self.emit(PlanFinished(run_id=self.run_id, result=result))
         return result
-
-
-def _warner(emit: EventHandler, run_id: str, scope: str) -> WarningHandler:
-    """A ledger's warning handler that emits `BudgetWarning` (a closure over the handler, not the run)."""
-
-    def warn(limit: str, used: float, cap: float, tool: str | None) -> None:
-        emit(BudgetWarning(run_id=run_id, limit=limit, used=used, cap=cap, tool=tool, scope=scope, at=time.time()))
-
-    return warn
 
 
 async def _wait_for(future: asyncio.Future[None]) -> None:

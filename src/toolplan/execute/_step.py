@@ -2,6 +2,11 @@
 
 One timeout rule for every call a step makes (first attempt, retries, fallback): the step's own
 ``timeout``, else the tool's annotation, else the run's ``step_timeout``.
+
+A step whose tool is a group of alternatives chooses a member at dispatch (`run_alternative`), then
+runs as if it named the chosen member: the same calls, retries, fallback and record (whose ``tool``
+is the member), and the choice is an event (`ToolChosen`), a row of the run's journal
+(``tool_chosen``) and an entry of `PlanResult.choices`.
 """
 
 from __future__ import annotations
@@ -19,8 +24,8 @@ from .._errors import StoreError, ToolplanError
 from .._records import maker
 from ..plan import CompiledStep
 from ..plan._refs import Ref, resolve_compiled
-from ._choice import Choice
-from ._events import StepRetrying, StepStarted
+from ._choice import FIXED_CHOOSER, Choice, ChoiceOutcome, ChoiceRequest
+from ._events import StepRetrying, StepStarted, ToolChosen
 from ._invoke import CallOutcome
 from ._journal import StoredStep, unknown_outcome
 from ._result import StepError, StepResult, StepStatus
@@ -101,8 +106,6 @@ async def run_step(run: PlanRun, cs: CompiledStep) -> StepResult:
     except _RESOLVE_ERRORS as exc:
         return _record(run, cs, "failed", CallOutcome(error=_unresolvable(cs, exc)), 0, None, False, missed)
     if run.groups and tool in run.groups and not in_fallback:  # alternatives: one is chosen now
-        from ._alternatives import run_alternative
-
         return await run_alternative(run, cs, args, attempt, missed)
     defaults = run.tool_defaults[tool]  # filled in by PlanRun.add
     timeout = step.timeout if step.timeout is not None else defaults[1]
@@ -287,8 +290,6 @@ async def _fall_back(
     fb_tool = fb.tool
     alternatives = invoker.alternatives(fb_tool)
     if alternatives is not None:  # a group: chosen like a step's, leaving out the member that just failed
-        from ._alternatives import choose_member
-
         choice = await choose_member(run, sid, fb_tool, *alternatives, exclude=step.tool)
         fb_tool = choice.chosen
     if run.on_event is not None:
@@ -308,8 +309,6 @@ async def _observe_fallback(
     run: PlanRun, choice: Choice, members: tuple[str, ...], outcome: CallOutcome, latency: float
 ) -> None:
     """Tell the chooser how the fallback's chosen member did (not when the budget or the store refused the call)."""
-    from ._alternatives import observe_member
-
     error = outcome.error
     if error is not None and error.kind in ("limit", "store"):
         return
@@ -318,3 +317,138 @@ async def _observe_fallback(
 
 def _refused_at_start(outcome: CallOutcome, attempt: int) -> bool:
     return attempt == 1 and outcome.error is not None and outcome.error.kind == "limit"
+
+
+# -- alternatives: a step whose tool is a group ----------------------------------------------------
+
+
+async def run_alternative(run: PlanRun, cs: CompiledStep, args: Any, attempt: int, missed: list[Ref]) -> StepResult:
+    """Choose a member of the step's group, run the step with it, and tell the chooser how it went."""
+    step = cs.step
+    sid, group = step.id, step.tool
+    members, general = run.groups[group]
+    choice = await choose_member(run, sid, group, members, general)
+    tool = choice.chosen
+    chosen = dataclasses.replace(cs, step=dataclasses.replace(step, tool=tool, one_of=()))
+    retries, default_timeout = run.tool_settings(tool)
+    timeout = step.timeout if step.timeout is not None else default_timeout
+    retries = step.retry if step.retry is not None else retries
+    run.attempts[sid] = attempt
+    if run.on_event is not None:
+        run.emit(StepStarted(run_id=run.run_id, step_id=sid, tool=tool, attempt=attempt, at=run.now()))
+    began = time.perf_counter()
+    first = attempt
+    outcome = await _call(run, sid, tool, args, timeout, attempt)
+    run.hold_until_done(tool, outcome)
+    used_fallback = False
+    if outcome.error is not None:
+        outcome, attempt, used_fallback = await _recover(run, chosen, args, outcome, attempt, retries, timeout, missed)
+    latency = time.perf_counter() - began
+    result = _end(run, chosen, outcome, attempt, args, used_fallback, missed)
+    if result.status != "not_run":  # a call the budget refused says nothing about the tool
+        calls = max(attempt - first + 1 - int(used_fallback), 1)
+        error = result.error
+        ok = result.ok and not used_fallback
+        await observe_member(run, choice, members, ok, latency, calls, None if error is None or ok else error.kind)
+    return result
+
+
+async def choose_member(
+    run: PlanRun,
+    sid: str,
+    group: str,
+    members: tuple[str, ...],
+    general: str | None,
+    exclude: str | None = None,
+) -> Choice:
+    """Ask the run's chooser for a member of ``group`` for step ``sid``, and record the choice.
+
+    The budget narrows the candidates; ``exclude`` (the member that just failed, for a fallback to
+    the group) is left out when the group has other members.
+    """
+    chooser = run.invoker.chooser or FIXED_CHOOSER
+    invoker = run.invoker
+    meter = invoker.meter
+    if exclude is not None and exclude in members and len(members) > 1:
+        members = tuple(m for m in members if m != exclude)
+        if general == exclude:
+            general = None
+    allowed = tuple(m for m in members if meter.refusal(m, invoker.annotations(m).cost) is None)
+    request = ChoiceRequest(
+        group=group,
+        candidates=allowed or members,
+        general=general,
+        strategy=run.policy,
+        budget_left=_budget_left(run),
+        run_id=run.run_id,
+        step_id=sid,
+    )
+    choice = await chooser.choose(request)
+    if choice.chosen not in request.candidates:  # a chooser's bug must not call a tool outside the group
+        choice = await FIXED_CHOOSER.choose(request)
+    choice = dataclasses.replace(choice, step_id=sid) if choice.step_id != sid else choice
+    _record_choice(run, choice)
+    return choice
+
+
+async def observe_member(
+    run: PlanRun,
+    choice: Choice,
+    members: tuple[str, ...],
+    ok: bool,
+    latency: float,
+    calls: int,
+    error_kind: str | None,
+) -> None:
+    """Tell the run's chooser how the ``calls`` calls of ``choice.chosen`` went."""
+    chooser = run.invoker.chooser or FIXED_CHOOSER
+    invoker = run.invoker
+    await chooser.observe(
+        choice,
+        ChoiceOutcome(
+            ok=ok,
+            latency=latency,
+            cost=calls * invoker.annotations(choice.chosen).cost,
+            error_kind=error_kind,
+            latency_scale=run.limits.run_deadline,
+            cost_scale=_max_cost(run) or max(invoker.annotations(m).cost for m in members),
+        ),
+    )
+
+
+def _record_choice(run: PlanRun, choice: Choice) -> None:
+    run.choices.append(choice)
+    if run.on_event is not None:
+        run.emit(ToolChosen(run_id=run.run_id, step_id=choice.step_id, choice=choice, at=run.now()))
+    if run.journal is not None:
+        run.journal.event("tool_chosen", choice.step_id, choice.to_dict())
+
+
+def _max_cost(run: PlanRun) -> float | None:
+    """The tightest ``max_cost`` over the run's ledgers (a plan's own, the agent run's)."""
+    meter: Any = run.invoker.meter
+    low: float | None = None
+    while meter is not None:
+        cap = meter.budget.max_cost
+        if cap is not None and (low is None or cap < low):
+            low = cap
+        meter = meter.parent
+    return low
+
+
+def _budget_left(run: PlanRun) -> float | None:
+    """The share left of the tightest limit: calls, cost (every ledger up the chain) and the run's time."""
+    shares: list[float] = []
+    meter: Any = run.invoker.meter
+    while meter is not None:
+        b = meter.budget
+        if b.max_tool_calls:
+            shares.append(1.0 - meter.calls / b.max_tool_calls)
+        if b.max_cost:
+            shares.append(1.0 - meter.cost / b.max_cost)
+        meter = meter.parent
+    if run.expires is not None:
+        total = run.expires - run._loop0
+        if total > 0:
+            shares.append((run.expires - time.monotonic()) / total)
+    return max(0.0, min(shares)) if shares else None

@@ -25,6 +25,7 @@ from ..plan._parse import parse_source
 from ..plan._refs import compile_arguments
 from ..plan._validate import step_dependencies
 from ..tools import ToolRegistry, ToolsLike
+from ._api import run_journaled
 from ._backend import Backend
 from ._choice import ToolChooser
 from ._events import EventHandler
@@ -106,7 +107,7 @@ class StreamingPlan:
         self.run.run_id = journal.run_id
         if self.run.compiled is not None:  # the whole plan arrived while the run was being claimed
             journal.plan_complete(self.run.compiled.plan)
-        return await self.run.run_journaled()
+        return await run_journaled(self.run)
 
     def feed(self, piece: str) -> None:
         """Take the next piece of the plan's JSON text; start the steps it completes."""

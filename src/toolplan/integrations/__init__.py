@@ -3,6 +3,8 @@
 - `toolplan.integrations.pydantic_ai`: the ``ToolPlanning`` capability (``toolplan[pydantic-ai]``).
 - `toolplan.integrations.openai_agents`: ``plan_tool(...)`` (``toolplan[openai-agents]``).
 - `toolplan.integrations.langchain`: ``make_plan_tool(...)`` (``toolplan[langchain]``).
+- `toolplan.integrations.acp`: ``AcpExporter`` and ``acp_updates``, a run as Agent Client Protocol
+  ``session/update`` notifications (no extra needed).
 
 The subpackage itself imports no framework; import the module of the one you use.
 """

@@ -5,6 +5,7 @@ The adapters import their SDK when a model is created: ``import toolplan.models`
 """
 
 from ._anthropic import AnthropicModel as AnthropicModel
+from ._infer import infer_model as infer_model
 from ._messages import AssistantMessage as AssistantMessage
 from ._messages import FinishReason as FinishReason
 from ._messages import ModelMessage as ModelMessage
@@ -21,7 +22,6 @@ from ._messages import ToolReturnMessage as ToolReturnMessage
 from ._messages import Usage as Usage
 from ._messages import UserMessage as UserMessage
 from ._model import Model as Model
-from ._model import infer_model as infer_model
 from ._openai import OpenAIModel as OpenAIModel
 from ._retry import is_transient as is_transient
 from ._settings import ForceTool as ForceTool

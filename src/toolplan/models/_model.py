@@ -1,23 +1,18 @@
-"""The `Model` ABC and ``"provider:name"`` strings."""
+"""The `Model` ABC: the interface toolplan calls for every model."""
 
 from __future__ import annotations
 
-import os
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Sequence
 from types import TracebackType
 from typing import Self
 
-from .._errors import UserError
 from ..tools import ToolDefinition
 from ._messages import ModelMessage, ModelResponse, ModelStreamEvent
 from ._settings import ModelSettings
 from ._streaming import response_events
 
-__all__ = ("KNOWN_PROVIDERS", "OLLAMA_BASE_URL", "Model", "infer_model")
-
-OLLAMA_BASE_URL = "http://localhost:11434/v1"
-KNOWN_PROVIDERS = ("anthropic", "ollama", "openai")
+__all__ = ("Model",)
 
 
 class Model(ABC):
@@ -94,50 +89,3 @@ class Model(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
-
-
-def infer_model(model: Model | str) -> Model:
-    """A `Model` from a ``"provider:name"`` string (a `Model` is returned as is).
-
-    Known providers:
-
-    - ``openai:gpt-4o-mini`` — OpenAI (``OPENAI_API_KEY``; ``OPENAI_BASE_URL`` is honoured).
-    - ``anthropic:claude-sonnet-4-5`` — Anthropic (``ANTHROPIC_API_KEY``).
-    - ``ollama:llama3.2`` — Ollama's OpenAI-compatible API at ``OLLAMA_BASE_URL`` or
-      ``http://localhost:11434/v1``.
-
-    For other OpenAI-compatible servers (vLLM, llama.cpp server), create
-    ``OpenAIModel(name, base_url=..., api_key=...)``.
-
-    Raises:
-        UserError: The string has no provider or names an unknown one.
-    """
-    if isinstance(model, Model):
-        return model
-    if not isinstance(model, str):
-        raise UserError(f"Expected a Model or a 'provider:name' string, got {type(model).__name__}.")
-    provider, sep, name = model.partition(":")
-    provider = provider.strip().lower()
-    name = name.strip()
-    if not sep or not name or not provider:
-        raise UserError(
-            f"Cannot tell the provider of model {model!r}: write 'provider:name', e.g. "
-            f"'openai:gpt-4o-mini'. Known providers: {', '.join(KNOWN_PROVIDERS)}."
-        )
-    if provider == "openai":
-        from ._openai import OpenAIModel
-
-        return OpenAIModel(name)
-    if provider == "anthropic":
-        from ._anthropic import AnthropicModel
-
-        return AnthropicModel(name)
-    if provider == "ollama":
-        from ._openai import OpenAIModel
-
-        base_url = os.environ.get("OLLAMA_BASE_URL", OLLAMA_BASE_URL)
-        return OpenAIModel(name, base_url=base_url, api_key="ollama", provider="ollama")
-    raise UserError(
-        f"Unknown model provider {provider!r} in {model!r}. Known providers: {', '.join(KNOWN_PROVIDERS)}; "
-        "for another OpenAI-compatible server use OpenAIModel(name, base_url=..., api_key=...)."
-    )

@@ -5,13 +5,16 @@
   cost, and keeps decayed statistics in memory or in a store (`StatsStore`).
 - `parse_declaration` reads a declared plan (``ToolCallPlan``) or a native plan's own goal and
   rationales; `audit` compares it with what ran and returns `Finding` objects.
-- `acp_updates` turns a run into Agent Client Protocol ``session/update`` notifications.
 
-See docs/policy.md.
+See docs/policy.md. (Agent Client Protocol export: `toolplan.integrations.acp`.)
 """
 
-from ._acp import AcpExporter as AcpExporter
-from ._acp import acp_updates as acp_updates
+from __future__ import annotations
+
+import importlib
+import warnings
+from typing import Any
+
 from ._audit import Finding as Finding
 from ._audit import FindingKind as FindingKind
 from ._audit import audit as audit
@@ -37,7 +40,6 @@ from ._trace import trace_of as trace_of
 __all__ = (
     "DEFAULT_HALF_LIFE",
     "STRATEGIES",
-    "AcpExporter",
     "ArmStats",
     "Declaration",
     "DeclaredCall",
@@ -52,10 +54,25 @@ __all__ = (
     "ToolPolicy",
     "Trace",
     "TracedCall",
-    "acp_updates",
     "audit",
     "declaration_of",
     "parse_declaration",
     "parse_policy",
     "trace_of",
 )
+
+_MOVED = frozenset({"AcpExporter", "acp_updates"})
+
+
+def __getattr__(name: str) -> Any:
+    # Deprecated aliases, kept for one release: the ACP export moved to toolplan.integrations.acp.
+    # Resolved at call time, by name: the policy layer does not import the integrations above it.
+    if name not in _MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"toolplan.policy.{name} is deprecated; import it from toolplan.integrations.acp "
+        "(the old path goes away in the next release).",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module("toolplan.integrations.acp"), name)

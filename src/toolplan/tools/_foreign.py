@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._errors import UserError
 from ._definition import ToolAnnotations, ToolDefinition
 from ._result import ToolResult
-
-if TYPE_CHECKING:
-    from ._registry import Tool
 
 __all__ = ("AgentsFunctionTool", "LangChainTool", "PydanticAITool", "foreign_tool")
 
@@ -31,7 +28,7 @@ def _module_of(obj: Any) -> str:
     return ""
 
 
-def foreign_tool(obj: Any, name: str | None = None) -> Tool | None:
+def foreign_tool(obj: Any, name: str | None = None) -> LangChainTool | AgentsFunctionTool | PydanticAITool | None:
     """A toolplan tool for a LangChain tool, an Agents SDK ``FunctionTool`` or a pydantic-ai ``Tool``; else None."""
     module = _module_of(obj)
     if not module:

@@ -10,7 +10,8 @@ import jsonschema
 import pytest
 
 from toolplan import ToolRegistry, execute_plan, parse_plan, tool
-from toolplan.policy import AcpExporter, acp_updates, parse_declaration
+from toolplan.integrations.acp import AcpExporter, acp_updates
+from toolplan.policy import parse_declaration
 
 SCHEMA = json.loads((Path(__file__).parent / "acp" / "schema.json").read_text(encoding="utf-8"))
 
@@ -107,3 +108,14 @@ async def test_a_declaration_gives_the_plan_entries() -> None:
 )
 def test_the_schema_check_catches_a_bad_update(bad: dict[str, Any]) -> None:
     assert list(validator().iter_errors({"sessionId": "s", "update": bad}))
+
+
+def test_the_old_policy_path_is_an_alias_that_warns() -> None:
+    import toolplan.policy
+
+    with pytest.warns(DeprecationWarning, match=r"toolplan\.integrations\.acp"):
+        assert toolplan.policy.AcpExporter is AcpExporter
+    with pytest.warns(DeprecationWarning, match=r"toolplan\.integrations\.acp"):
+        assert toolplan.policy.acp_updates is acp_updates
+    with pytest.raises(AttributeError):
+        toolplan.policy.no_such_name  # noqa: B018

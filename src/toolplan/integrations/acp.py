@@ -10,7 +10,7 @@
 
 `acp_updates` gives the same notifications for a run that has ended (a `PlanResult`).
 Notifications are JSON-RPC 2.0 objects: ``{"jsonrpc": "2.0", "method": "session/update",
-"params": {"sessionId": ..., "update": {...}}}``.
+"params": {"sessionId": ..., "update": {...}}}``. No extra is needed: the module imports no ACP package.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from ..execute import (
     ToolChosen,
 )
 from ..plan import Plan
+from ..policy import Declaration
 from ..tools import ToolRegistry, ToolsLike
-from ._declared import Declaration
 
 __all__ = ("AcpExporter", "acp_updates")
 
