@@ -29,7 +29,7 @@ from ._limits import RunLimits
 from ._result import StepError, cap_text
 from ._window import BudgetWindow, WindowCharge
 
-__all__ = ("BudgetMeter", "CallOutcome", "ToolInvoker", "WarningHandler", "when_done")
+__all__ = ("BudgetMeter", "CallOutcome", "ToolInvoker", "WarningHandler", "ended", "when_done")
 
 _DEFAULT_ANNOTATIONS = ToolAnnotations()
 
@@ -565,6 +565,24 @@ def when_done(future: Future[Any], callback: Callable[[], None]) -> None:
             loop.call_soon_threadsafe(callback, context=ctx)
 
     future.add_done_callback(done)
+
+
+async def ended(future: Future[Any]) -> None:
+    """Wait until an abandoned thread's call ``future`` is done; what it returned or raised is discarded.
+
+    The attempt it ran was already ended by its own rule (timed out): its late outcome, an error
+    included, must never reach the step or the run.
+    """
+    if future.done():
+        return
+    waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def wake() -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    when_done(future, wake)
+    await waiter
 
 
 def _low(a: int | None, b: int | None) -> int | None:
