@@ -10,13 +10,13 @@ import asyncio
 import contextlib
 import contextvars
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import _context
-from .._context import _CURRENT, CallContext, RawCall, raw_call
+from .._context import _CURRENT, CallContext, RawCall, linger_hook, raw_call
 from .._errors import InvalidArgumentsError, ToolError, ToolOutputError, UnknownToolError, WorkerDiedError
 from .._numbers import finite_number
 from .._records import fast_init, maker
@@ -29,7 +29,7 @@ from ._limits import RunLimits
 from ._result import StepError, cap_text
 from ._window import BudgetWindow, WindowCharge
 
-__all__ = ("BudgetMeter", "CallOutcome", "ToolInvoker", "WarningHandler", "ended", "when_done")
+__all__ = ("BudgetMeter", "CallOutcome", "ToolInvoker", "WarningHandler", "calling_invoker", "ended", "when_done")
 
 _DEFAULT_ANNOTATIONS = ToolAnnotations()
 
@@ -74,9 +74,13 @@ class BudgetMeter:
     parent: BudgetMeter | None = None
     on_warning: WarningHandler | None = None
     warned: set[tuple[str, str | None]] | None = None
+    # Why every call is refused (a nested plan its caller's budget cannot cover), or None.
+    closed: str | None = None
 
     def refusal(self, tool: str, cost: float) -> str | None:
         """Why a call to ``tool`` may not start, or None if the budget (and its parents') allows it."""
+        if self.closed is not None:
+            return self.closed
         meter: BudgetMeter | None = self
         while meter is not None:
             b = meter.budget
@@ -142,6 +146,33 @@ class BudgetMeter:
             meter._charge(tool, cost)
             if meter.budget.warn_at is not None:
                 meter._warn(meter.budget, tool)
+            meter = meter.parent
+        return None
+
+    def cover(self, counts: Mapping[str, int], cost: float) -> str | None:
+        """Why this ledger (or a parent) cannot take ``counts`` more calls (by tool) costing ``cost``, or None."""
+        total = sum(counts.values())
+        meter: BudgetMeter | None = self
+        while meter is not None:
+            b = meter.budget
+            if b.max_tool_calls is not None and meter.calls + total > b.max_tool_calls:
+                left = max(b.max_tool_calls - meter.calls, 0)
+                return (
+                    f"Budget exhausted: this nested plan needs up to {total} calls, and the calling run has "
+                    f"{left} left of max_tool_calls={b.max_tool_calls}; it was not run."
+                )
+            if b.max_cost is not None and meter.cost + cost > b.max_cost + 1e-12:
+                return (
+                    f"Budget exhausted: this nested plan's calls cost {cost:g}, and the calling run has "
+                    f"{max(b.max_cost - meter.cost, 0):g} left of max_cost={b.max_cost:g}; it was not run."
+                )
+            for tool, count in counts.items():
+                cap = b.max_tool_calls_per_tool.get(tool)
+                if cap is not None and meter.calls_by_tool.get(tool, 0) + count > cap:
+                    return (
+                        f"Budget exhausted: this nested plan calls {tool!r} up to {count} times, and the calling run "
+                        f"may make {max(cap - meter.calls_by_tool.get(tool, 0), 0)} more (max_tool_calls_per_tool)."
+                    )
             meter = meter.parent
         return None
 
@@ -292,6 +323,24 @@ class ToolInvoker:
         child._entries = self._entries  # shared: the tools' concurrency slots are the run's
         child._lingering = self._lingering
         return child
+
+    def nest_under(self, caller: ToolInvoker, tools: Sequence[str]) -> None:
+        """Run a plan started inside one of ``caller``'s calls (a skill's): its calls charge ``caller`` too.
+
+        Each call is then reserved in this ledger and the caller's (and theirs, up to the top run),
+        and in the caller's budget window when this invoker has none of its own. A plan whose steps
+        (``tools``, one call each) the caller's ledgers cannot cover is refused whole: every call
+        ends ``not_run``, none is made.
+        """
+        self.meter.parent = caller.meter
+        if self.window is None:
+            self.window = caller.window
+            self._entries.clear()  # made before the window was known: they would skip it
+        counts: dict[str, int] = {}
+        for tool in tools:
+            counts[tool] = counts.get(tool, 0) + 1
+        cost = sum(self.annotations(tool).cost * n for tool, n in counts.items())
+        self.meter.closed = caller.meter.cover(counts, cost)
 
     def alternatives(self, tool: str, one_of: tuple[str, ...] = ()) -> tuple[tuple[str, ...], str | None] | None:
         """``(members, general member)`` when ``tool`` is a group (or a step's ``one_of``), else None."""
@@ -565,6 +614,20 @@ def when_done(future: Future[Any], callback: Callable[[], None]) -> None:
             loop.call_soon_threadsafe(callback, context=ctx)
 
     future.add_done_callback(done)
+
+
+def calling_invoker() -> ToolInvoker | None:
+    """The invoker of the tool call running now (in this process), or None outside one.
+
+    A plan started inside a tool call (a skill's plan) charges that call's run: see
+    `ToolInvoker.nest_under`. The call's context holds the invoker's linger hook, a bound method,
+    so finding it costs the calls nothing.
+    """
+    raw = _CURRENT.get()
+    if raw is None:
+        return None
+    owner = getattr(linger_hook(raw), "__self__", None)
+    return owner if isinstance(owner, ToolInvoker) else None
 
 
 async def ended(future: Future[Any]) -> None:
