@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from contextvars import ContextVar, Token
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ._errors import UserError
@@ -20,6 +20,8 @@ from ._records import fast_init
 __all__ = (
     "CallContext",
     "RawCall",
+    "abandon",
+    "abandoned_calls",
     "current_call",
     "current_call_or_none",
     "linger_hook",
@@ -48,6 +50,10 @@ class CallContext:
             ``tracestate`` headers) when toolplan traces it, else None. Spans the tool starts
             nest under the call's span by themselves; pass these headers on to carry the trace
             to another process.
+
+    A sync tool runs in a worker thread, which Python cannot stop: when its call is abandoned
+    (timed out, its run cancelled or stopped by ``fail_fast``) the function goes on until it
+    returns. `cancelled` lets it stop early: check it between units of work and return.
     """
 
     run_id: str
@@ -57,6 +63,16 @@ class CallContext:
     deadline: float | None = None
     fallback: bool = False
     trace_context: Mapping[str, str] | None = None
+    _call: int = field(default=0, repr=False, compare=False)  # the id of the call's raw record (0: none)
+
+    @property
+    def cancelled(self) -> bool:
+        """True once toolplan has given up on this call (timed out or cancelled) while it still runs.
+
+        Only a sync tool's function can see it true (an async tool is cancelled at its next
+        ``await`` instead): it should then stop and return; what it returns is discarded.
+        """
+        return self._call in _ABANDONED
 
     @property
     def idempotency_key(self) -> str:
@@ -114,6 +130,23 @@ def linger_hook(raw: RawCall) -> Callable[[Any, Future[Any]], None] | None:
     return raw[0]
 
 
+# Calls toolplan gave up on while their function runs on in a worker thread, by the id of their raw
+# record, until the thread ends (the thread's context holds the record, so the id stays its own).
+_ABANDONED: dict[int, RawCall] = {}
+
+
+def abandon(raw: RawCall, future: Future[Any]) -> None:
+    """Mark the call ``raw`` as given up on until its thread's ``future`` is done (`CallContext.cancelled`)."""
+    key = id(raw)
+    _ABANDONED[key] = raw
+    future.add_done_callback(lambda _f: _ABANDONED.pop(key, None))
+
+
+def abandoned_calls(run_id: str) -> list[tuple[str, str]]:
+    """``(step id, tool)`` of the calls of run ``run_id`` given up on whose threads still run."""
+    return [(raw[2], raw[3]) for raw in list(_ABANDONED.values()) if raw[1] == run_id]
+
+
 def current_call() -> CallContext:
     """The `CallContext` of the tool call running now.
 
@@ -135,6 +168,7 @@ def current_call() -> CallContext:
         deadline=raw[5],
         fallback=raw[6],
         trace_context=None if trace_carrier is None else trace_carrier(),
+        _call=id(raw),
     )
 
 

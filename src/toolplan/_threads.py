@@ -8,6 +8,8 @@ run was cancelled) the function goes on in its thread. Two rules follow:
   not overlap the attempt it replaces.
 - The threads are daemon threads, so a process (the CLI, a script) exits when its work is done
   instead of waiting for abandoned functions; their results were already discarded.
+- The function is told, cooperatively: ``current_call().cancelled`` turns true, so a tool that
+  checks it between units of work can stop early.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, ParamSpec, TypeVar
 
-from ._context import _CURRENT, linger_hook
+from ._context import _CURRENT, abandon, linger_hook
 
 __all__ = ("run_in_thread",)
 
@@ -104,7 +106,9 @@ async def run_in_thread(func: Callable[P, R], /, *args: P.args, **kwargs: P.kwar
     except asyncio.CancelledError:
         if not future.done():  # already running: cancel() could not stop it
             raw = _CURRENT.get()
-            hook = None if raw is None else linger_hook(raw)
-            if hook is not None:
-                hook(raw, future)
+            if raw is not None:
+                abandon(raw, future)  # the function sees current_call().cancelled and may stop early
+                hook = linger_hook(raw)
+                if hook is not None:
+                    hook(raw, future)
         raise

@@ -142,6 +142,33 @@ def test_symlinks_are_never_followed(files: FileTools, workspace: Path, outside:
     assert [m["path"] for m in files.search_files("inner")["matches"]] == ["inner.txt"]
 
 
+def test_a_hard_link_to_a_file_outside_is_never_written(files: FileTools, workspace: Path, outside: Path) -> None:
+    os.link(outside, workspace / "linked.txt")
+    for mode in ("overwrite", "append"):
+        with pytest.raises(ToolError, match="2 hard links"):
+            files.write_file("linked.txt", "pwned", mode=mode)
+    assert outside.read_text() == "top secret"
+    assert files.write_file("fresh.txt", "ok")["created"]
+
+
+def test_a_huge_offset_is_a_business_error(files: FileTools, workspace: Path) -> None:
+    (workspace / "a.txt").write_text("hello")
+    assert files.read_file("a.txt", offset=2**63 - 1, max_bytes=0)["content"] == ""
+    for offset in (2**63, 2**70, -1):
+        with pytest.raises(ToolError, match="offset must be between 0 and"):
+            files.read_file("a.txt", offset=offset, max_bytes=0)
+
+
+async def test_a_huge_offset_in_a_plan_fails_once(files: FileTools, workspace: Path) -> None:
+    (workspace / "a.txt").write_text("hello")
+    plan = {
+        "steps": [{"id": "r", "tool": "read_file", "arguments": {"path": "a.txt", "offset": 2**70, "max_bytes": 0}}]
+    }
+    step = (await execute_plan(plan, [files], retry_delay=0)).steps["r"]
+    assert step.status == "failed" and step.error is not None and step.error.kind == "business"
+    assert step.attempts == 1
+
+
 def test_a_symlink_swapped_in_for_a_directory_is_refused(files: FileTools, workspace: Path, outside: Path) -> None:
     files.write_file("d/file.txt", "inside")
     (workspace / "d" / "file.txt").unlink()

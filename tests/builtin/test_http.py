@@ -172,6 +172,49 @@ async def test_credentials_do_not_follow_a_redirect_to_another_origin(server: Se
     assert "authorization" not in second.headers and second.headers["host"] == f"localhost:{server.port}"
 
 
+async def test_no_policy_or_call_header_follows_a_redirect_to_another_origin(server: Server) -> None:
+    http = HttpTools(
+        allow_hosts=[f"127.0.0.1:{server.port}", f"localhost:{server.port}"],
+        allow_private_networks=True,
+        headers={"X-API-Key": "policy-secret", "Accept": "application/json"},
+        forward_headers=["accept", "X-Trace"],
+    )
+    call = {"X-Model-Key": "call-secret", "X-Trace": "t1"}
+    await http.http_post(
+        server.url(f"/redirect?status=307&to={server.url('/echo', host='localhost')}"), body={"a": 1}, headers=call
+    )
+    first, second = server.requests
+    assert first.headers["x-api-key"] == "policy-secret" and first.headers["x-model-key"] == "call-secret"
+    assert "x-api-key" not in second.headers and "x-model-key" not in second.headers
+    assert second.headers["accept"] == "application/json" and second.headers["x-trace"] == "t1"
+    assert second.headers["content-type"] == "application/json"  # the body's type goes with the body
+    same_origin = local(server, headers={"X-API-Key": "policy-secret"})
+    got = await same_origin.http_get(server.url(f"/redirect?to={server.url('/echo')}"))
+    assert got["json"]["headers"]["x-api-key"] == "policy-secret"  # the same origin keeps everything
+
+
+def test_forward_headers_must_be_header_names() -> None:
+    with pytest.raises(UserError, match="forward_headers"):
+        HttpTools(allow_hosts=["api.example.com"], forward_headers=["bad name"])
+
+
+async def test_ipv6_forms_of_private_ipv4_addresses_are_refused() -> None:
+    wildcard = HttpTools(allow_hosts=["*"])
+    for host in (
+        "64:ff9b::a00:1",  # NAT64 of 10.0.0.1
+        "64:ff9b::7f00:1",  # NAT64 of 127.0.0.1
+        "64:ff9b:1::a9fe:a9fe",  # a local-use NAT64 prefix
+        "2002:a9fe:a9fe::1",  # 6to4 of 169.254.169.254
+        "2002:c0a8:101::",  # 6to4 of 192.168.1.1
+        "::10.0.0.1",  # IPv4-compatible
+        "::127.0.0.1",
+        "::ffff:0:10.0.0.1",  # IPv4-translated
+        "::ffff:0:169.254.169.254",
+    ):
+        with pytest.raises(ToolError, match="non-public address"):
+            await wildcard.http_get(f"http://[{host}]/")
+
+
 @pytest.mark.parametrize(("status", "method", "body"), [(303, "GET", ""), (302, "GET", ""), (307, "POST", "x")])
 async def test_post_redirects(server: Server, status: int, method: str, body: str) -> None:
     http = local(server)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, Literal
 
 import pytest
 import sqlalchemy as sa
@@ -121,6 +123,49 @@ async def test_hostile_inputs_are_refused_with_what_to_do(tmp_path: Path) -> Non
             with pytest.raises(ToolError, match=message):
                 await call
         assert await kb.count() == 0
+
+
+class _Broken(HashEmbeddings):
+    """An embedding provider that answers with something unusable: ``answer(number of texts)``."""
+
+    def __init__(self, answer: Callable[[int], Any]) -> None:
+        super().__init__()
+        self.answer = answer
+
+    async def embed(self, texts: Sequence[str], *, kind: Literal["query", "passage"] = "passage") -> list[list[float]]:
+        return self.answer(len(texts))  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    ("answer", "problem"),
+    [
+        (lambda n: [[1.0, 2.0]] + [[1.0]] * (n - 1), "vector 1 has 1 numbers but vector 0 has 2"),  # ragged
+        (lambda n: [[1.0, "x"]] * n, "vector 0 is not all finite numbers"),  # not numbers
+        (lambda n: [[1.0, 10**400]] * n, "vector 0 is not all finite numbers"),  # too large for a float
+        (lambda n: [[1.0, {"a": 1}]] * n, "vector 0 is not all finite numbers"),  # an object in a vector
+        (lambda n: [{"a": 1.0}] * n, "vector 0 is a dict"),  # an object for a vector
+        (lambda n: [[1.0] * 70_000] * n, "vector 0 has 70000 numbers"),  # too many dimensions
+        (lambda n: [[1.0]] * (n + 1), r"\d+ vector\(s\)"),
+        (lambda n: "nope", "a str, not a list of vectors"),
+    ],
+)
+async def test_an_unusable_embedding_is_one_clear_error(
+    tmp_path: Path, answer: Callable[[int], Any], problem: str
+) -> None:
+    limits = KnowledgeLimits(chunk_chars=100, chunk_overlap=10)
+    async with KnowledgeBase(f"sqlite:///{tmp_path / 'k.db'}", _Broken(answer), limits=limits) as kb:
+        with pytest.raises(ToolError, match=f"unusable vectors for [2-9] text.*: {problem}"):
+            await kb.ingest("word " * 60, source="a")  # several chunks
+        if "vector 1" not in problem:
+            with pytest.raises(ToolError, match=f"unusable vectors for 1 text.*: {problem}"):
+                await kb.search("one", mode="vector")
+        assert await kb.count() == 0
+
+
+async def test_an_embedding_too_large_for_float32_is_refused(tmp_path: Path) -> None:
+    async with KnowledgeBase(f"sqlite:///{tmp_path / 'k.db'}", _Broken(lambda n: [[1.0, 1e300]] * n)) as kb:
+        with pytest.raises(ToolError, match="too large to store"):
+            await kb.remember("one")
 
 
 async def test_a_namespace_larger_than_the_scan_limit_is_refused(tmp_path: Path) -> None:

@@ -45,6 +45,7 @@ class ThreadServer:
     db_url: str
     model: Model | str | None = None
     config: ServiceConfig = field(default_factory=lambda: ServiceConfig(poll_interval=0.05))
+    tools: Any = None  # an async function of the store returning the tools (default: svc_tools.TOOLS)
     key: str = ""
     url: str = ""
     _server: Any = None
@@ -62,7 +63,8 @@ class ThreadServer:
         def run() -> None:
             async def main() -> None:
                 store = open_store(self.db_url, lease=2.0)
-                service = Service(store, TOOLS, model=self.model, config=self.config)
+                tools = TOOLS if self.tools is None else await self.tools(store)
+                service = Service(store, tools, model=self.model, config=self.config)
                 config = uvicorn.Config(create_app(service), log_level="warning", lifespan="on")
                 self._server = uvicorn.Server(config)
                 ready.set()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 
 from toolplan import tool
@@ -36,4 +37,11 @@ def charge(amount: int) -> str:
     return f"charged {amount}"
 
 
-TOOLS = [add, gate, charge]
+@tool(read_only=True, idempotent=True, timeout=0.05)
+def late_failure() -> str:
+    """A read that times out, then fails in its thread (while a retry waits for that thread)."""
+    time.sleep(0.2)
+    raise ValueError("late failure")
+
+
+TOOLS = [add, gate, charge, late_failure]

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from .._errors import OptionalDependencyError, ToolError, UserError
 from .._json import JSONTextError, loads
 from ..tools import FunctionTool, ToolAnnotations, Toolset
+from ._query import QueryBoundError, QueryLimits, bounded_interpreter
 
 if TYPE_CHECKING:
     import jmespath
@@ -129,18 +130,41 @@ class DataTools(Toolset):
 
     Functions: ``json_query``, ``json_transform``, ``csv_to_json``, ``json_to_csv``.
 
+    JMESPath queries run under bounds checked while they run (see the module ``_query``): no value a
+    query builds may exceed ``max_query_items`` JSON values or ``max_query_chars`` characters of text
+    beyond the size of its input, and a call's queries stop after ``query_timeout`` seconds. A query
+    that hits one fails the call with a business error naming the bound.
+
     Args:
         max_text_chars: Largest CSV text ``csv_to_json`` reads, and largest CSV ``json_to_csv`` writes.
         max_rows: Most rows either CSV function handles.
+        max_query_items: Most JSON values (numbers, strings, objects, arrays; a repeated part counted
+            each time) in any value a query builds, beyond its input's own.
+        max_query_chars: Most characters of text in any value a query builds, beyond its input's own.
+        query_timeout: Seconds the queries of one call may run (the call's deadline, when earlier, wins).
         prefix: Put in front of every function name (see `Toolset`).
     """
 
-    def __init__(self, *, max_text_chars: int = 16 * _MiB, max_rows: int = 100_000, prefix: str = "") -> None:
-        if max_text_chars < 1 or max_rows < 1:
-            raise UserError("DataTools: max_text_chars and max_rows must be at least 1.")
+    def __init__(
+        self,
+        *,
+        max_text_chars: int = 16 * _MiB,
+        max_rows: int = 100_000,
+        max_query_items: int = 1_000_000,
+        max_query_chars: int = 16 * _MiB,
+        query_timeout: float = 10.0,
+        prefix: str = "",
+    ) -> None:
+        if max_text_chars < 1 or max_rows < 1 or max_query_items < 1 or max_query_chars < 1:
+            raise UserError(
+                "DataTools: max_text_chars, max_rows, max_query_items and max_query_chars must be at least 1."
+            )
+        if not (isinstance(query_timeout, int | float) and 0 < query_timeout < float("inf")):
+            raise UserError(f"DataTools: query_timeout must be a positive number of seconds, got {query_timeout!r}.")
         self._jmespath = _import_jmespath()
         self.max_text_chars = max_text_chars
         self.max_rows = max_rows
+        self.query_limits = QueryLimits(max_query_items, max_query_chars, float(query_timeout))
         self._tool = f"{prefix}data"
         super().__init__(
             [
@@ -178,10 +202,18 @@ class DataTools(Toolset):
             raise self._error(f"The JMESPath expression {expression[:80]!r}... is nested too deep.") from None
         return parsed
 
-    def _search(self, parsed: jmespath.parser.ParsedResult, data: Any) -> Any:
+    def _interpreter(self, data: Any) -> Any:
+        """A bounded evaluator for one call whose input is ``data``."""
+        interpreter = bounded_interpreter(self._jmespath, self.query_limits)
+        interpreter.meter.given(data)
+        return interpreter
+
+    def _search(self, parsed: jmespath.parser.ParsedResult, data: Any, interpreter: Any) -> Any:
         jp = self._jmespath
         try:
-            return parsed.search(data)
+            return interpreter.run(parsed, data)
+        except QueryBoundError as exc:
+            raise self._error(f"JMESPath expression {parsed.expression[:200]!r} stopped: {exc}") from None
         except jp.exceptions.JMESPathError as exc:
             raise self._error(f"JMESPath expression {parsed.expression!r} failed: {_one_line(exc)}") from None
         except RecursionError:
@@ -197,7 +229,9 @@ class DataTools(Toolset):
             data: The JSON data (an object, a list, or a string holding JSON).
             expression: The JMESPath expression.
         """
-        return self._search(self._compile(expression), _parsed(data))
+        parsed = self._compile(expression)
+        value = _parsed(data)
+        return self._search(parsed, value, self._interpreter(value))
 
     def json_transform(self, data: Any, operations: list[Operation]) -> Any:
         """Apply operations to JSON data, in order, and return the result.
@@ -215,14 +249,15 @@ class DataTools(Toolset):
                 operations = _OPERATIONS.validate_python(operations)
             except ValidationError as exc:
                 raise self._error(f"Invalid operations: {_one_line(exc)}") from None
+        interpreter = self._interpreter(value)  # one set of bounds for the whole call
         for index, op in enumerate(operations):
-            value = self._apply(op, value, index)
+            value = self._apply(op, value, index, interpreter)
         return value
 
-    def _apply(self, op: Any, value: Any, index: int) -> Any:
+    def _apply(self, op: Any, value: Any, index: int, interpreter: Any) -> Any:
         where = f"Operation {index} ({op.op})"
         if isinstance(op, QueryOp):
-            return self._search(self._compile(op.expression), value)
+            return self._search(self._compile(op.expression), value, interpreter)
         if isinstance(op, PickOp | OmitOp | RenameOp):
             return _each_object(value, _key_op(op), where, self._error)
         if isinstance(op, FlattenOp):
@@ -233,11 +268,11 @@ class DataTools(Toolset):
             return items[op.offset : op.offset + op.count]
         if isinstance(op, FilterOp):
             test = self._compile(op.where)
-            return [item for item in items if _truthy(self._search(test, item))]
+            return [item for item in items if _truthy(self._search(test, item, interpreter))]
         key = self._compile(op.by) if op.by is not None else None
 
         def keyed(item: Any) -> Any:
-            return item if key is None else self._search(key, item)
+            return item if key is None else self._search(key, item, interpreter)
 
         if isinstance(op, SortOp):
             pairs = [(keyed(item), item) for item in items]

@@ -6,14 +6,16 @@ other providers later). For every hop of a request it:
 1. checks the scheme (http, https) and the host against the allow-list;
 2. resolves the host and checks every address: loopback, private, link-local, multicast and other
    non-global addresses are refused unless ``allow_private_networks`` (an allow-listed name that
-   resolves to 127.0.0.1 is refused like 127.0.0.1 itself);
+   resolves to 127.0.0.1 is refused like 127.0.0.1 itself; an IPv6 address carrying an IPv4 one,
+   such as NAT64 ``64:ff9b::10.0.0.1`` or 6to4 ``2002:0a00:0001::``, is judged by both);
 3. connects to the address it checked (the URL's host is replaced by it; ``Host`` and TLS SNI keep
    the name, so certificates are verified against the name), so a second DNS answer cannot move
    the request elsewhere (DNS rebinding);
 4. reads the body as a stream and stops at ``max_response_bytes`` (decompressing gzip and deflate
    itself, bounded, so a compression bomb is cut like any other large body);
-5. follows a redirect only after checking its target again from step 1; credentials are dropped
-   when a redirect leaves the origin.
+5. follows a redirect only after checking its target again from step 1; when a redirect leaves the
+   origin (scheme, host, port), every header the policy or the call set is dropped, except those
+   listed in ``forward_headers``.
 
 The whole call, redirects included, has one deadline (``timeout``).
 """
@@ -48,7 +50,6 @@ _FORBIDDEN_HEADERS = frozenset(
     {"host", "content-length", "transfer-encoding", "connection", "upgrade", "te", "trailer", "keep-alive",
      "proxy-authorization", "proxy-connection", "accept-encoding"}
 )  # fmt: skip
-_CREDENTIAL_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,256}")
 _TEXT_TYPES = re.compile(r"^(text/|application/([\w.+-]*\+)?(json|xml|javascript|ecmascript|x-www-form-urlencoded))")
 _MAX_HEADERS_SHOWN = 100
@@ -121,10 +122,36 @@ def _rule(entry: str, httpx: Any) -> _HostRule:
     return _HostRule(f"*.{host}" if wildcard else host, url.port)
 
 
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")  # well-known NAT64 prefix: the IPv4 address is the last 32 bits
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")  # local-use NAT64 prefixes (any embedding): refused whole
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")  # deprecated ::a.b.c.d
+_IPV4_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")  # SIIT ::ffff:0:a.b.c.d
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address stands for (mapped, compatible, translated, NAT64, 6to4)."""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if any(ip in net for net in (_NAT64, _IPV4_COMPATIBLE, _IPV4_TRANSLATED)):
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
 def _blocked(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    """A loopback, private, link-local, multicast, reserved or otherwise non-global address."""
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    """A loopback, private, link-local, multicast, reserved or otherwise non-global address.
+
+    An IPv6 address that carries an IPv4 address (``::ffff:10.0.0.1``, ``::10.0.0.1``,
+    ``::ffff:0:10.0.0.1``, NAT64 ``64:ff9b::10.0.0.1``, 6to4 ``2002:0a00:0001::``) is judged by that
+    IPv4 address too: a gateway on the way would deliver it there.
+    """
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip in _NAT64_LOCAL:
+            return True
+        embedded = _embedded_ipv4(ip)
+        if embedded is not None and _blocked(embedded):
+            return True
     return not ip.is_global or ip.is_multicast
 
 
@@ -141,7 +168,10 @@ class HttpPolicy:
             for subdomains (``*.example.com``), IP addresses, or ``*`` for any host. Empty: nothing.
         allow_private_networks: Let allowed hosts resolve to loopback, private, link-local and other
             non-global addresses (a service on localhost or the LAN). Off by default.
-        headers: Sent with every request (e.g. an API key); dropped when a redirect leaves the origin.
+        headers: Sent with every request (e.g. an API key); dropped when a redirect leaves the origin,
+            like the headers of the call itself, unless listed in ``forward_headers``.
+        forward_headers: Header names (any case) safe to send on after a redirect to another origin,
+            e.g. ``("Accept", "User-Agent")``. Empty by default: nothing crosses origins.
         timeout: Seconds for a whole call, redirects included.
         max_response_bytes: Largest body read; a longer one is cut and marked ``truncated``.
         max_request_bytes: Largest request body sent.
@@ -153,6 +183,7 @@ class HttpPolicy:
     allow_hosts: tuple[str, ...] = ()
     allow_private_networks: bool = False
     headers: Mapping[str, str] = field(default_factory=dict)
+    forward_headers: tuple[str, ...] = ()
     timeout: float = 30.0
     max_response_bytes: int = _MiB
     max_request_bytes: int = _MiB
@@ -160,6 +191,7 @@ class HttpPolicy:
     verify: ssl.SSLContext | bool = True
     tool: str = "http"
     _rules: tuple[_HostRule, ...] = field(default=(), init=False, repr=False, compare=False)
+    _forward: frozenset[str] = field(default=frozenset(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         httpx = import_httpx()
@@ -172,6 +204,13 @@ class HttpPolicy:
         if self.max_redirects < 0:
             raise UserError("HttpTools: max_redirects must be >= 0.")
         _check_headers(self.headers, UserError)
+        forward: Any = self.forward_headers  # a tuple by its type; a list or a single name from untyped callers
+        forward = (forward,) if isinstance(forward, str) else tuple(forward)
+        for name in forward:
+            if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
+                raise UserError(f"HttpTools: forward_headers entry {str(name)[:100]!r} is not a header name.")
+        object.__setattr__(self, "forward_headers", forward)
+        object.__setattr__(self, "_forward", frozenset(name.lower() for name in forward))
 
     def _error(self, message: str) -> ToolError:
         return ToolError(message, tool=self.tool)
@@ -286,7 +325,11 @@ class HttpPolicy:
                 except Exception:
                     raise self._error(f"{url.host!r} redirected to an invalid URL {location[:200]!r}.") from None
                 if (following.scheme, following.raw_host, following.port) != (url.scheme, url.raw_host, url.port):
-                    headers = {k: v for k, v in headers.items() if k.lower() not in _CREDENTIAL_HEADERS}
+                    # Another origin: only what the developer marked safe goes on (the body's type stays
+                    # with the body, which a 307/308 carries on).
+                    headers = {
+                        k: v for k, v in headers.items() if k.lower() in self._forward or k.lower() == "content-type"
+                    }
                 if response.status_code == 303 or (response.status_code in (301, 302) and method == "POST"):
                     method, body = "GET", None
                     headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}

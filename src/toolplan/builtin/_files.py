@@ -23,6 +23,7 @@ _READ = ToolAnnotations(read_only=True, idempotent=True, timeout=30.0)
 # Writing the same content twice leaves the same file (overwrite), but append does not: not idempotent.
 _WRITE = ToolAnnotations(destructive=True, timeout=30.0)
 _BINARY_SNIFF = 8192
+_MAX_OFFSET = 2**63 - 1  # the largest file offset the OS takes
 _MAX_LINE_CHARS = 300
 
 
@@ -87,7 +88,8 @@ class FileTools(Toolset):
     Every path is relative to the workspace (an absolute path is accepted only inside it). ``..`` is
     refused, symlinks are never followed (a symlink in a path is an error, and listing shows it
     without entering it), only regular files are read or written (a FIFO or device is refused without
-    blocking), and each call is bounded in bytes and entries. Failures the model can fix (a missing
+    blocking), a file with more than one hard link is never written (another link may lie outside the
+    workspace), and each call is bounded in bytes and entries. Failures the model can fix (a missing
     file, a path outside the workspace) are business errors with a message saying what to do.
 
     Functions: ``read_file``, ``list_files`` and ``search_files`` (read-only, idempotent) and
@@ -175,15 +177,16 @@ class FileTools(Toolset):
             encoding: 'utf-8' for text, 'base64' for binary files.
         """
         ws = self.workspace
-        if offset < 0:
-            raise ws.error("offset must be >= 0.")
+        if not 0 <= offset <= _MAX_OFFSET:
+            raise ws.error(f"offset must be between 0 and {_MAX_OFFSET} (a byte position in the file).")
         limit = self.max_read_bytes if max_bytes is None else max(0, min(max_bytes, self.max_read_bytes))
         parts = ws.parts(path)
         fd, st = ws.open_file(parts, os.O_RDONLY)
         try:
             data = os.pread(fd, limit, offset) if offset < st.st_size else b""
             # The file may have grown since fstat: what matters is whether more follows.
-            more = bool(os.pread(fd, 1, offset + len(data))) if len(data) == limit else False
+            end = offset + len(data)
+            more = bool(os.pread(fd, 1, end)) if len(data) == limit and end < _MAX_OFFSET else False
         finally:
             os.close(fd)
         if encoding == "base64":
@@ -243,8 +246,14 @@ class FileTools(Toolset):
         flags = os.O_WRONLY | os.O_CREAT
         flags |= {"overwrite": 0, "append": os.O_APPEND, "create": os.O_EXCL}[mode]
         existed = self._exists(parts)
-        fd, _ = ws.open_file(parts, flags, create_dirs=True)
+        fd, st = ws.open_file(parts, flags, create_dirs=True)
         try:
+            if st.st_nlink > 1:
+                # Another name for the same file may lie outside the workspace: writing would change it.
+                raise ws.error(
+                    f"{ws.show(parts)!r} has {st.st_nlink} hard links, and a link may lie outside the workspace, "
+                    "so it is not written. Write to a new path instead."
+                )
             if mode == "overwrite":
                 os.ftruncate(fd, 0)  # after the regular-file check, never through a symlink
             view = memoryview(data)

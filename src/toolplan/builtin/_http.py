@@ -32,8 +32,9 @@ class HttpTools(Toolset):
         allow_hosts: Hosts requests may go to: ``"api.example.com"``, ``"api.example.com:8443"``,
             ``"*.example.com"`` (subdomains), ``"203.0.113.7"``, or ``"*"`` for any public host.
         allow_private_networks: Let listed hosts be on loopback or private networks.
-        headers: Headers sent with every request (an API key, say); dropped on a redirect to
-            another origin.
+        headers: Headers sent with every request (an API key, say). On a redirect to another origin
+            these and the call's own headers are dropped, except those named in ``forward_headers``.
+        forward_headers: Header names safe to send on to another origin after a redirect.
         timeout: Seconds for a whole call, redirects included.
         max_response_bytes: Largest response body kept (a longer one is cut, ``truncated`` set).
         max_request_bytes: Largest request body ``http_post`` sends.
@@ -49,6 +50,7 @@ class HttpTools(Toolset):
         allow_hosts: Iterable[str] = (),
         allow_private_networks: bool = False,
         headers: Mapping[str, str] | None = None,
+        forward_headers: Iterable[str] = (),
         timeout: float = 30.0,
         max_response_bytes: int = _MiB,
         max_request_bytes: int = _MiB,
@@ -61,6 +63,7 @@ class HttpTools(Toolset):
             allow_hosts=tuple(allow_hosts) if not isinstance(allow_hosts, str) else (allow_hosts,),
             allow_private_networks=allow_private_networks,
             headers=dict(headers or {}),
+            forward_headers=(forward_headers,) if isinstance(forward_headers, str) else tuple(forward_headers),
             timeout=timeout,
             max_response_bytes=max_response_bytes,
             max_request_bytes=max_request_bytes,

@@ -22,7 +22,7 @@ from ..tools import ToolRegistry, ToolsLike
 from ._backend import Backend
 from ._choice import ToolChooser
 from ._events import EventHandler, PlanEvent, PlanFinished
-from ._invoke import ToolInvoker
+from ._invoke import ToolInvoker, calling_invoker
 from ._journal import RunStore, check_run_id
 from ._limits import LimitOptions, RunLimits, limits_from
 from ._result import PlanResult
@@ -55,13 +55,19 @@ def prepare(
 ) -> tuple[CompiledPlan, ToolInvoker]:
     """Validate and compile a plan, and build the invoker that will run its calls.
 
-    The plan's own budget is applied by the run (`PlanRun.apply`), not here.
+    The plan's own budget is applied by the run (`PlanRun.apply`), not here. A plan prepared inside
+    a tool call (a skill's, or any tool that runs a plan) is nested in that call's run: its calls
+    are charged to the caller's ledgers and budget window as well, and it is refused whole when
+    they cannot cover its steps.
     """
     limits = RunLimits.of(limits, step_timeout=step_timeout, budget=budget, max_steps=max_steps)
     registry = ToolRegistry.of(tools)
     compiled = compile_plan(plan, registry, dialect=dialect, max_steps=limits.max_steps)
     invoker = ToolInvoker.for_limits(registry, limits, backend=backend, chooser=policy)
     invoker.exclusive = True  # the run of this plan is the only user of its ledger
+    caller = calling_invoker()
+    if caller is not None:
+        invoker.nest_under(caller, [cs.step.tool for cs in compiled.steps.values()])
     return compiled, invoker
 
 

@@ -7,7 +7,7 @@ back if the call never starts); `PlanRun` tells the run's event handler when a l
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ..plan import Budget
@@ -36,9 +36,13 @@ class BudgetMeter:
     parent: BudgetMeter | None = None
     on_warning: WarningHandler | None = None
     warned: set[tuple[str, str | None]] | None = None
+    # Why every call is refused (a nested plan its caller's budget cannot cover), or None.
+    closed: str | None = None
 
     def refusal(self, tool: str, cost: float) -> str | None:
         """Why a call to ``tool`` may not start, or None if the budget (and its parents') allows it."""
+        if self.closed is not None:
+            return self.closed
         meter: BudgetMeter | None = self
         while meter is not None:
             b = meter.budget
@@ -104,6 +108,33 @@ class BudgetMeter:
             meter._charge(tool, cost)
             if meter.budget.warn_at is not None:
                 meter._warn(meter.budget, tool)
+            meter = meter.parent
+        return None
+
+    def cover(self, counts: Mapping[str, int], cost: float) -> str | None:
+        """Why this ledger (or a parent) cannot take ``counts`` more calls (by tool) costing ``cost``, or None."""
+        total = sum(counts.values())
+        meter: BudgetMeter | None = self
+        while meter is not None:
+            b = meter.budget
+            if b.max_tool_calls is not None and meter.calls + total > b.max_tool_calls:
+                left = max(b.max_tool_calls - meter.calls, 0)
+                return (
+                    f"Budget exhausted: this nested plan needs up to {total} calls, and the calling run has "
+                    f"{left} left of max_tool_calls={b.max_tool_calls}; it was not run."
+                )
+            if b.max_cost is not None and meter.cost + cost > b.max_cost + 1e-12:
+                return (
+                    f"Budget exhausted: this nested plan's calls cost {cost:g}, and the calling run has "
+                    f"{max(b.max_cost - meter.cost, 0):g} left of max_cost={b.max_cost:g}; it was not run."
+                )
+            for tool, count in counts.items():
+                cap = b.max_tool_calls_per_tool.get(tool)
+                if cap is not None and meter.calls_by_tool.get(tool, 0) + count > cap:
+                    return (
+                        f"Budget exhausted: this nested plan calls {tool!r} up to {count} times, and the calling run "
+                        f"may make {max(cap - meter.calls_by_tool.get(tool, 0), 0)} more (max_tool_calls_per_tool)."
+                    )
             meter = meter.parent
         return None
 

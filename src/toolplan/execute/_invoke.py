@@ -10,13 +10,13 @@ import asyncio
 import contextlib
 import contextvars
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
 from .. import _context
-from .._context import _CURRENT, CallContext, RawCall, raw_call
+from .._context import _CURRENT, CallContext, RawCall, linger_hook, raw_call
 from .._errors import InvalidArgumentsError, ToolError, ToolOutputError, UnknownToolError, WorkerDiedError
 from .._numbers import finite_number
 from .._records import fast_init, maker
@@ -30,7 +30,7 @@ from ._limits import RunLimits
 from ._result import StepError, cap_text
 from ._window import BudgetWindow, WindowCharge
 
-__all__ = ("CallOutcome", "ToolInvoker", "when_done")
+__all__ = ("CallOutcome", "ToolInvoker", "calling_invoker", "ended", "when_done")
 
 _DEFAULT_ANNOTATIONS = ToolAnnotations()
 
@@ -164,6 +164,24 @@ class ToolInvoker:
         child._entries = self._entries  # shared: the tools' concurrency slots are the run's
         child._lingering = self._lingering
         return child
+
+    def nest_under(self, caller: ToolInvoker, tools: Sequence[str]) -> None:
+        """Run a plan started inside one of ``caller``'s calls (a skill's): its calls charge ``caller`` too.
+
+        Each call is then reserved in this ledger and the caller's (and theirs, up to the top run),
+        and in the caller's budget window when this invoker has none of its own. A plan whose steps
+        (``tools``, one call each) the caller's ledgers cannot cover is refused whole: every call
+        ends ``not_run``, none is made.
+        """
+        self.meter.parent = caller.meter
+        if self.window is None:
+            self.window = caller.window
+            self._entries.clear()  # made before the window was known: they would skip it
+        counts: dict[str, int] = {}
+        for tool in tools:
+            counts[tool] = counts.get(tool, 0) + 1
+        cost = sum(self.annotations(tool).cost * n for tool, n in counts.items())
+        self.meter.closed = caller.meter.cover(counts, cost)
 
     def alternatives(self, tool: str, one_of: tuple[str, ...] = ()) -> tuple[tuple[str, ...], str | None] | None:
         """``(members, general member)`` when ``tool`` is a group (or a step's ``one_of``), else None."""
@@ -437,6 +455,38 @@ def when_done(future: Future[Any], callback: Callable[[], None]) -> None:
             loop.call_soon_threadsafe(callback, context=ctx)
 
     future.add_done_callback(done)
+
+
+def calling_invoker() -> ToolInvoker | None:
+    """The invoker of the tool call running now (in this process), or None outside one.
+
+    A plan started inside a tool call (a skill's plan) charges that call's run: see
+    `ToolInvoker.nest_under`. The call's context holds the invoker's linger hook, a bound method,
+    so finding it costs the calls nothing.
+    """
+    raw = _CURRENT.get()
+    if raw is None:
+        return None
+    owner = getattr(linger_hook(raw), "__self__", None)
+    return owner if isinstance(owner, ToolInvoker) else None
+
+
+async def ended(future: Future[Any]) -> None:
+    """Wait until an abandoned thread's call ``future`` is done; what it returned or raised is discarded.
+
+    The attempt it ran was already ended by its own rule (timed out): its late outcome, an error
+    included, must never reach the step or the run.
+    """
+    if future.done():
+        return
+    waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def wake() -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    when_done(future, wake)
+    await waiter
 
 
 def _low(a: int | None, b: int | None) -> int | None:

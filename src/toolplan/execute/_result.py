@@ -4,6 +4,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .._context import abandoned_calls
 from .._errors import PlanIssue
 from .._json import dumps, json_safe
 from .._records import fast_init
@@ -156,6 +157,16 @@ class PlanResult:
     def ok(self) -> bool:
         """True when every step succeeded."""
         return self.status == "succeeded"
+
+    @property
+    def still_running(self) -> tuple[str, ...]:
+        """Steps of this run whose sync function still runs in a worker thread, as of now.
+
+        A sync tool's call that timed out or was cancelled ends its step at once, but Python cannot
+        stop the thread: the function goes on (told by ``current_call().cancelled``) and what it
+        returns is discarded. Empty once every such thread has ended.
+        """
+        return tuple(dict.fromkeys(sid for sid, _ in abandoned_calls(self.run_id))) if self.run_id else ()
 
     @property
     def outputs(self) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 from .. import _faults
+from .._context import abandoned_calls
 from .._errors import StoreError
 from ..plan import CompiledPlan, CompiledStep, Plan, Step
 from ..plan._ir import MissingField
@@ -37,6 +38,10 @@ if TYPE_CHECKING:
 __all__ = ("PlanRun",)
 
 _YIELD_EVERY = 64  # steps a task runs inline before it lets the event loop run others
+_STILL_RUNNING = (
+    "Its function is still running in a worker thread (Python cannot stop a thread): it was told through "
+    "current_call().cancelled, and whatever it returns is discarded."
+)
 _KIND: dict[StepState, ErrorKind] = {"skipped": "skipped", "cancelled": "cancelled", "not_run": "not_run"}
 
 
@@ -164,7 +169,8 @@ class PlanRun:
         self.cancelled_by_us: set[str] = set()
         self.started_at: dict[str, float] = {}
         self.attempts: dict[str, int] = {}
-        self._ending: tuple[StepStatus, StepError] | None = None  # how running steps end when the run ends
+        # How running steps end when the run ends, and those whose sync function runs on in a thread.
+        self._ending: tuple[StepStatus, StepError, frozenset[str]] | None = None
         self._tg: asyncio.TaskGroup | None = None
         self._run_task: asyncio.Task[Any] | None = None
         self._spawn_handle: asyncio.Handle | None = None  # a `_spawn` waiting for its turn
@@ -530,7 +536,9 @@ class PlanRun:
         error = StepError(kind=_KIND.get(state, "not_run"), message=reason)
         status: StepStatus = state  # the three states are step statuses too
         if self._ending is not None and state == "cancelled":
-            status, error = self._ending
+            status, error, threads = self._ending
+            if sid in threads:
+                error = StepError(kind=error.kind, message=f"{error.message} {_STILL_RUNNING}")
         result = new_step_result(
             id=sid,
             tool=self.steps[sid].step.tool,
@@ -571,7 +579,9 @@ class PlanRun:
         return await waiter
 
     def _end_unfinished(self, reason: str, running_status: StepStatus, running_error: StepError) -> None:
-        self._ending = (running_status, running_error)
+        # The step tasks have ended (the task group waited for them): abandoned threads are known.
+        threads = frozenset(sid for sid, _ in abandoned_calls(self.run_id))
+        self._ending = (running_status, running_error, threads)
         for sid in self.sched.stop(reason):
             self.tasks.pop(sid, None)
             self.sched.cancel(sid, running_error.message)

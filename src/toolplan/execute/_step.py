@@ -26,7 +26,7 @@ from ..plan import CompiledStep
 from ..plan._refs import Ref, resolve_compiled
 from ._choice import FIXED_CHOOSER, Choice, ChoiceOutcome, ChoiceRequest
 from ._events import StepRetrying, StepStarted, ToolChosen
-from ._invoke import CallOutcome
+from ._invoke import CallOutcome, ended
 from ._journal import StoredStep, unknown_outcome
 from ._result import StepError, StepResult, StepStatus
 
@@ -258,7 +258,7 @@ async def _recover(
         if run.journal is not None:
             run.journal.event("step_retrying", sid, {"attempt": attempt, "error": error.to_dict(), "delay": delay})
         if outcome.lingering is not None:
-            await asyncio.shield(asyncio.wrap_future(outcome.lingering))
+            await ended(outcome.lingering)
         await asyncio.sleep(delay)
         attempt += 1
         run.attempts[sid] = attempt

@@ -13,6 +13,7 @@ from typing import Any, Literal
 import sqlalchemy as sa
 
 from .._errors import OptionalDependencyError, ToolError, UserError
+from .._vectors import check_vectors
 from ..store import Store, open_store
 
 # Private: the chunks table is the store's (its migration creates it); only this package reads it.
@@ -331,11 +332,16 @@ class KnowledgeBase:
 
     def _normalise(self, vectors: Sequence[Sequence[float]], count: int) -> Any:
         np = _numpy()
-        matrix = np.asarray(vectors, dtype=np.float32)
-        if matrix.ndim != 2 or matrix.shape[0] != count or matrix.shape[1] == 0 or not np.isfinite(matrix).all():
+        try:
+            checked = check_vectors(vectors, count, source=f"The embedding provider {self.embeddings.name!r}")
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
+        with np.errstate(over="ignore"):  # a number beyond float32 becomes inf, refused just below
+            matrix = np.asarray(checked, dtype=np.float32)
+        if not np.isfinite(matrix).all():  # finite as a float, too large for the stored float32
             raise ToolError(
-                f"The embedding provider {self.embeddings.name!r} returned {matrix.shape} for {count} texts; "
-                "expected one finite vector per text."
+                f"The embedding provider {self.embeddings.name!r} returned numbers too large to store "
+                "(beyond 3.4e38); expected one finite vector per text."
             )
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         norms[norms == 0] = 1.0

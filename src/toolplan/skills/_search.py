@@ -15,6 +15,7 @@ import re
 from collections.abc import Awaitable, Sequence
 from typing import Any, Protocol, TypeAlias
 
+from .._vectors import check_vectors
 from ..store._skills import SkillRow  # private: the skills' rows live in the store
 
 __all__ = ("Embedder", "EmbedFunction", "embed_texts", "lexical_score", "skill_text")
@@ -40,20 +41,12 @@ class EmbedFunction(Protocol):
 
 
 async def embed_texts(embedder: Embedder | EmbedFunction, texts: Sequence[str]) -> list[list[float]]:
-    """Vectors of ``texts`` from either kind of embedder, checked: one finite vector per text."""
+    """Vectors of ``texts`` from either kind of embedder, checked: one finite vector per text (else `ValueError`)."""
     call: Any = embedder.embed if hasattr(embedder, "embed") else embedder
     result = call(list(texts))
     if inspect.isawaitable(result):
         result = await result
-    try:
-        vectors = [[float(x) for x in v] for v in result]
-    except (TypeError, ValueError, OverflowError):  # not numbers, or an int too big for a float
-        vectors = []
-    if len(vectors) != len(texts) or any(not v or not all(math.isfinite(x) for x in v) for v in vectors):
-        raise ValueError(
-            "The embedder returned no vector, an empty one or one that is not all finite numbers for some text."
-        )
-    return vectors
+    return check_vectors(result, len(texts))
 
 
 def skill_text(row: SkillRow) -> str:
