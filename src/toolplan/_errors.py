@@ -40,7 +40,7 @@ with its attributes (errors cross process boundaries in code mode and in distrib
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -133,9 +133,26 @@ class PlanIssue:
     step: str | None = None
     severity: Severity = "error"
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form used by the CLI, the service and the model."""
-        return {"code": self.code, "step": self.step, "message": self.message}
+    def to_dict(self, *, severity: bool = False) -> dict[str, Any]:
+        """``{"code", "step", "message"}``: the form the CLI and the model see.
+
+        With ``severity=True``, its ``"severity"`` too: the form the service and stored results use.
+        """
+        out: dict[str, Any] = {"code": self.code, "step": self.step, "message": self.message}
+        if severity:
+            out["severity"] = self.severity
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, severity: Severity = "error") -> PlanIssue:
+        """An issue from `to_dict`'s form, or from that form with its ``"severity"`` (``severity`` when absent)."""
+        found = data.get("severity", severity)
+        return cls(
+            code=data["code"],
+            message=data["message"],
+            step=data.get("step"),
+            severity="warning" if found == "warning" else "error",
+        )
 
     def __str__(self) -> str:
         where = f"step {self.step!r}: " if self.step is not None else ""

@@ -212,19 +212,20 @@ class StepResult:
 
     @staticmethod
     def of(d: dict[str, Any]) -> StepResult:
-        error = d.get("error")
+        """From a step of `execution_view` (`toolplan.StepResult.to_dict`'s form)."""
+        error = d["error"]
         return StepResult(
             id=d["id"],
             tool=d["tool"],
             status=d["status"],
-            output=d.get("output"),
+            output=d["output"],
             error=StepError(kind=error["kind"], message=error["message"]) if error else None,
             attempts=d["attempts"],
-            started_at=d.get("started_at"),
-            ended_at=d.get("ended_at"),
-            reused=d.get("reused", False),
-            used_fallback=d.get("used_fallback", False),
-            warnings=list(d.get("warnings", [])),
+            started_at=d["started_at"],
+            ended_at=d["ended_at"],
+            reused=d["reused"],
+            used_fallback=d["used_fallback"],
+            warnings=d["warnings"],
         )
 
 
