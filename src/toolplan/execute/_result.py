@@ -11,6 +11,7 @@ from ..plan import Dialect, critical_path, waves
 from ._choice import Choice
 
 __all__ = (
+    "DEFAULT_MAX_VALUE_CHARS",
     "ErrorKind",
     "PlanResult",
     "PlanStatus",
@@ -41,6 +42,7 @@ ErrorKind = Literal[
 ]
 
 DEFAULT_MAX_VALUE_CHARS = 4000
+"""Characters each value and error message of the text a model is given is cut to (head and tail kept)."""
 
 
 @fast_init

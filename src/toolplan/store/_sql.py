@@ -16,13 +16,14 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from .._errors import PlanIssue, PlanNotFoundError, RunConflictError, RunNotFoundError, StoreError, UserError
 from .._json import dumps, loads
+from .._paging import DEFAULT_PAGE_SIZE
 from ..execute import PlanResult, RunLimits, StepResult
 from ..execute._journal import StoredRun, StoredStep, check_run_id
 from ..plan import Plan, Step, parse_plan
 from ..policy import ArmStats, Observation
 from . import _schema as t
 from ._codec import decode, encode, output_json, plan_hash, result_facts, result_from_row, step_from_row
-from ._db import Database, Statement
+from ._db import DEFAULT_LEASE, MAX_LEASE, MIN_LEASE, Database, Statement
 
 __all__ = (
     "PlanVersion",
@@ -40,7 +41,7 @@ _ENDED = ("succeeded", "failed", "timed_out", "unknown_outcome")  # a step's own
 _KNOWN_PLANS = 4096  # plan ids (and limits) a store remembers; forgotten all at once when full
 
 
-def open_store(url: str = "sqlite:///toolplan.db", *, lease: float = 30.0) -> Store:
+def open_store(url: str = "sqlite:///toolplan.db", *, lease: float = DEFAULT_LEASE) -> Store:
     """A store at ``url``: ``sqlite:///path.db`` (a file, created if absent) or ``postgresql://user@host/db``.
 
     Nothing is opened yet: the database is reached, and its schema created or migrated, on first use
@@ -178,9 +179,9 @@ class StoredEvent:
 class Store:
     """Durable runs in one database. Made by `open_store`; implements `toolplan.execute.RunStore`."""
 
-    def __init__(self, url: str, *, lease: float = 30.0) -> None:
-        if not (isinstance(lease, int | float) and 0.1 <= lease <= 86_400) or isinstance(lease, bool):
-            raise UserError(f"lease must be a number of seconds from 0.1 to 86400, not {lease!r}.")
+    def __init__(self, url: str, *, lease: float = DEFAULT_LEASE) -> None:
+        if not (isinstance(lease, int | float) and MIN_LEASE <= lease <= MAX_LEASE) or isinstance(lease, bool):
+            raise UserError(f"lease must be a number of seconds from {MIN_LEASE} to {MAX_LEASE:.0f}, not {lease!r}.")
         self.url = url
         self.lease = float(lease)
         self.owner = f"{_HOST}:{os.getpid()}:{os.urandom(4).hex()}"
@@ -563,7 +564,7 @@ class Store:
         """
         return await self.db.read(lambda engine: _load_info(engine, run_id))  # type: ignore[no-any-return]
 
-    async def list_runs(self, *, limit: int = 50, status: str | None = None) -> list[RunSummary]:
+    async def list_runs(self, *, limit: int = DEFAULT_PAGE_SIZE, status: str | None = None) -> list[RunSummary]:
         """The most recent runs first (at most ``limit``), optionally only those with ``status``."""
         return await self.db.read(lambda engine: _list(engine, limit, status))  # type: ignore[no-any-return]
 
