@@ -18,7 +18,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import sqlalchemy as sa
@@ -66,8 +66,6 @@ class _Call:
     fn: Callable[[sa.Engine, Any], Any]
     future: asyncio.Future[Any] | None
     loop: asyncio.AbstractEventLoop | None
-    done: threading.Event | None = None
-    result: list[Any] = field(default_factory=list[Any])
 
 
 _STOP = object()
@@ -149,18 +147,6 @@ class Database:
         if self.engine.dialect.name == "sqlite":
             return await self.call(lambda engine, _raw: fn(engine))
         return await self.read(fn)
-
-    def call_sync(self, fn: Callable[[sa.Engine, Any], Any]) -> Any:
-        """`call` for synchronous code (the CLI's listings)."""
-        self._start()
-        item = _Call(fn, None, None, threading.Event())
-        self._queue.put(item)
-        assert item.done is not None
-        item.done.wait()
-        value, error = item.result
-        if error is not None:
-            raise error
-        return value
 
     @property
     def opened(self) -> bool:
@@ -261,10 +247,7 @@ class Database:
             except Exception as exc:  # the database failed, or holds something no toolplan wrote
                 error = StoreError(f"The store failed: {_describe(exc)}")
                 self._rollback()
-        if item.done is not None:
-            item.result[:] = [value, error]
-            item.done.set()
-        elif item.loop is not None and item.future is not None:
+        if item.loop is not None and item.future is not None:
             _complete(item.loop, [(item.future, error, value)])
 
     def _rollback(self) -> None:
