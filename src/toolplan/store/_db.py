@@ -64,8 +64,8 @@ class _Write:
 @dataclass(slots=True)
 class _Call:
     fn: Callable[[sa.Engine, Any], Any]
-    future: asyncio.Future[Any] | None
-    loop: asyncio.AbstractEventLoop | None
+    future: asyncio.Future[Any]
+    loop: asyncio.AbstractEventLoop
 
 
 _STOP = object()
@@ -247,8 +247,7 @@ class Database:
             except Exception as exc:  # the database failed, or holds something no toolplan wrote
                 error = StoreError(f"The store failed: {_describe(exc)}")
                 self._rollback()
-        if item.loop is not None and item.future is not None:
-            _complete(item.loop, [(item.future, error, value)])
+        _complete(item.loop, [(item.future, error, value)])
 
     def _rollback(self) -> None:
         with contextlib.suppress(Exception):
