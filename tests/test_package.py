@@ -197,6 +197,41 @@ def test_every_error_class_is_exported_from_toolplan() -> None:
         assert getattr(toolplan, name) is getattr(_errors, name), f"toolplan.{name} is not exported"
 
 
+def _exception_classes() -> dict[str, str]:
+    """Every exception class defined in src (by name, read from the code), with the file that defines it."""
+    import builtins
+
+    known = {n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)}
+    classes: dict[str, tuple[str, list[str]]] = {}
+    for path in SRC.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                bases = [b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "") for b in node.bases]
+                classes[node.name] = (str(path.relative_to(SRC)), bases)
+    found: dict[str, str] = {}
+    while True:  # a class is an exception when one of its bases is
+        more = {n: where for n, (where, bases) in classes.items() if n not in found and {*bases} & (known | {*found})}
+        if not more:
+            break
+        found.update(more)
+    assert {"ToolplanError", "StreamedPlanInvalid", "ApiError", "_NotPlain"} <= set(found)  # the reading works
+    return found
+
+
+def test_every_exception_class_is_in_the_documented_tree() -> None:
+    import re
+
+    from toolplan import _errors
+
+    doc = _errors.__doc__ or ""
+    missing = [
+        f"{name} ({where})"
+        for name, where in sorted(_exception_classes().items())
+        if not re.search(rf"\b{name}\b", doc)
+    ]
+    assert missing == [], "add each to the tree (or the list outside it) in toolplan/_errors.py's docstring"
+
+
 ROOT = SRC.parents[1]
 
 

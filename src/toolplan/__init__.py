@@ -6,7 +6,6 @@ maximal safe parallelism, keeps failures local and returns only the outputs the 
 
 from ._errors import ConcurrencyLimitError as ConcurrencyLimitError
 from ._errors import InvalidArgumentsError as InvalidArgumentsError
-from ._errors import LimitExceededError as LimitExceededError
 from ._errors import ModelAuthError as ModelAuthError
 from ._errors import ModelConnectionError as ModelConnectionError
 from ._errors import ModelFacingError as ModelFacingError
@@ -26,7 +25,6 @@ from ._errors import StoreError as StoreError
 from ._errors import ToolError as ToolError
 from ._errors import ToolOutputError as ToolOutputError
 from ._errors import ToolplanError as ToolplanError
-from ._errors import ToolTimeoutError as ToolTimeoutError
 from ._errors import UnexpectedModelBehavior as UnexpectedModelBehavior
 from ._errors import UnknownToolError as UnknownToolError
 from ._errors import UsageLimitExceeded as UsageLimitExceeded
@@ -74,7 +72,6 @@ __all__ = (
     "ExecutionStrategy",
     "FunctionTool",
     "InvalidArgumentsError",
-    "LimitExceededError",
     "ModelAuthError",
     "ModelConnectionError",
     "ModelFacingError",
@@ -108,7 +105,6 @@ __all__ = (
     "ToolOutputError",
     "ToolRegistry",
     "ToolResult",
-    "ToolTimeoutError",
     "ToolplanError",
     "UnexpectedModelBehavior",
     "UnknownToolError",

@@ -3,17 +3,17 @@
 ```
 ToolplanError                      root; every error toolplan raises on purpose
 ├── UserError                      the developer misused the API (fix the code, not the model)
-│   └── OptionalDependencyError    an extra is not installed; the message names the pip command
+│   ├── OptionalDependencyError    an extra is not installed; the message names the pip command
+│   └── CliInputError              a command-line input (file, option, tools spec) is unusable (toolplan.cli)
 ├── ModelFacingError               a signal the model can act on (it is shown to the model)
 │   ├── PlanValidationError        a plan is invalid; `.issues` lists every problem; zero tools ran
+│   │   └── StreamedPlanInvalid    a streamed plan turned out invalid after some steps started; `.result`
 │   ├── ReferenceResolutionError   a reference's value cannot be handed to the step that reads it
 │   └── ToolError                  a tool call failed (raised inside tools or code to fail a call)
 │       ├── InvalidArgumentsError  the arguments do not match the tool's schema
 │       └── UnknownToolError       a call named a tool that is not registered
 ├── RunError                       a run failed for a reason outside the model's control
 │   ├── ToolOutputError            a tool returned output that cannot become JSON data (binary bytes)
-│   ├── ToolTimeoutError           a tool call exceeded its timeout
-│   ├── LimitExceededError         a limit or budget was exhausted (max calls, cost, deadline)
 │   ├── UsageLimitExceeded         an agent run hit max_iterations, its deadline or budget; `.result` is what it got
 │   ├── ModelHTTPError             a model provider answered with an error status
 │   │   └── ModelAuthError         the provider rejected the credentials (never retried)
@@ -22,12 +22,31 @@ ToolplanError                      root; every error toolplan raises on purpose
 │   │   └── OutputValidationError  the final answer did not match output_type, output_retries times
 │   ├── SandboxError               a code runner failed or killed the code (the limit is named)
 │   ├── WorkerDiedError            the remote worker running a call died (a distributed backend)
+│   ├── MCPConnectionError         an MCP server could not be reached, or its connection failed (toolplan.mcp)
 │   └── StoreError                 the store (database) failed or refused; durable runs stop, resumable
 │       ├── RunNotFoundError       no stored run has that id
 │       ├── PlanNotFoundError      no stored plan or planning request has that id
-│       └── RunConflictError       the run id is taken: another plan, or another live process runs it
+│       ├── RunConflictError       the run id is taken: another plan, or another live process runs it
+│       └── ConcurrencyLimitError  an API key has as many executions queued or running as it may (service)
 └── ServiceError                   a planner service answered with an error, or was unreachable (client)
 ```
+
+A timeout or a spent budget is not an exception: the step's record says so (error kinds
+``timeout`` and ``limit``), and an agent run that cannot go on raises `UsageLimitExceeded`.
+
+Outside the tree, on purpose (each named here so that the list is whole):
+
+```
+ApiError (Exception)               the service's error answer (HTTP status, code): answered, never raised to a caller
+SearchProviderError (RuntimeError) the web search provider's answer is not its documented JSON: the call fails
+ToolCallError (RuntimeError)       inside code run in the sandbox: a tool the code called failed (the code may catch it)
+JSONTextError (ValueError)         JSON text toolplan cannot read; each reader turns it into its own error
+```
+
+Internal signals, caught in the module that raises them and never seen by a caller: the sandbox's
+``ProtocolViolation``, ``DataError``, ``DataTooLarge``, ``MessageTooLarge``, ``TruncatedFrame`` and
+``_Stop``; Ray code runs' ``WorkerGone`` and ``_Refused``; the agent's ``OutputValidationFailed``;
+references' ``_TooDeep``; the service's ``_TooLarge``; the store codec's ``_NotPlain``.
 
 Messages say what happened and then what to do about it. Constructors have no side effects.
 
@@ -40,14 +59,13 @@ with its attributes (errors cross process boundaries in code mode and in distrib
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 __all__ = (
     "ConcurrencyLimitError",
     "InvalidArgumentsError",
-    "LimitExceededError",
     "ModelAuthError",
     "ModelConnectionError",
     "ModelFacingError",
@@ -66,7 +84,6 @@ __all__ = (
     "StoreError",
     "ToolError",
     "ToolOutputError",
-    "ToolTimeoutError",
     "ToolplanError",
     "UnexpectedModelBehavior",
     "UnknownToolError",
@@ -133,9 +150,26 @@ class PlanIssue:
     step: str | None = None
     severity: Severity = "error"
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form used by the CLI, the service and the model."""
-        return {"code": self.code, "step": self.step, "message": self.message}
+    def to_dict(self, *, severity: bool = False) -> dict[str, Any]:
+        """``{"code", "step", "message"}``: the form the CLI and the model see.
+
+        With ``severity=True``, its ``"severity"`` too: the form the service and stored results use.
+        """
+        out: dict[str, Any] = {"code": self.code, "step": self.step, "message": self.message}
+        if severity:
+            out["severity"] = self.severity
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, severity: Severity = "error") -> PlanIssue:
+        """An issue from `to_dict`'s form, or from that form with its ``"severity"`` (``severity`` when absent)."""
+        found = data.get("severity", severity)
+        return cls(
+            code=data["code"],
+            message=data["message"],
+            step=data.get("step"),
+            severity="warning" if found == "warning" else "error",
+        )
 
     def __str__(self) -> str:
         where = f"step {self.step!r}: " if self.step is not None else ""
@@ -232,22 +266,6 @@ class ToolOutputError(RunError):
     def __init__(self, message: str, *, tool: str | None = None) -> None:
         super().__init__(message)
         self.tool = tool
-
-
-class ToolTimeoutError(RunError):
-    """A tool call exceeded its timeout."""
-
-    code = "timeout"
-
-
-class LimitExceededError(RunError):
-    """A limit or budget was exhausted; the message names the limit and how to raise it."""
-
-    code = "limit_exceeded"
-
-    def __init__(self, message: str, *, limit: str) -> None:
-        super().__init__(message)
-        self.limit = limit
 
 
 class UsageLimitExceeded(RunError):

@@ -1,16 +1,22 @@
-"""`fast_init` keeps a frozen dataclass's constructor contract while making it cheaper."""
+"""Run records: `fast_init` keeps a frozen dataclass's constructor contract while making it cheaper, and
+`StepResult` / `PlanResult` read back exactly what their ``to_dict`` wrote."""
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 from dataclasses import FrozenInstanceError, dataclass, field
-from typing import Any
+from typing import Any, get_args
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from toolplan import PlanIssue
 from toolplan._records import fast_init, maker
-from toolplan.plan import Step
+from toolplan.execute import Choice, ErrorKind, PlanResult, StepError, StepResult, StepStatus
+from toolplan.plan import Dialect, Step
 
 
 def _make() -> tuple[Any, Any]:
@@ -176,3 +182,100 @@ def test_maker_needs_a_fast_init_class() -> None:
     plain, _ = _make()
     with pytest.raises(TypeError, match="fast_init"):
         maker(plain)
+
+
+# -- the records' JSON form ------------------------------------------------------------------------
+
+TEXT = st.text(max_size=6)
+IDS = st.text("abcdef", min_size=1, max_size=3)
+TIMES = st.floats(0, 2e9)
+JSON_DATA = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | TEXT,
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(TEXT, children, max_size=3),
+    max_leaves=8,
+)
+STEP_ERRORS = st.builds(StepError, kind=st.sampled_from(get_args(ErrorKind)), message=TEXT)
+
+
+def step_results(step_id: st.SearchStrategy[str] = IDS) -> st.SearchStrategy[StepResult]:
+    return st.builds(
+        StepResult,
+        id=step_id,
+        tool=TEXT,
+        status=st.sampled_from(get_args(StepStatus)),
+        output=JSON_DATA,
+        error=st.none() | STEP_ERRORS,
+        attempts=st.integers(0, 5),
+        started_at=st.none() | TIMES,
+        ended_at=st.none() | TIMES,
+        arguments=st.none() | st.dictionaries(TEXT, JSON_DATA, max_size=3),
+        used_fallback=st.booleans(),
+        warnings=st.lists(TEXT, max_size=2).map(tuple),
+        reused=st.booleans(),
+    )
+
+
+ISSUES = st.builds(
+    PlanIssue, code=TEXT, message=TEXT, step=st.none() | IDS, severity=st.sampled_from(["error", "warning"])
+)
+CHOICES = st.builds(
+    Choice,
+    group=TEXT,
+    chosen=TEXT,
+    strategy=TEXT,
+    probability=st.floats(0, 1),
+    candidates=st.lists(TEXT, max_size=3).map(tuple),
+    step_id=IDS,
+    reason=TEXT,
+    general=st.none() | TEXT,
+)
+
+
+@st.composite
+def plan_results(draw: st.DrawFn) -> PlanResult:
+    ids = draw(st.lists(IDS, unique=True, max_size=5))
+    steps = {sid: draw(step_results(st.just(sid))) for sid in ids}
+    deps = {sid: tuple(draw(st.lists(st.sampled_from(ids), unique=True, max_size=2))) for sid in ids} if ids else {}
+    return PlanResult(
+        status=draw(st.sampled_from(["succeeded", "failed", "cancelled"])),
+        steps=steps,
+        output_steps=tuple(draw(st.lists(st.sampled_from(ids), unique=True))) if ids else (),
+        run_id=draw(TEXT),
+        dialect=draw(st.sampled_from(get_args(Dialect))),
+        started_at=draw(TIMES),
+        ended_at=draw(TIMES),
+        deps=deps,
+        warnings=tuple(draw(st.lists(ISSUES, max_size=2))),
+        choices=tuple(draw(st.lists(CHOICES, max_size=2))),
+    )
+
+
+def _through_json_text(data: dict[str, Any]) -> Any:
+    return json.loads(json.dumps(data))  # what the store, the service and the client carry
+
+
+@given(step_results())
+def test_a_step_result_reads_back_exactly_what_to_dict_wrote(record: StepResult) -> None:
+    data = record.to_dict()
+    assert list(data) == [f.name for f in dataclasses.fields(StepResult)]  # every field, none left out
+    assert StepResult.from_dict(data) == record
+    assert StepResult.from_dict(_through_json_text(data)) == record
+
+
+@given(plan_results())
+def test_a_plan_result_reads_back_exactly_what_to_dict_wrote(result: PlanResult) -> None:
+    data = result.to_dict()
+    assert {f.name for f in dataclasses.fields(PlanResult)} <= set(data)  # every field, and the derived facts
+    assert PlanResult.from_dict(data) == result
+    assert PlanResult.from_dict(_through_json_text(data)) == result
+
+
+def test_from_dict_reads_the_forms_that_leave_keys_out() -> None:
+    """The service's steps have no ``arguments``; a reader fills in each field's default."""
+    assert StepResult.from_dict({"id": "a", "tool": "t", "status": "pending"}) == StepResult(
+        id="a", tool="t", status="pending"
+    )
+    minimal = PlanResult.from_dict({"status": "failed", "steps": [{"id": "a", "tool": "t", "status": "skipped"}]})
+    assert minimal == PlanResult(
+        status="failed", steps={"a": StepResult(id="a", tool="t", status="skipped")}, output_steps=("a",)
+    )

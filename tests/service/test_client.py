@@ -101,6 +101,23 @@ def test_execute_wait_get_and_list_executions(client: Client, gates: Path) -> No
     assert succeeded >= {done.execution_id, queued.execution_id, finished.execution_id}
 
 
+def test_a_step_reads_as_the_record_the_store_keeps_but_its_arguments(server: ThreadServer, client: Client) -> None:
+    import asyncio
+    import dataclasses
+
+    from toolplan.store import open_store
+
+    done = client.execute(client.create_plan(CHAIN).plan_id, wait=30)
+
+    async def stored() -> list[toolplan.StepResult]:
+        async with open_store(server.db_url) as store:
+            return list((await store.get_run(done.execution_id)).result.steps.values())
+
+    records = asyncio.run(stored())
+    assert [r.arguments for r in records] == [{"a": 1, "b": 2}, {"a": 3, "b": 10}]
+    assert list(done.steps) == [dataclasses.replace(r, arguments=None) for r in records]  # every other field
+
+
 def test_events_come_in_order_and_after_a_number(client: Client, gates: Path) -> None:
     execution = client.execute(client.create_plan(GATED).plan_id)
     seen: list[Event] = []

@@ -120,6 +120,20 @@ def test_a_plan_is_created_executed_and_read(server: ThreadServer) -> None:
         assert plans == {"items": [{"planId": plan_id, "valid": True}], "nextCursor": None}
 
 
+def test_the_steps_of_an_execution_keep_their_wire_format(server: ThreadServer) -> None:
+    with server.client() as c:
+        plan_id = data(c, "mutation($p: JSON!) { createPlan(plan: $p) { planId } }", p=CHAIN)["createPlan"]["planId"]
+        e = data(c, f"mutation($id: String!) {{ executePlan(planId: $id, wait: 30) {{ {EXECUTION} }} }}", id=plan_id)
+        steps = e["executePlan"]["steps"]
+        assert all(isinstance(s["startedAt"], float) and s["endedAt"] >= s["startedAt"] for s in steps)
+        common = {"tool": "add", "status": "succeeded", "error": None, "attempts": 1}
+        flags = {"reused": False, "usedFallback": False, "warnings": []}
+        assert [{k: v for k, v in s.items() if not k.endswith("At")} for s in steps] == [
+            {"id": "a", **common, "output": 3, **flags},
+            {"id": "b", **common, "output": 13, **flags},
+        ]
+
+
 def test_without_wait_an_execution_is_queued_and_its_fields_are_read_when_asked(
     server: ThreadServer, gates: Path
 ) -> None:

@@ -60,6 +60,49 @@ def test_a_plan_is_posted_executed_and_read_by_id(server: ThreadServer) -> None:
         assert [e["execution_id"] for e in listed] == [body["execution_id"]]
 
 
+# A step of an execution as the API has always shown it: these keys, in this order (no ``arguments``).
+STEP_KEYS = [
+    "id",
+    "tool",
+    "status",
+    "output",
+    "error",
+    "attempts",
+    "started_at",
+    "ended_at",
+    "used_fallback",
+    "warnings",
+    "reused",
+]
+
+
+def test_the_steps_of_an_execution_keep_their_wire_format(server: ThreadServer) -> None:
+    with server.client() as c:
+        plan_id = post_plan(c, CHAIN)
+        body = c.post(f"/v1/plans/{plan_id}/executions", params={"wait": 30}).json()
+        assert list(body) == [
+            "execution_id",
+            "plan_id",
+            "status",
+            "created_at",
+            "updated_at",
+            "calls",
+            "cancel_requested",
+            "steps",
+            "outputs",
+            "refused",
+        ]
+        steps = body["steps"]
+        assert [list(s) for s in steps] == [STEP_KEYS, STEP_KEYS]
+        assert all(isinstance(s["started_at"], float) and s["ended_at"] >= s["started_at"] for s in steps)
+        common = {"tool": "add", "status": "succeeded", "error": None, "attempts": 1}
+        flags = {"used_fallback": False, "warnings": [], "reused": False}
+        assert [{k: v for k, v in s.items() if not k.endswith("_at")} for s in steps] == [
+            {"id": "a", **common, "output": 3, **flags},
+            {"id": "b", **common, "output": 13, **flags},
+        ]
+
+
 def test_without_wait_the_answer_is_202_and_the_execution_runs_on(server: ThreadServer, gates: Path) -> None:
     with server.client() as c:
         plan_id = post_plan(c, GATED)

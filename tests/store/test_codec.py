@@ -172,3 +172,44 @@ def test_data_that_contains_itself_or_nests_deep_is_written_as_before() -> None:
         deep = [deep]
     for arguments in (loop, {"deep": deep}, {"n": math.nan}, {"n": 10**5000}):
         _same(Plan(steps=(Step(id="s", tool="t", arguments=arguments),)))
+
+
+# -- a run's records ---------------------------------------------------------------------------------
+
+
+async def test_a_stored_run_reads_back_as_the_result_the_run_returned(store_url: str) -> None:
+    from toolplan import execute_plan, tool
+    from toolplan.store import open_store
+
+    @tool
+    def echo(text: str) -> dict[str, str]:
+        """Echo."""
+        return {"text": text}
+
+    @tool
+    def broken(text: str) -> str:
+        """Fails."""
+        raise RuntimeError("down")
+
+    plan = {
+        "steps": [
+            {"id": "a", "tool": "echo", "arguments": {"text": "{{ jinja.name }}"}},  # a warning, not an error
+            {
+                "id": "b",
+                "tool": "broken",
+                "arguments": {"text": "$ref:a.text"},
+                "fallback": {"tool": "echo", "arguments": {"text": "b"}},
+            },
+            {"id": "c", "tool": "broken", "arguments": {"text": "x"}},
+            {"id": "d", "tool": "echo", "arguments": {"text": "$ref:c"}},
+        ],
+        "output_steps": ["b", "d"],
+    }
+    async with open_store(store_url) as store:
+        result = await execute_plan(plan, [echo, broken], store=store)
+        info = await store.get_run(result.run_id)
+    assert result.warnings and {w.severity for w in result.warnings} == {"warning"}
+    assert result.steps["b"].used_fallback and result.steps["b"].arguments is not None
+    assert (result.steps["c"].status, result.steps["d"].status) == ("failed", "skipped")
+    assert info.result == result  # every field of every step, and of the plan
+    assert info.result.to_dict() == result.to_dict()

@@ -124,7 +124,7 @@ class LiveFeed:
         elif isinstance(event, StepFinished):
             r = event.result
             self._results[r.id] = r
-            self._steps[r.id] = r.to_dict() | {"used_fallback": r.used_fallback, "reused": r.reused}
+            self._steps[r.id] = r.to_dict()
         elif isinstance(event, PlanFinished):
             self._status = event.result.status
             self._outputs = event.result.to_dict()["outputs"]

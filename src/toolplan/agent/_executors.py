@@ -16,6 +16,7 @@ from .._tasks import task_group
 from ..execute import (
     DEFAULT_LIMITS,
     DEFAULT_MAX_CONCURRENCY,
+    DEFAULT_MAX_VALUE_CHARS,
     PlanEvent,
     PlanResult,
     PlanRun,
@@ -70,7 +71,7 @@ class TurnContext:
     limits: RunLimits = DEFAULT_LIMITS
     expires: float | None = None
     emit: Callable[[AgentEvent], None] | None = None
-    max_value_chars: int = 4000
+    max_value_chars: int = DEFAULT_MAX_VALUE_CHARS
     plan_results: list[PlanResult] = field(default_factory=list[PlanResult])
     store: RunStore | None = None  # the agent's store: each plan it runs is stored, under ``run_id``
     run_id: str = ""

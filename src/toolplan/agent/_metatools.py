@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from .._errors import PlanValidationError
-from ..execute import EventHandler, PlanResult, RunLimits, RunStore, ToolInvoker
+from ..execute import DEFAULT_MAX_VALUE_CHARS, EventHandler, PlanResult, RunLimits, RunStore, ToolInvoker
 from ..execute._api import run_compiled
 from ..plan import META_TOOL_NAMES, Budget, Dialect, compile_plan
 from ..plan._parse import BATCH_MAX_STEPS
@@ -193,7 +193,7 @@ class _MetaTool:
         step_timeout: float | None = None,
         budget: Budget | None = None,
         max_steps: int | None = None,
-        max_value_chars: int = 4000,
+        max_value_chars: int = DEFAULT_MAX_VALUE_CHARS,
         on_event: EventHandler | None = None,
         on_result: Callable[[PlanResult], None] | None = None,
         store: RunStore | None = None,

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 import httpx
 from httpx_sse import aconnect_sse
 
+from .._paging import DEFAULT_PAGE_SIZE
 from ..plan import Plan
 from . import _calls as calls
 from ._calls import DEFAULT_RETRY, DEFAULT_TIMEOUT, Call, Page, RetryPolicy
@@ -123,7 +124,7 @@ class AsyncClient:
         """As `Client.get_request`."""
         return await self._send(calls.get_request(request_id))
 
-    def list_requests(self, *, page_size: int = 50) -> AsyncIterator[RequestSummary]:
+    def list_requests(self, *, page_size: int = DEFAULT_PAGE_SIZE) -> AsyncIterator[RequestSummary]:
         """As `Client.list_requests`: every planning request, newest first."""
         return self._pages(lambda cursor: calls.list_requests(page_size, cursor))
 
@@ -149,7 +150,9 @@ class AsyncClient:
         """As `Client.get_plan`."""
         return await self._send(calls.get_plan(plan_id))
 
-    def list_plans(self, *, request_id: str | None = None, page_size: int = 50) -> AsyncIterator[PlanSummary]:
+    def list_plans(
+        self, *, request_id: str | None = None, page_size: int = DEFAULT_PAGE_SIZE
+    ) -> AsyncIterator[PlanSummary]:
         """As `Client.list_plans`."""
         return self._pages(lambda cursor: calls.list_plans(page_size, cursor, request_id))
 
@@ -164,7 +167,7 @@ class AsyncClient:
         return await self._send(calls.get_execution(execution_id))
 
     def list_executions(
-        self, *, status: str | None = None, plan_id: str | None = None, page_size: int = 50
+        self, *, status: str | None = None, plan_id: str | None = None, page_size: int = DEFAULT_PAGE_SIZE
     ) -> AsyncIterator[ExecutionSummary]:
         """As `Client.list_executions`: every execution, newest first (all pages)."""
         return self._pages(lambda cursor: calls.list_executions(page_size, cursor, status, plan_id))

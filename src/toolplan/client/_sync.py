@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 import httpx
 from httpx_sse import connect_sse
 
+from .._paging import DEFAULT_PAGE_SIZE
 from ..plan import Plan
 from . import _calls as calls
 from ._calls import DEFAULT_RETRY, DEFAULT_TIMEOUT, Call, Page, RetryPolicy
@@ -127,7 +128,7 @@ class Client:
         """A planning request: its question and every version of its plan."""
         return self._send(calls.get_request(request_id))
 
-    def list_requests(self, *, page_size: int = 50) -> Iterator[RequestSummary]:
+    def list_requests(self, *, page_size: int = DEFAULT_PAGE_SIZE) -> Iterator[RequestSummary]:
         """Every planning request, newest first (the pages are fetched as you iterate)."""
         return self._pages(lambda cursor: calls.list_requests(page_size, cursor))
 
@@ -155,7 +156,7 @@ class Client:
         """A stored plan with its issues."""
         return self._send(calls.get_plan(plan_id))
 
-    def list_plans(self, *, request_id: str | None = None, page_size: int = 50) -> Iterator[PlanSummary]:
+    def list_plans(self, *, request_id: str | None = None, page_size: int = DEFAULT_PAGE_SIZE) -> Iterator[PlanSummary]:
         """Every stored plan, newest first; ``request_id`` keeps that request's versions."""
         return self._pages(lambda cursor: calls.list_plans(page_size, cursor, request_id))
 
@@ -176,7 +177,7 @@ class Client:
         return self._send(calls.get_execution(execution_id))
 
     def list_executions(
-        self, *, status: str | None = None, plan_id: str | None = None, page_size: int = 50
+        self, *, status: str | None = None, plan_id: str | None = None, page_size: int = DEFAULT_PAGE_SIZE
     ) -> Iterator[ExecutionSummary]:
         """Every execution, newest first, optionally with that status or of that plan (all pages)."""
         return self._pages(lambda cursor: calls.list_executions(page_size, cursor, status, plan_id))

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from .._errors import PlanIssue, Severity
-from ..execute import StepError, StepResult
+from ..execute import StepResult
 from ..models import Usage
 
 __all__ = (
@@ -29,29 +29,8 @@ __all__ = (
 FINISHED = frozenset({"succeeded", "failed", "cancelled"})
 
 
-def _issues(rows: Any, default: str = "error") -> tuple[PlanIssue, ...]:
-    out = []
-    for row in rows or ():
-        severity: Severity = "warning" if row.get("severity", default) == "warning" else "error"
-        out.append(PlanIssue(code=row["code"], message=row["message"], step=row.get("step"), severity=severity))
-    return tuple(out)
-
-
-def _step(row: Mapping[str, Any]) -> StepResult:
-    error = row.get("error")
-    return StepResult(
-        id=row["id"],
-        tool=row["tool"],
-        status=row["status"],
-        output=row.get("output"),
-        error=StepError(kind=error["kind"], message=error["message"]) if error else None,
-        attempts=row.get("attempts", 0),
-        started_at=row.get("started_at"),
-        ended_at=row.get("ended_at"),
-        used_fallback=bool(row.get("used_fallback", False)),
-        warnings=tuple(row.get("warnings") or ()),
-        reused=bool(row.get("reused", False)),
-    )
+def _issues(rows: Any, default: Severity = "error") -> tuple[PlanIssue, ...]:
+    return tuple(PlanIssue.from_dict(row, severity=default) for row in rows or ())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,7 +86,7 @@ class Execution:
             execution_id=data["execution_id"],
             plan_id=data.get("plan_id"),
             status=data["status"],
-            steps=tuple(_step(s) for s in data.get("steps") or ()),
+            steps=tuple(StepResult.from_dict(s) for s in data.get("steps") or ()),
             outputs=dict(data.get("outputs") or {}),
             calls=data.get("calls") or 0,
             cancel_requested=bool(data.get("cancel_requested", False)),

@@ -37,6 +37,7 @@ from ._journal import decide_resume as decide_resume
 from ._limits import DEFAULT_LIMITS as DEFAULT_LIMITS
 from ._limits import DEFAULT_MAX_CONCURRENCY as DEFAULT_MAX_CONCURRENCY
 from ._limits import RunLimits as RunLimits
+from ._result import DEFAULT_MAX_VALUE_CHARS as DEFAULT_MAX_VALUE_CHARS
 from ._result import ErrorKind as ErrorKind
 from ._result import PlanResult as PlanResult
 from ._result import PlanStatus as PlanStatus
@@ -59,6 +60,7 @@ from ._window import WindowUsage as WindowUsage
 __all__ = (
     "DEFAULT_LIMITS",
     "DEFAULT_MAX_CONCURRENCY",
+    "DEFAULT_MAX_VALUE_CHARS",
     "Backend",
     "BudgetMeter",
     "BudgetWarning",

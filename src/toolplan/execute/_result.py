@@ -11,7 +11,16 @@ from .._records import fast_init
 from ..plan import Dialect, critical_path, waves
 from ._choice import Choice
 
-__all__ = ("ErrorKind", "PlanResult", "PlanStatus", "StepError", "StepResult", "StepStatus", "cap_text")
+__all__ = (
+    "DEFAULT_MAX_VALUE_CHARS",
+    "ErrorKind",
+    "PlanResult",
+    "PlanStatus",
+    "StepError",
+    "StepResult",
+    "StepStatus",
+    "cap_text",
+)
 
 StepStatus = Literal[
     "pending", "running", "succeeded", "failed", "timed_out", "cancelled", "skipped", "not_run", "unknown_outcome"
@@ -34,6 +43,7 @@ ErrorKind = Literal[
 ]
 
 DEFAULT_MAX_VALUE_CHARS = 4000
+"""Characters each value and error message of the text a model is given is cut to (head and tail kept)."""
 
 
 @fast_init
@@ -47,6 +57,11 @@ class StepError:
     def to_dict(self) -> dict[str, Any]:
         """``{"kind", "message"}``."""
         return {"kind": self.kind, "message": json_safe(self.message)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StepError:
+        """The error `to_dict` wrote."""
+        return cls(kind=data["kind"], message=data["message"])
 
 
 @fast_init
@@ -80,8 +95,11 @@ class StepResult:
         return self.ended_at - self.started_at
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form used by the CLI and the store: JSON data only (see `toolplan._json.json_safe`)."""
-        out: dict[str, Any] = {
+        """Every field as JSON data (see `toolplan._json.json_safe`); `from_dict` reads it back.
+
+        The form the CLI's ``--json``, the store and the service (without ``arguments``) show.
+        """
+        return {
             "id": self.id,
             "tool": self.tool,
             "status": self.status,
@@ -90,14 +108,35 @@ class StepResult:
             "attempts": self.attempts,
             "started_at": self.started_at,
             "ended_at": self.ended_at,
+            "arguments": json_safe(dict(self.arguments)) if self.arguments is not None else None,
+            "used_fallback": self.used_fallback,
+            "warnings": list(self.warnings),
+            "reused": self.reused,
         }
-        if self.used_fallback:
-            out["used_fallback"] = True
-        if self.warnings:
-            out["warnings"] = list(self.warnings)
-        if self.reused:
-            out["reused"] = True
-        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StepResult:
+        """The record `to_dict` wrote: ``from_dict(r.to_dict()) == r`` for a record of JSON data.
+
+        Keys it does not know are ignored; a key left out takes the field's default (``id``, ``tool``
+        and ``status`` are required), so the forms that leave some out (the service's) read as well.
+        """
+        error = data.get("error")
+        arguments = data.get("arguments")
+        return cls(
+            id=data["id"],
+            tool=data["tool"],
+            status=data["status"],
+            output=data.get("output"),
+            error=StepError.from_dict(error) if error else None,
+            attempts=data.get("attempts") or 0,
+            started_at=data.get("started_at"),
+            ended_at=data.get("ended_at"),
+            arguments=dict(arguments) if arguments is not None else None,
+            used_fallback=bool(data.get("used_fallback", False)),
+            warnings=tuple(data.get("warnings") or ()),
+            reused=bool(data.get("reused", False)),
+        )
 
 
 def cap_text(text: str, limit: int) -> str:
@@ -190,27 +229,54 @@ class PlanResult:
         return busy / self.duration if self.duration > 0 else 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        """Everything as JSON data (the CLI's ``--json`` shape).
+        """Everything as JSON data (the CLI's ``--json`` shape): every field, and the facts derived from them.
 
-        Values that are not JSON data are made so (see `toolplan._json.json_safe`): ``NaN`` and
-        infinities become strings, other objects their ``str()``, a value that contains itself is cut.
+        `from_dict` reads it back. Values that are not JSON data are made so (see
+        `toolplan._json.json_safe`): ``NaN`` and infinities become strings, other objects their
+        ``str()``, a value that contains itself is cut. The derived facts (``outputs``, ``duration``,
+        ``waves``, ``critical_path``, ``critical_path_duration``, ``parallelism``) are there to read;
+        `from_dict` computes them again.
         """
         path, path_duration = self._critical()
         return {
             "status": self.status,
             "run_id": self.run_id,
+            "dialect": self.dialect,
+            "output_steps": list(self.output_steps),
             "outputs": json_safe(self.outputs),
             "steps": [r.to_dict() for r in self.steps.values()],
             "started_at": self.started_at,
             "ended_at": self.ended_at,
             "duration": self.duration,
+            "deps": {sid: list(d) for sid, d in self.deps.items()},
             "waves": [list(w) for w in self.waves],
             "critical_path": path,
             "critical_path_duration": path_duration,
             "parallelism": round(self.parallelism, 3),
-            "warnings": [w.to_dict() for w in self.warnings],
-            **({"choices": [c.to_dict() for c in self.choices]} if self.choices else {}),
+            "warnings": [w.to_dict(severity=True) for w in self.warnings],
+            "choices": [c.to_dict() for c in self.choices],
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PlanResult:
+        """The result `to_dict` wrote: ``from_dict(r.to_dict()) == r`` for a result of JSON data.
+
+        The derived facts in ``data`` are ignored (they follow from the fields); so are keys it does
+        not know. ``status`` and ``steps`` are required; another key left out takes the field's default.
+        """
+        steps = {s.id: s for s in map(StepResult.from_dict, data["steps"])}
+        return cls(
+            status=data["status"],
+            steps=steps,
+            output_steps=tuple(data.get("output_steps", steps)),
+            run_id=data.get("run_id") or "",
+            dialect=data.get("dialect") or "native",
+            started_at=data.get("started_at", 0.0),
+            ended_at=data.get("ended_at", 0.0),
+            deps={sid: tuple(d) for sid, d in (data.get("deps") or {}).items()},
+            warnings=tuple(PlanIssue.from_dict(w, severity="warning") for w in data.get("warnings") or ()),
+            choices=tuple(Choice.from_dict(c) for c in data.get("choices") or ()),
+        )
 
     def summary(self, *, max_value_chars: int = DEFAULT_MAX_VALUE_CHARS) -> dict[str, Any]:
         """What goes back to the model: output values (capped) and the errors of failed steps.

@@ -20,6 +20,7 @@ from typing import Any
 
 from .._json import dumps, json_safe
 from ..execute import (
+    DEFAULT_MAX_VALUE_CHARS,
     PlanEvent,
     PlanFinished,
     PlanResult,
@@ -35,7 +36,7 @@ from ..tools import ToolRegistry, ToolsLike
 
 __all__ = ("AcpExporter", "acp_updates")
 
-_MAX_TEXT = 4000
+_MAX_TEXT = DEFAULT_MAX_VALUE_CHARS  # the cap of a value shown to a client, as to a model
 _DONE = frozenset({"succeeded", "failed", "timed_out", "cancelled", "skipped", "not_run", "unknown_outcome"})
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from .._errors import UserError
 from ..agent import PLAN_TOOL_NAME
 from ..agent._metatools import _PLAN_DESCRIPTION, _plan_schema  # private: one plan schema for every host
-from ..execute import PlanEvent, RunLimits
+from ..execute import DEFAULT_MAX_VALUE_CHARS, PlanEvent, RunLimits
 from ..tools import ToolRegistry
 from ..tools._foreign import LangChainTool  # private: the shared adapter of foreign tools
 from ._common import require, run_plan
@@ -59,7 +59,7 @@ def make_plan_tool(
     tools: Sequence[BaseTool],
     *,
     limits: RunLimits | None = None,
-    max_value_chars: int = 4000,
+    max_value_chars: int = DEFAULT_MAX_VALUE_CHARS,
     name: str = PLAN_TOOL_NAME,
 ) -> StructuredTool:
     """A ``StructuredTool`` that runs toolplan plans over ``tools`` (LangChain tools).

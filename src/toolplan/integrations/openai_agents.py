@@ -18,7 +18,7 @@ from typing import Any
 
 from ..agent import PLAN_TOOL_NAME
 from ..agent._metatools import _PLAN_DESCRIPTION, _plan_schema  # private: one plan schema for every host
-from ..execute import RunLimits
+from ..execute import DEFAULT_MAX_VALUE_CHARS, RunLimits
 from ..tools import ToolRegistry
 from ..tools._foreign import AgentsFunctionTool  # private: the shared adapter of foreign tools
 from ._common import PlanOutcome, require, run_plan
@@ -38,7 +38,7 @@ def plan_tool(
     tools: Sequence[FunctionTool] | None = None,
     *,
     limits: RunLimits | None = None,
-    max_value_chars: int = 4000,
+    max_value_chars: int = DEFAULT_MAX_VALUE_CHARS,
     name: str = PLAN_TOOL_NAME,
     outcomes: list[PlanOutcome] | None = None,
 ) -> FunctionTool:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..agent import PLAN_TOOL_NAME, planning_instructions
 from ..agent._metatools import _plan_schema  # private: the plan schema the model sees, shared with the agent
-from ..execute import RunLimits
+from ..execute import DEFAULT_MAX_VALUE_CHARS, RunLimits
 from ..tools import ToolAnnotations, ToolDefinition, ToolResult
 from ._common import PlanOutcome, require, run_plan
 
@@ -113,7 +113,7 @@ class ToolPlanning(AbstractCapability[Any]):
     """
 
     limits: RunLimits | None = None
-    max_value_chars: int = 4000
+    max_value_chars: int = DEFAULT_MAX_VALUE_CHARS
     instructions: bool = True
     outcomes: list[PlanOutcome] | None = None
 

@@ -25,7 +25,7 @@ from .._errors import PlanValidationError, ToolplanError, UserError
 from .._json import dumps
 from .._tasks import task_group
 from ..agent import PLAN_TOOL_NAME, PlanTool
-from ..execute import PlanEvent, PlanResult, PlanStarted, RunLimits, StepFinished, ToolInvoker
+from ..execute import DEFAULT_MAX_VALUE_CHARS, PlanEvent, PlanResult, PlanStarted, RunLimits, StepFinished, ToolInvoker
 from ..execute._result import cap_text  # shared: the cap the model-facing text uses
 from ..plan import META_TOOL_NAMES
 from ..tools import ToolDefinition, ToolRegistry, ToolsLike
@@ -217,7 +217,7 @@ def create_server(
     *,
     name: str = "toolplan",
     limits: RunLimits | None = None,
-    max_value_chars: int = 4000,
+    max_value_chars: int = DEFAULT_MAX_VALUE_CHARS,
     instructions: str | None = None,
 ) -> Server[Any]:
     """An MCP server offering ``tools`` and ``execute_tool_plan`` over them.

@@ -357,11 +357,6 @@ def get_path(value: Any, path: tuple[Segment, ...]) -> Any:
     return value
 
 
-def is_missing(value: Any) -> bool:
-    """True for the sentinel `get_path` returns for a missing field."""
-    return value is _MISSING
-
-
 def to_text(value: Any) -> str:
     """How a value is interpolated into a string: strings as-is, others as compact JSON."""
     if isinstance(value, str):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..plan import DEFAULT_MAX_STEPS
 from ..tools import ToolRegistry
 
 __all__ = ("REF_PATTERN", "plan_schema")
@@ -62,7 +63,7 @@ def _step(name: str, parameters: Mapping[str, Any], description: str) -> dict[st
     }
 
 
-def plan_schema(registry: ToolRegistry, *, max_steps: int = 50) -> dict[str, Any]:
+def plan_schema(registry: ToolRegistry, *, max_steps: int = DEFAULT_MAX_STEPS) -> dict[str, Any]:
     """The native plan format, specialised to ``registry``'s tools."""
     steps = [_step(d.name, d.parameters_json_schema, d.description) for d in registry.definitions()]
     return {

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from .._errors import PlanNotFoundError, PlanValidationError, ToolError, UserError
 from .._json import dumps, loads
+from .._paging import DEFAULT_PAGE_SIZE
 from ..execute import RunLimits
 from ..plan import Plan, compile_plan, parse_plan
 from ..planner import Planner
@@ -155,7 +156,7 @@ class ScheduleTools(Toolset):
             )
         return task.strip()
 
-    async def schedule_list(self, limit: int = 50) -> list[dict[str, Any]]:
+    async def schedule_list(self, limit: int = DEFAULT_PAGE_SIZE) -> list[dict[str, Any]]:
         """List the schedules, soonest first, with their next time (Unix seconds) and firings so far.
 
         Args:

@@ -192,9 +192,7 @@ def execution_view(info: RunInfo) -> dict[str, Any]:
     steps = []
     for r in result.steps.values():
         d = r.to_dict()
-        d.setdefault("used_fallback", False)
-        d.setdefault("warnings", [])
-        d.setdefault("reused", False)
+        del d["arguments"]  # the API shows a step's record without the arguments it was called with
         steps.append(d)
     finished = s.status in FINISHED
     return {
@@ -218,7 +216,7 @@ def execution_view(info: RunInfo) -> dict[str, Any]:
 
 def issue_view(issue: PlanIssue) -> dict[str, Any]:
     """A plan issue as the API shows it: ``{"code", "step", "message", "severity"}``."""
-    return issue.to_dict() | {"severity": issue.severity}
+    return issue.to_dict(severity=True)
 
 
 def draft_view(draft: PlanDraft) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from strawberry.fastapi import router as _strawberry_router
 from strawberry.scalars import JSON
 from strawberry.types import ExecutionContext, Info
 
+from .._paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from ..planner import new_id
 from ._core import Service, execution_view
 from ._errors import ApiError, coded
@@ -50,7 +51,6 @@ log = logging.getLogger("toolplan.service")
 MAX_DEPTH = 10
 MAX_ALIASES = 20
 MAX_TOKENS = 2_000
-MAX_PAGE = 200
 _B36 = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 
@@ -153,8 +153,8 @@ def _request_row(service: Service, known: dict[str, Any]) -> _Row:
 
 
 def _page_size(first: int) -> int:
-    if not 1 <= first <= MAX_PAGE:
-        raise ApiError(400, "invalid_request", f"first is {first}: ask for 1 to {MAX_PAGE} items a page.")
+    if not 1 <= first <= MAX_PAGE_SIZE:
+        raise ApiError(400, "invalid_request", f"first is {first}: ask for 1 to {MAX_PAGE_SIZE} items a page.")
     return first
 
 
@@ -212,19 +212,20 @@ class StepResult:
 
     @staticmethod
     def of(d: dict[str, Any]) -> StepResult:
-        error = d.get("error")
+        """From a step of `execution_view` (`toolplan.StepResult.to_dict`'s form)."""
+        error = d["error"]
         return StepResult(
             id=d["id"],
             tool=d["tool"],
             status=d["status"],
-            output=d.get("output"),
+            output=d["output"],
             error=StepError(kind=error["kind"], message=error["message"]) if error else None,
             attempts=d["attempts"],
-            started_at=d.get("started_at"),
-            ended_at=d.get("ended_at"),
-            reused=d.get("reused", False),
-            used_fallback=d.get("used_fallback", False),
-            warnings=list(d.get("warnings", [])),
+            started_at=d["started_at"],
+            ended_at=d["ended_at"],
+            reused=d["reused"],
+            used_fallback=d["used_fallback"],
+            warnings=d["warnings"],
         )
 
 
@@ -490,7 +491,7 @@ class Query:
         info: GqlInfo,
         status: ExecutionStatus | None = None,
         plan_id: str | None = None,
-        first: int = 50,
+        first: int = DEFAULT_PAGE_SIZE,
         after: str | None = None,
     ) -> ExecutionPage:
         svc = info.context.service
@@ -501,7 +502,7 @@ class Query:
         )
 
     @_field("Planning requests, newest first.")
-    async def requests(self, info: GqlInfo, first: int = 50, after: str | None = None) -> RequestPage:
+    async def requests(self, info: GqlInfo, first: int = DEFAULT_PAGE_SIZE, after: str | None = None) -> RequestPage:
         svc = info.context.service
         page = await svc.data.page("requests", limit=_page_size(first), cursor=after)
         return RequestPage(
@@ -510,7 +511,7 @@ class Query:
 
     @_field("Stored plans, newest first; requestId keeps a request's versions.")
     async def plans(
-        self, info: GqlInfo, request_id: str | None = None, first: int = 50, after: str | None = None
+        self, info: GqlInfo, request_id: str | None = None, first: int = DEFAULT_PAGE_SIZE, after: str | None = None
     ) -> PlanPage:
         svc = info.context.service
         filters = {"request_id": request_id}

@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse
 
+from .._paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from .._ui import graph_view
 from ._core import Service, execution_view
 from ._events import event_stream
@@ -38,7 +39,7 @@ async def service(request: Request) -> Service:  # async: FastAPI would run a pl
 
 
 Svc = Annotated[Service, Depends(service)]
-Limit = Annotated[int, Query(ge=1, le=200, description="Rows per page.")]
+Limit = Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE, description="Rows per page.")]
 Cursor = Annotated[str | None, Query(max_length=400, description="The next_cursor of the previous page.")]
 IdemHeader = Annotated[
     str | None,
@@ -67,7 +68,7 @@ async def get_request(request_id: str, svc: Svc) -> dict[str, Any]:
 
 
 @router.get("/requests", tags=["requests"])
-async def list_requests(svc: Svc, limit: Limit = 50, cursor: Cursor = None) -> dict[str, Any]:
+async def list_requests(svc: Svc, limit: Limit = DEFAULT_PAGE_SIZE, cursor: Cursor = None) -> dict[str, Any]:
     """Planning requests, newest first."""
     page = await svc.data.page("requests", limit=limit, cursor=cursor)
     return {"items": page.items, "next_cursor": page.next_cursor}
@@ -108,7 +109,7 @@ async def get_plan(plan_id: str, svc: Svc) -> dict[str, Any]:
 
 @router.get("/plans", tags=["plans"])
 async def list_plans(
-    svc: Svc, limit: Limit = 50, cursor: Cursor = None, request_id: str | None = None
+    svc: Svc, limit: Limit = DEFAULT_PAGE_SIZE, cursor: Cursor = None, request_id: str | None = None
 ) -> dict[str, Any]:
     """Stored plans, newest first; ``request_id`` keeps a request's versions."""
     page = await svc.data.page("plans", limit=limit, cursor=cursor, filters={"request_id": request_id})
@@ -149,7 +150,7 @@ async def get_execution_graph(execution_id: str, svc: Svc) -> dict[str, Any]:
 @router.get("/executions", tags=["executions"])
 async def list_executions(
     svc: Svc,
-    limit: Limit = 50,
+    limit: Limit = DEFAULT_PAGE_SIZE,
     cursor: Cursor = None,
     status: Literal["queued", "running", "succeeded", "failed", "cancelled"] | None = None,
     plan_id: str | None = None,

@@ -1,4 +1,4 @@
-"""Plans, limits and step records as JSON text for the store, and back, without loss.
+"""Plans, limits and run records as JSON text for the store, and back, without loss.
 
 The plan IR and `RunLimits` are frozen dataclasses: each is written as an object tagged with its
 class (``"$t"``), so a stored plan comes back as the same `Plan` (any dialect, budget and options
@@ -13,12 +13,13 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from .._errors import PlanIssue
 from .._json import compact_encoder, dumps, encodable, json_safe, loads
-from ..execute import RunLimits, StepError, StepResult
+from ..execute import PlanResult, PlanStatus, RunLimits, StepResult
 from ..plan import Budget, Plan, Step
 from ..plan._ir import Fallback
 
-__all__ = ("decode", "encode", "output_json", "plan_hash", "step_from_row")
+__all__ = ("decode", "encode", "output_json", "plan_hash", "result_facts", "result_from_row", "step_from_row")
 
 _TYPES: dict[str, type[Any]] = {cls.__name__: cls for cls in (Plan, Step, Fallback, Budget, RunLimits)}
 _TUPLE_FIELDS = {
@@ -180,26 +181,68 @@ def output_json(output: Any) -> tuple[str, str | None]:
 
 
 def step_from_row(row: Mapping[Any, Any], output: Any, *, reused: bool = False) -> StepResult:
-    """The `StepResult` of a stored step row (``output`` already loaded).
+    """The `StepResult` of a stored step row (``output`` already loaded), by way of `StepResult.from_dict`.
 
     ``reused``: a later session of its run (a resume) took the record as it was, without a call.
+    A note on how the output was stored (``output_note``) comes back as the record's last warning.
     """
     kind = row["error_kind"]
-    warnings = tuple(loads(row["warnings"])) if row["warnings"] else ()
+    warnings = loads(row["warnings"]) if row["warnings"] else []
     note = row["output_note"]
     if note:
-        warnings = (*warnings, note)
-    return StepResult(
-        id=row["step_id"],
-        tool=row["tool"],
-        status=row["status"],
-        output=output,
-        error=StepError(kind=kind, message=row["error_message"] or "") if kind else None,
-        attempts=row["attempt"],
-        started_at=row["started_at"],
-        ended_at=row["ended_at"],
-        arguments=loads(row["arguments"]) if row["arguments"] else None,
-        used_fallback=bool(row["used_fallback"]),
-        warnings=warnings,
-        reused=reused,
+        warnings = [*warnings, note]
+    return StepResult.from_dict(
+        {
+            "id": row["step_id"],
+            "tool": row["tool"],
+            "status": row["status"],
+            "output": output,
+            "error": {"kind": kind, "message": row["error_message"] or ""} if kind else None,
+            "attempts": row["attempt"],
+            "started_at": row["started_at"],
+            "ended_at": row["ended_at"],
+            "arguments": loads(row["arguments"]) if row["arguments"] else None,
+            "used_fallback": bool(row["used_fallback"]),
+            "warnings": warnings,
+            "reused": reused,
+        }
+    )
+
+
+def result_facts(result: PlanResult) -> str:
+    """The facts of a finished run the store keeps besides its step rows, as JSON text.
+
+    They are the plan-level fields of `PlanResult.to_dict` that neither the run's row nor its plan
+    hold: its start and end, its dependencies and its warnings. `result_from_row` reads them back.
+    """
+    return dumps(
+        {
+            "started_at": result.started_at,
+            "ended_at": result.ended_at,
+            "deps": {k: list(v) for k, v in result.deps.items()},
+            "warnings": [w.to_dict(severity=True) for w in result.warnings],
+        }
+    )
+
+
+def result_from_row(run_id: str, plan: Plan, row: Mapping[Any, Any], records: Mapping[str, StepResult]) -> PlanResult:
+    """The `PlanResult` of a stored run: its row (``result``: `result_facts`'s text), plan and step records.
+
+    A step of the plan without a record is ``pending``; a run stored without facts is given its row's
+    times.
+    """
+    facts = loads(row["result"]) if row["result"] else {}
+    steps = {s.id: records.get(s.id) or StepResult(id=s.id, tool=s.tool, status="pending") for s in plan.steps}
+    status: PlanStatus = row["status"] if row["status"] in ("succeeded", "failed", "cancelled") else "failed"
+    return PlanResult(
+        status=status,
+        steps=steps,
+        output_steps=tuple(o for o in plan.outputs if o in steps),
+        run_id=run_id,
+        dialect=plan.dialect,
+        started_at=float(facts.get("started_at") or row["created_at"]),
+        ended_at=float(facts.get("ended_at") or row["updated_at"]),
+        deps={k: tuple(v) for k, v in (facts.get("deps") or {}).items()},
+        # Warnings stored without their severity (by an older toolplan) are warnings all the same.
+        warnings=tuple(PlanIssue.from_dict(w, severity="warning") for w in facts.get("warnings") or ()),
     )

@@ -18,7 +18,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import sqlalchemy as sa
@@ -26,7 +26,11 @@ import sqlalchemy as sa
 from .. import _faults
 from .._errors import RunConflictError, StoreError, ToolplanError
 
-__all__ = ("Database", "Statement", "Writer")
+__all__ = ("DEFAULT_LEASE", "MAX_LEASE", "MIN_LEASE", "Database", "Statement", "Writer")
+
+DEFAULT_LEASE = 30.0
+"""Seconds a process holds a run it runs without renewing its claim (renewed every third of it)."""
+MIN_LEASE, MAX_LEASE = 0.1, 86_400.0  # the leases a store accepts, in seconds
 
 Statement = tuple[str, Sequence[Any]]
 _RETRIES = (0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0)  # waits between tries of a failed transaction
@@ -60,10 +64,8 @@ class _Write:
 @dataclass(slots=True)
 class _Call:
     fn: Callable[[sa.Engine, Any], Any]
-    future: asyncio.Future[Any] | None
-    loop: asyncio.AbstractEventLoop | None
-    done: threading.Event | None = None
-    result: list[Any] = field(default_factory=list[Any])
+    future: asyncio.Future[Any]
+    loop: asyncio.AbstractEventLoop
 
 
 _STOP = object()
@@ -145,18 +147,6 @@ class Database:
         if self.engine.dialect.name == "sqlite":
             return await self.call(lambda engine, _raw: fn(engine))
         return await self.read(fn)
-
-    def call_sync(self, fn: Callable[[sa.Engine, Any], Any]) -> Any:
-        """`call` for synchronous code (the CLI's listings)."""
-        self._start()
-        item = _Call(fn, None, None, threading.Event())
-        self._queue.put(item)
-        assert item.done is not None
-        item.done.wait()
-        value, error = item.result
-        if error is not None:
-            raise error
-        return value
 
     @property
     def opened(self) -> bool:
@@ -257,11 +247,7 @@ class Database:
             except Exception as exc:  # the database failed, or holds something no toolplan wrote
                 error = StoreError(f"The store failed: {_describe(exc)}")
                 self._rollback()
-        if item.done is not None:
-            item.result[:] = [value, error]
-            item.done.set()
-        elif item.loop is not None and item.future is not None:
-            _complete(item.loop, [(item.future, error, value)])
+        _complete(item.loop, [(item.future, error, value)])
 
     def _rollback(self) -> None:
         with contextlib.suppress(Exception):

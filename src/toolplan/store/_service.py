@@ -105,7 +105,7 @@ class ServiceStore:
     async def save_plan(self, plan_ref: str, plan: Plan, warnings: Sequence[PlanIssue] = ()) -> None:
         """Store a posted plan under ``plan_ref`` (a ``plan_...`` id), valid, with no request, and its warnings."""
         body = encode(plan)
-        issues = dumps([i.to_dict() | {"severity": i.severity} for i in warnings])
+        issues = dumps([i.to_dict(severity=True) for i in warnings])
         now = time.time()
 
         def write(engine: sa.Engine) -> None:

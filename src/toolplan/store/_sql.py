@@ -16,13 +16,14 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from .._errors import PlanIssue, PlanNotFoundError, RunConflictError, RunNotFoundError, StoreError, UserError
 from .._json import dumps, loads
-from ..execute import PlanResult, PlanStatus, RunLimits, StepResult
+from .._paging import DEFAULT_PAGE_SIZE
+from ..execute import PlanResult, RunLimits, StepResult
 from ..execute._journal import StoredRun, StoredStep, check_run_id
 from ..plan import Plan, Step, parse_plan
 from ..policy import ArmStats, Observation
 from . import _schema as t
-from ._codec import decode, encode, output_json, plan_hash, step_from_row
-from ._db import Database, Statement
+from ._codec import decode, encode, output_json, plan_hash, result_facts, result_from_row, step_from_row
+from ._db import DEFAULT_LEASE, MAX_LEASE, MIN_LEASE, Database, Statement
 
 __all__ = (
     "PlanVersion",
@@ -40,7 +41,7 @@ _ENDED = ("succeeded", "failed", "timed_out", "unknown_outcome")  # a step's own
 _KNOWN_PLANS = 4096  # plan ids (and limits) a store remembers; forgotten all at once when full
 
 
-def open_store(url: str = "sqlite:///toolplan.db", *, lease: float = 30.0) -> Store:
+def open_store(url: str = "sqlite:///toolplan.db", *, lease: float = DEFAULT_LEASE) -> Store:
     """A store at ``url``: ``sqlite:///path.db`` (a file, created if absent) or ``postgresql://user@host/db``.
 
     Nothing is opened yet: the database is reached, and its schema created or migrated, on first use
@@ -178,9 +179,9 @@ class StoredEvent:
 class Store:
     """Durable runs in one database. Made by `open_store`; implements `toolplan.execute.RunStore`."""
 
-    def __init__(self, url: str, *, lease: float = 30.0) -> None:
-        if not (isinstance(lease, int | float) and 0.1 <= lease <= 86_400) or isinstance(lease, bool):
-            raise UserError(f"lease must be a number of seconds from 0.1 to 86400, not {lease!r}.")
+    def __init__(self, url: str, *, lease: float = DEFAULT_LEASE) -> None:
+        if not (isinstance(lease, int | float) and MIN_LEASE <= lease <= MAX_LEASE) or isinstance(lease, bool):
+            raise UserError(f"lease must be a number of seconds from {MIN_LEASE} to {MAX_LEASE:.0f}, not {lease!r}.")
         self.url = url
         self.lease = float(lease)
         self.owner = f"{_HOST}:{os.getpid()}:{os.urandom(4).hex()}"
@@ -475,7 +476,7 @@ class Store:
                             created_at=now,
                             request_id=request_id,
                             text=v.text,
-                            issues=dumps([i.to_dict() | {"severity": i.severity} for i in v.issues]),
+                            issues=dumps([i.to_dict(severity=True) for i in v.issues]),
                             valid=int(v.valid),
                         )
                     )
@@ -563,7 +564,7 @@ class Store:
         """
         return await self.db.read(lambda engine: _load_info(engine, run_id))  # type: ignore[no-any-return]
 
-    async def list_runs(self, *, limit: int = 50, status: str | None = None) -> list[RunSummary]:
+    async def list_runs(self, *, limit: int = DEFAULT_PAGE_SIZE, status: str | None = None) -> list[RunSummary]:
         """The most recent runs first (at most ``limit``), optionally only those with ``status``."""
         return await self.db.read(lambda engine: _list(engine, limit, status))  # type: ignore[no-any-return]
 
@@ -662,10 +663,7 @@ def _version(row: Mapping[Any, Any]) -> PlanVersion:
         parent_id=row["parent_id"],
         plan=decode(row["body"]) if row["body"] and row["body"] != "null" else None,
         text=row["text"] or "",
-        issues=tuple(
-            PlanIssue(code=i["code"], message=i["message"], step=i.get("step"), severity=i.get("severity", "error"))
-            for i in issues
-        ),
+        issues=tuple(PlanIssue.from_dict(i) for i in issues),
         valid=bool(row["valid"]),
     )
 
@@ -906,7 +904,7 @@ def _stored(conn: sa.Connection, run_id: str, row: Mapping[Any, Any]) -> StoredR
     result = None
     if row["status"] in ("succeeded", "failed") and row["result"]:
         plan = _plan_of(conn, row, steps)
-        result = _plan_result(run_id, plan, row, {sid: s.result for sid, s in steps.items() if s.result})
+        result = result_from_row(run_id, plan, row, {sid: s.result for sid, s in steps.items() if s.result})
     return StoredRun(
         run_id=run_id, status=row["status"], steps=steps, calls=row["calls"], cost=row["cost"], result=result
     )
@@ -918,26 +916,6 @@ def _plan_of(conn: sa.Connection, row: Mapping[Any, Any], steps: Mapping[str, St
     if body is not None:
         return decode(body)  # type: ignore[no-any-return]
     return Plan(steps=tuple(Step(id=sid, tool=s.call_tool) for sid, s in steps.items()))
-
-
-def _plan_result(run_id: str, plan: Plan, row: Mapping[Any, Any], records: Mapping[str, StepResult]) -> PlanResult:
-    facts = loads(row["result"]) if row["result"] else {}
-    steps: dict[str, StepResult] = {}
-    for step in plan.steps:
-        record = records.get(step.id)
-        steps[step.id] = record or StepResult(id=step.id, tool=step.tool, status="pending")
-    status: PlanStatus = row["status"] if row["status"] in ("succeeded", "failed", "cancelled") else "failed"
-    return PlanResult(
-        status=status,
-        steps=steps,
-        output_steps=tuple(o for o in plan.outputs if o in steps),
-        run_id=run_id,
-        dialect=plan.dialect,
-        started_at=float(facts.get("started_at") or row["created_at"]),
-        ended_at=float(facts.get("ended_at") or row["updated_at"]),
-        deps={k: tuple(v) for k, v in (facts.get("deps") or {}).items()},
-        warnings=tuple(PlanIssue(**w) for w in facts.get("warnings") or ()),
-    )
 
 
 def _summary(row: Mapping[Any, Any], steps: int, succeeded: int, calls: int) -> RunSummary:
@@ -970,7 +948,7 @@ def _load_info(engine: sa.Engine, run_id: str) -> RunInfo:
     for sid, s in stored.steps.items():
         if s.result is None:
             records[sid] = StepResult(id=sid, tool=s.call_tool, status=s.status, attempts=s.attempt)  # type: ignore[arg-type]
-    result = _plan_result(run_id, plan, row, records)
+    result = result_from_row(run_id, plan, row, records)
     total = len(plan.steps)
     return RunInfo(
         summary=_summary(
@@ -1157,14 +1135,7 @@ class _Journal:
         status = "cancelled" if result is None else result.status
         facts: str | None = None
         if result is not None:
-            facts = dumps(
-                {
-                    "started_at": result.started_at,
-                    "ended_at": result.ended_at,
-                    "deps": {k: list(v) for k, v in result.deps.items()},
-                    "warnings": [{"code": w.code, "message": w.message, "step": w.step} for w in result.warnings],
-                }
-            )
+            facts = result_facts(result)
         await self._release(status, facts)
 
     async def release(self, status: str) -> None:
