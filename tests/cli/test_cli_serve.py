@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import socket
 from pathlib import Path
@@ -60,7 +61,9 @@ def test_serve_takes_its_defaults_from_the_service(
     import toolplan.service
 
     seen: dict[str, Any] = {}
+    real = toolplan.service.serve
 
+    @functools.wraps(real)  # the same signature: its defaults are the service's
     async def fake_serve(store: Any, tools: Any, **options: Any) -> None:
         seen.update(options)
 
@@ -69,8 +72,8 @@ def test_serve_takes_its_defaults_from_the_service(
     args = ["serve", "--tools", str(tools_file), "--db", str(tmp_path / "s.db"), "--api-key-file", str(key_file)]
     result = CliRunner().invoke(app, [*args, "--no-scheduler"])
     assert result.exit_code == 0, result.output
-    real = inspect.signature(toolplan.service._serve.serve).parameters
-    assert (seen["host"], seen["port"]) == (real["host"].default, real["port"].default)
+    where = inspect.signature(real).parameters
+    assert (seen["host"], seen["port"]) == (where["host"].default, where["port"].default)
     assert seen["config"] == ServiceConfig()
     result = CliRunner().invoke(app, [*args, "--no-scheduler", "--slots", "3", "--max-active-per-key", "5"])
     assert result.exit_code == 0, result.output

@@ -58,11 +58,13 @@ def print_listing(console: Console, headers: Sequence[str], rows: Sequence[Seque
     """A listing (runs, tools, keys): ids are never cut.
 
     On a terminal, a table whose first ``whole`` columns keep their full width (the others fold).
-    Elsewhere (a pipe, a file), plain text: one line per row, columns padded with spaces, nothing cut.
+    Elsewhere (a pipe, a file), or on a terminal too narrow for that, plain text: one line per row,
+    columns padded with spaces, nothing cut.
     """
     cells = [[" ".join(str(c).split()) for c in row] for row in rows]  # one line per row, whatever the value
     widths = [max([cell_len(h), *(cell_len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
-    if not console.is_terminal:
+    room = sum(widths[:whole]) + sum(cell_len(h) for h in headers[whole:]) + 2 * (len(headers) - 1)
+    if not console.is_terminal or room > console.width:  # too narrow a terminal: long lines, which it wraps
         for line in (list(headers), *cells):
             text = "  ".join(c + " " * (w - cell_len(c)) for c, w in zip(line, widths, strict=True))
             console.out(text.rstrip(), highlight=False)
@@ -72,7 +74,7 @@ def print_listing(console: Console, headers: Sequence[str], rows: Sequence[Seque
         if i < whole:
             table.add_column(header, no_wrap=True, min_width=widths[i])
         else:
-            table.add_column(header, overflow="fold")
+            table.add_column(header, overflow="fold", min_width=cell_len(header))
     for row in cells:
         table.add_row(*(Text(c) for c in row))
     console.print(table)
