@@ -46,7 +46,8 @@ def test_auto_with_no_cluster_is_one_error_line(
     pytest.importorskip("ray")
     from ray._private.services import find_gcs_addresses
 
-    if find_gcs_addresses():  # a cluster of another process on this machine: ray:auto would join it
+    running = find_gcs_addresses()  # type: ignore[no-untyped-call]
+    if running:  # a cluster of another process on this machine: ray:auto would join it
         pytest.skip("a Ray cluster runs on this machine")
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))  # no address file of an earlier cluster

@@ -189,7 +189,6 @@ def serve_command(
     assert defaults is not None
     host = defaults["host"] if host is None else host
     port = defaults["port"] if port is None else port
-    _check_port(host, port)  # before the banner: a busy port is an error line, not a banner and a traceback
     model_obj = parse_model(model)  # its API key too: refused now, not in every answer
     try:
         registry = load_tools(tools)
@@ -236,6 +235,7 @@ def serve_command(
                 stop.set()
 
     try:
+        _check_port(host, port)  # before the banner: a busy port is an error line, not a banner and a traceback
         with_store(db, run, what="service", existing=False)
     finally:
         close_backend(backend_obj)
