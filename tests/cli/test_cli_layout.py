@@ -37,6 +37,23 @@ def test_the_shared_module_imports_no_command() -> None:
     assert not _imports(CLI / "_common.py") & commands
 
 
+def test_the_cli_modules_import_each_other_without_a_cycle() -> None:
+    graph = {p.stem: _imports(p) for p in CLI.glob("*.py")}  # function-level imports count too
+
+    def cycle_from(start: str, path: list[str]) -> list[str] | None:
+        for module in sorted(graph.get(path[-1], ())):
+            if module == start:
+                return [*path, module]
+            if module not in path:
+                found = cycle_from(start, [*path, module])
+                if found:
+                    return found
+        return None
+
+    cycles = [c for c in (cycle_from(m, [m]) for m in graph) if c]
+    assert not cycles, cycles
+
+
 def test_no_cli_module_is_over_600_lines() -> None:
     sizes = {p.name: len(p.read_text(encoding="utf-8").splitlines()) for p in CLI.glob("*.py")}
     assert max(sizes.values()) <= 600, sizes

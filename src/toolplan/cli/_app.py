@@ -11,7 +11,7 @@ import typer
 from .._version import __version__
 from ._audit import audit_command
 from ._common import Command, command_group
-from ._demo import demo_command
+from ._demo_command import demo_command
 from ._graph import graph_command
 from ._mcp import mcp_app
 from ._run import run_command

@@ -7,19 +7,16 @@ comparing agents) can reuse it.
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+from typing import Any
 
-import typer
 from rich.console import Console
 
-from .._errors import ToolplanError
 from ..execute import PlanResult, execute_plan
 from ..tools import ToolResult, tool
-from ._common import fail, out
 from ._progress import ProgressView, live_progress
 from ._render import print_errors, print_json, print_step_table, prose, say
 
-__all__ = ("DEMO_PLAN", "demo_command", "demo_tools", "run_demo")
+__all__ = ("DEMO_PLAN", "demo_tools", "run_demo")
 
 # Simulated latency (seconds) and weather of each known city. Deterministic: same run, same output.
 _CITIES: dict[str, tuple[float, dict[str, Any]]] = {
@@ -170,30 +167,3 @@ def _explain(console: Console, result: PlanResult) -> None:
         f"(achieved parallelism {result.parallelism:.1f}x).",
         "bold green",
     )
-
-
-def demo_command(
-    model: Annotated[
-        str | None,
-        typer.Option(
-            "--model",
-            metavar="PROVIDER:NAME",
-            help="Run the agent part with a real model, e.g. openai:gpt-4o-mini (default: the built-in demo model).",
-        ),
-    ] = None,
-) -> None:
-    """Run a built-in plan, then one agent task three ways: one call per turn, parallel calls, one plan."""
-    from ._agent_demo import real_demo_model, run_agent_demo
-
-    real = None
-    if model is not None:  # checked before anything runs: provider, extra, API key
-        try:
-            real = real_demo_model(model)
-        except ToolplanError as exc:
-            fail(exc.message)
-    code = run_demo(out)
-    try:
-        run_agent_demo(out, real)
-    except ToolplanError as exc:
-        fail(f"The agent demo failed: {exc.message}")
-    raise typer.Exit(code)
