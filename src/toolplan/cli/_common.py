@@ -394,6 +394,8 @@ def store_url(db: str | None, *, what: str, existing: bool) -> str:
     if db is None or not db.strip():
         fail(f"Name the database of the {what}: pass --db URL ({_DB_FORMS}) or set TOOLPLAN_DB.")
     text = db.strip()
+    if "\x00" in text:
+        fail("--db holds a NUL character: give a URL or a file path.")
     url = text if "://" in text else "sqlite:///" + text
     import sqlalchemy as sa
 
