@@ -326,8 +326,10 @@ def _ray_advice(address: str | None) -> str:
         return "Check that Ray can start here (docs/ray.md), or run without --backend."
     if address == "auto":
         return "Start one with `ray start --head` (or set RAY_ADDRESS), or use --backend ray for a local one."
+    port = address.rpartition(":")[2]
+    port = port if port.isdigit() and not address.startswith("ray://") else "PORT"  # ray:// is the client port
     return (
-        "Check the address, or start a cluster there (`ray start --head --port PORT` on that machine), "
+        f"Check the address, or start a cluster there (`ray start --head --port {port}` on that machine), "
         "or use --backend ray for a local one."
     )
 
