@@ -38,7 +38,7 @@ from toolplan import (
     tool,
     validate_plan,
 )
-from toolplan.cli import _app, app
+from toolplan.cli import _common, app
 from toolplan.models import AssistantMessage, ToolCall, ToolReturnMessage
 from toolplan.testing import ScriptedModel
 
@@ -650,7 +650,7 @@ class CliCase:
         """The command in this process; an exception that escaped the app fails the test."""
         # The app's consoles live as long as the process: drop what an earlier invocation that
         # raised while printing left in their buffers, so each test sees only its own output.
-        for console in (_app._out, _app._err):
+        for console in (_common.out, _common.err):
             console._buffer.clear()
         result = CliRunner().invoke(app, list(args))
         exc = result.exception

@@ -71,6 +71,8 @@ def test_command_summaries_are_whole_sentences() -> None:
         ("mcp tools", "toolplan mcp tools --stdio CMD | --url URL [OPTIONS]"),
         ("mcp serve", "toolplan mcp serve --tools FILE.py[:NAME] [OPTIONS]"),
         ("audit", "toolplan audit RUN_ID --db URL [OPTIONS]"),
+        ("skills list", "toolplan skills list --db URL [OPTIONS]"),
+        ("skills run", "toolplan skills run NAME --tools FILE.py[:NAME] --db URL [OPTIONS]"),
     ],
 )
 def test_usage_lines_read_as_typed(command: str, usage: str) -> None:
@@ -112,3 +114,58 @@ def test_the_agent_demo_says_which_mode_runs_when_piped() -> None:
     header = next(line for line in lines if line.startswith("mode "))
     assert re.split(r"\s*┃\s*", header) == ["mode", "requests", "tokens in", "tokens out", "tool calls", "wall time"]
     assert any(line.startswith("one call per turn ") for line in lines)  # the mode is not wrapped
+
+
+DB_COMMANDS = [
+    "run",
+    "graph",
+    "serve",
+    "scheduler",
+    "audit",
+    "runs list",
+    "runs show",
+    "runs resume",
+    "runs work",
+    "keys create",
+    "keys list",
+    "keys revoke",
+    "skills list",
+    "skills run",
+]
+
+
+def _option_help(text: str, option: str) -> str:
+    """The help of ``option`` in a command's help, on one line."""
+    lines = text.split("Options:\n", 1)[1].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith(option + " "))
+    block = [lines[start].strip()[len(option) :]]
+    for line in lines[start + 1 :]:
+        if line.strip().startswith("-"):
+            break
+        block.append(line.strip())
+    return " ".join(" ".join(block).split())
+
+
+@pytest.mark.parametrize("command", DB_COMMANDS)
+def test_each_db_option_says_what_the_command_does_with_it(command: str) -> None:
+    helped = _option_help(_help(*command.split(), "-h"), "--db URL")
+    assert ("Store the run" in helped) == (command == "run"), helped
+    assert "a plain file path is a SQLite database" in helped and "Default: $TOOLPLAN_DB" in helped
+
+
+def test_the_db_helps_differ_by_what_the_database_holds() -> None:
+    helps = {c: _option_help(_help(*c.split(), "-h"), "--db URL") for c in DB_COMMANDS}
+    assert len({h.split(" A URL")[0] for h in helps.values()}) >= 8, helps
+
+
+def test_serve_shows_the_service_defaults() -> None:
+    import inspect
+
+    from toolplan.service import ServiceConfig, serve
+
+    text = _help("serve", "-h")
+    config, where = ServiceConfig(), inspect.signature(serve).parameters
+    assert _option_help(text, "--slots N").startswith(f"Executions run at once here (default {config.slots}).")
+    assert f"(default {config.max_active_per_key})." in _option_help(text, "--max-active-per-key N")
+    assert f"(default {where['host'].default})." in _option_help(text, "--host ADDRESS")
+    assert f"(default {where['port'].default})." in _option_help(text, "--port PORT")

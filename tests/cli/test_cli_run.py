@@ -233,3 +233,57 @@ def test_a_timed_out_sync_tool_does_not_keep_the_cli_open(cli: Cli, tmp_path: Pa
     step = r.json()["steps"][0]
     assert step["status"] == "timed_out"
     assert "still running in its worker thread" in step["error"]["message"]
+
+
+def test_a_reused_run_shows_no_parallelism(
+    cli: Cli, tools_file: Path, write_plan: WritePlan, tool_calls: Calls, tmp_path: Path
+) -> None:
+    plan = str(write_plan([{"id": "a", "tool": "add", "arguments": {"a": 1, "b": 2}}]))
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    first = cli("run", plan, "--tools", str(tools_file), "--db", db, "--run-id", "r1")
+    assert first.code == 0 and "(parallelism " in first.stdout
+    again = cli("run", plan, "--tools", str(tools_file), "--db", db, "--run-id", "r1")
+    assert again.code == 0 and tool_calls() == ["add"]
+    assert "1 reused from the store" in again.stdout
+    assert "parallelism" not in again.stdout, again.stdout
+
+
+def test_reading_a_plan_from_a_terminal_says_so(tools_file: Path, tmp_path: Path) -> None:
+    """``run -`` with stdin on a terminal tells the user it waits for the plan, then runs what they type."""
+    import os
+    import pty
+    import select
+    import subprocess
+    import sys
+    import time
+
+    main_fd, side_fd = pty.openpty()
+    env = {**os.environ, "TOOLPLAN_TEST_CALLS": str(tmp_path / "calls.txt")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "toolplan.cli", "run", "-", "--tools", str(tools_file), "--json"],
+        stdin=side_fd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        env=env,
+    )
+    os.close(side_fd)
+    try:
+        assert proc.stderr is not None
+        said = b""
+        deadline = time.monotonic() + 60
+        while b"Ctrl-D" not in said and time.monotonic() < deadline:
+            ready, _, _ = select.select([proc.stderr], [], [], 1.0)
+            if ready:
+                said += os.read(proc.stderr.fileno(), 4096)
+        assert said.startswith(b"Reading the plan from standard input"), said
+        plan = json.dumps({"steps": [{"id": "a", "tool": "add", "arguments": {"a": 2, "b": 3}}]})
+        os.write(main_fd, plan.encode() + b"\n\x04")  # then Ctrl-D: the end of the input
+        stdout, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(main_fd)
+    assert proc.returncode == 0, said
+    assert json.loads(stdout)["outputs"] == {"a": 5}

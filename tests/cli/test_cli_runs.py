@@ -55,6 +55,7 @@ def test_inputs_that_cannot_work_are_one_line_errors(
 ) -> None:
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     plan = str(write_plan(STEPS[:1]))
+    assert cli("run", plan, "--tools", str(tools_file), "--db", db, "--run-id", "made").code == 0  # the database exists
     cases = [
         (("runs", "show", "nope", "--db", db), "No run 'nope' is stored here"),
         (("runs", "list"), "pass --db URL"),

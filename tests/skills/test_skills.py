@@ -232,7 +232,7 @@ async def test_skills_list_and_run_from_the_command_line(tmp_path: Path) -> None
     assert ran.returncode == 0, ran.stderr
     assert json.loads(ran.stdout) == {"w": "Reykjavik"}
     bad = await asyncio.to_thread(cli, "run", "warmer_city", "-p", "first=Oslo", "--tools", "tools.py")
-    assert bad.returncode == 1 and "second" in bad.stderr
+    assert bad.returncode == 2 and bad.stderr.startswith("Error: ") and "second" in bad.stderr
 
 
 async def test_without_steps_only_names_model_apis_take_are_offered(store_url: str) -> None:

@@ -113,6 +113,7 @@ def test_a_stored_run_is_drawn_from_the_store(tmp_path: Path, gates: Path) -> No
 def test_mistakes_are_one_line_that_says_what_to_do(plan: Path, tmp_path: Path, args: list[str], message: str) -> None:
     (tmp_path / "other.json").write_text(json.dumps({"steps": [{"id": "zzz", "status": "failed"}]}), encoding="utf-8")
     (tmp_path / "list.json").write_text("[]", encoding="utf-8")
+    (tmp_path / "empty.db").write_bytes(b"")  # an empty SQLite database (a reading command makes none)
     r = toolplan(*(a.replace("{plan}", str(plan)).replace("{tmp}", str(tmp_path)) for a in args))
     assert r.exit_code == 2, r.output
     assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.output

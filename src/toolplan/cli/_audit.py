@@ -8,10 +8,9 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 from .._errors import PlanValidationError, RunNotFoundError
-from ._app import EXIT_FAILED, EXIT_OK, DbOpt, JsonOpt, ToolsOpt, _fail, _out
+from ._common import EXIT_FAILED, EXIT_OK, JsonOpt, ToolsOpt, db_option, fail, out, with_store
 from ._loader import CliInputError, load_tools
 from ._render import print_json, say
-from ._runs import _with_store
 
 if TYPE_CHECKING:
     from ..policy import Declaration, Finding
@@ -28,11 +27,11 @@ def _declared(path: Path | None) -> Declaration | None:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        _fail(f"Cannot read the declared plan {str(path)!r}: {exc}. Pass --declared with a JSON file.")
+        fail(f"Cannot read the declared plan {str(path)!r}: {exc}. Pass --declared with a JSON file.")
     try:
         return parse_declaration(text)
     except PlanValidationError as exc:
-        _fail(" ".join(exc.message.split()))
+        fail(" ".join(exc.message.split()))
 
 
 async def _audit(store: Store, run_id: str, declared: Declaration | None, tools: Any) -> list[dict[str, Any]]:
@@ -68,7 +67,7 @@ async def _audit(store: Store, run_id: str, declared: Declaration | None, tools:
 
 def audit_command(
     run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="A stored run's id, or an agent run's id.")],
-    db: DbOpt = None,
+    db: Annotated[str | None, db_option("The database the run is stored in.")] = None,
     as_json: JsonOpt = False,
     declared: Annotated[
         Path | None,
@@ -94,20 +93,20 @@ def audit_command(
         try:
             registry = load_tools(tools)
         except CliInputError as exc:
-            _fail(str(exc))
-    runs = _with_store(db, lambda store: _audit(store, run_id, declaration, registry))
+            fail(str(exc))
+    runs = with_store(db, lambda store: _audit(store, run_id, declaration, registry))
     count = sum(len(r["findings"]) for r in runs)
     if as_json:
-        print_json(_out, {"run_id": run_id, "findings": count, "runs": runs})
+        print_json(out, {"run_id": run_id, "findings": count, "runs": runs})
         raise typer.Exit(EXIT_FAILED if count else EXIT_OK)
     for r in runs:
         found = r["findings"]
         say(
-            _out,
+            out,
             f"Run {r['run_id']} ({r['status']}): {len(found) or 'no'} finding{'s' if len(found) != 1 else ''}.",
             "bold",
         )
         for f in found:
             where = f" [{f['step']}]" if f["step"] else ""
-            say(_out, f"  {f['kind']} {f['code']}{where}: {f['message']}")
+            say(out, f"  {f['kind']} {f['code']}{where}: {f['message']}")
     raise typer.Exit(EXIT_FAILED if count else EXIT_OK)

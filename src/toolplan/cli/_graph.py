@@ -12,7 +12,19 @@ import typer
 from .._errors import ToolplanError
 from .._json import JSONTextError, loads
 from ..plan import CompiledPlan, validate_plan
-from ._app import EXIT_OK, DialectOpt, MaxStepsOpt, ToolsOpt, _err, _fail, _inputs, _report_invalid, _validate
+from ._common import (
+    EXIT_OK,
+    DialectOpt,
+    MaxStepsOpt,
+    ToolsOpt,
+    db_option,
+    err,
+    fail,
+    read_inputs,
+    report_invalid,
+    validate_inputs,
+    with_store,
+)
 from ._render import say
 
 if TYPE_CHECKING:
@@ -21,15 +33,7 @@ if TYPE_CHECKING:
 __all__ = ("graph_command",)
 
 
-StoreOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--db",
-        metavar="URL",
-        envvar="TOOLPLAN_DB",
-        help="The store of --run-id (sqlite:///runs.db or postgresql://...). Default: $TOOLPLAN_DB.",
-    ),
-]
+StoreOpt = Annotated[str | None, db_option("The database the run of --run-id is stored in.")]
 
 
 class PictureChoice(enum.StrEnum):
@@ -89,17 +93,17 @@ def graph_command(
     outcome: Outcome | None
     if run_id is not None:
         if plan is not None or result is not None:
-            _fail("--run-id draws the stored run's own plan and outcome: leave out PLAN.json and --result.")
+            fail("--run-id draws the stored run's own plan and outcome: leave out PLAN.json and --result.")
         if db is None:
-            _fail("--run-id needs the store it is in: pass --db URL (or set TOOLPLAN_DB).")
+            fail("--run-id needs the store it is in: pass --db URL (or set TOOLPLAN_DB).")
         compiled, outcome = _stored(db, run_id)
     else:
         if plan is None:
-            _fail("graph needs a plan: pass PLAN.json (or --db URL --run-id ID for a stored run).")
-        data, registry = _inputs(plan, tools)
-        report = _validate(data, registry, dialect, max_steps)
+            fail("graph needs a plan: pass PLAN.json (or --db URL --run-id ID for a stored run).")
+        data, registry = read_inputs(plan, tools)
+        report = validate_inputs(data, registry, dialect, max_steps)
         if not report.ok or report.compiled is None:
-            _report_invalid(report, as_json=False, console=_err)
+            report_invalid(report, as_json=False, console=err)
         compiled = report.compiled
         outcome = _outcome_file(result, compiled) if result is not None else None
     from .._ui._picture import render_picture
@@ -108,7 +112,7 @@ def graph_command(
     try:
         body = render_picture(compiled.deps, tool_of, format=kind.value, outcome=outcome)
     except ToolplanError as exc:  # Pillow missing, for PNG
-        _fail(exc.message)
+        fail(exc.message)
     _write(body, output, kind)
     raise typer.Exit(EXIT_OK)
 
@@ -125,7 +129,7 @@ def _format(picture: PictureChoice | None, output: Path | None) -> PictureChoice
 def _write(body: bytes, output: Path | None, kind: PictureChoice) -> None:
     if output is None:
         if kind is PictureChoice.png and sys.stdout.isatty():
-            _fail("A PNG is not for the terminal: pass -o FILE.png (or pipe the output to a file).")
+            fail("A PNG is not for the terminal: pass -o FILE.png (or pipe the output to a file).")
         sys.stdout.flush()
         sys.stdout.buffer.write(body)
         sys.stdout.buffer.flush()
@@ -133,8 +137,8 @@ def _write(body: bytes, output: Path | None, kind: PictureChoice) -> None:
     try:
         output.write_bytes(body)
     except OSError as exc:
-        _fail(f"Cannot write {str(output)!r}: {exc.strerror or exc}. Check the folder exists and is writable.")
-    say(_err, f"Wrote {output} ({kind.value}, {len(body):,} bytes).", "dim")
+        fail(f"Cannot write {str(output)!r}: {exc.strerror or exc}. Check the folder exists and is writable.")
+    say(err, f"Wrote {output} ({kind.value}, {len(body):,} bytes).", "dim")
 
 
 def _outcome_file(path: Path, compiled: CompiledPlan) -> Outcome:
@@ -144,33 +148,32 @@ def _outcome_file(path: Path, compiled: CompiledPlan) -> Outcome:
     try:
         data: Any = loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        _fail(f"{where} does not exist: give the JSON file `toolplan run PLAN --json > FILE` wrote.")
+        fail(f"{where} does not exist: give the JSON file `toolplan run PLAN --json > FILE` wrote.")
     except (OSError, UnicodeDecodeError) as exc:
-        _fail(f"Cannot read {where}: {getattr(exc, 'strerror', None) or exc}.")
+        fail(f"Cannot read {where}: {getattr(exc, 'strerror', None) or exc}.")
     except JSONTextError as exc:
-        _fail(f"{where} is not valid JSON: {exc.message}. {exc.advice}.")
+        fail(f"{where} is not valid JSON: {exc.message}. {exc.advice}.")
     if not isinstance(data, dict):
-        _fail(f"{where} is not a run's result: give the JSON that `toolplan run --json` printed.")
+        fail(f"{where} is not a run's result: give the JSON that `toolplan run --json` printed.")
     try:
         outcome = outcome_from_json(data, compiled.deps)
     except ValueError as exc:
-        _fail(f"{where} is not a run's result: {exc}")
+        fail(f"{where} is not a run's result: {exc}")
     unknown = sorted(set(outcome.steps) - set(compiled.steps))
     if unknown:
         shown = ", ".join(unknown[:5])
-        _fail(f"{where} has steps the plan does not ({shown}): give the result of a run of this plan.")
+        fail(f"{where} has steps the plan does not ({shown}): give the result of a run of this plan.")
     return outcome
 
 
 def _stored(db: str, run_id: str) -> tuple[CompiledPlan, Outcome]:
     from .._ui._picture import outcome_of
-    from ._runs import _with_store
 
     async def load(store: Any) -> Any:
         return await store.get_run(run_id)
 
-    info = _with_store(db, load)
+    info = with_store(db, load)
     report = validate_plan(info.plan)
     if report.compiled is None:  # stored plans were valid when they ran
-        _fail(f"The stored plan of run {run_id!r} cannot be drawn: {report.errors[0].message}")
+        fail(f"The stored plan of run {run_id!r} cannot be drawn: {report.errors[0].message}")
     return report.compiled, outcome_of(info.result)

@@ -33,6 +33,11 @@ class CliInputError(UserError):
 def load_plan(path: str) -> Any:
     """The JSON data of the plan at ``path`` (``-`` reads standard input)."""
     where = "standard input" if path == "-" else f"plan file {path!r}"
+    if path == "-" and sys.stdin.isatty():  # else the command would seem to hang
+        sys.stderr.write(
+            "Reading the plan from standard input: paste it, then press Ctrl-D (Ctrl-Z, Enter on Windows).\n"
+        )
+        sys.stderr.flush()
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:

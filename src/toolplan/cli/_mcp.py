@@ -11,13 +11,12 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
 from .._errors import OptionalDependencyError, ToolplanError
 from ..tools import ToolRegistry
-from ._app import JsonOpt, ToolsOpt, _Command, _fail, _out, command_group
+from ._common import Command, JsonOpt, ToolsOpt, command_group, err, fail, out
 from ._loader import CliInputError, load_tools, owners_of
-from ._render import print_json, say
+from ._render import print_json, print_listing, say
 
 if TYPE_CHECKING:
     from ..mcp import MCPToolset
@@ -54,19 +53,19 @@ def _toolsets(stdio: Sequence[str], urls: Sequence[str], token: str | None = Non
     try:
         from ..mcp import MCPToolset
     except OptionalDependencyError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     out: list[MCPToolset] = []
     for command in stdio:
         try:
             argv = shlex.split(command)
         except ValueError as exc:
-            _fail(f"--mcp-stdio {command!r} is not a command line: {exc}. Quote it as one argument.")
+            fail(f"--mcp-stdio {command!r} is not a command line: {exc}. Quote it as one argument.")
         if not argv:
-            _fail('--mcp-stdio needs a command, e.g. --mcp-stdio "python server.py".')
+            fail('--mcp-stdio needs a command, e.g. --mcp-stdio "python server.py".')
         out.append(MCPToolset.stdio(argv, name=command))
     for url in urls:
         if not url.startswith(("http://", "https://")):
-            _fail(f'--mcp-url {url!r} is not an http(s) URL. For a command, use --mcp-stdio "CMD".')
+            fail(f'--mcp-url {url!r} is not an http(s) URL. For a command, use --mcp-stdio "CMD".')
         headers = {"Authorization": f"Bearer {token}"} if token else None
         out.append(MCPToolset(url, headers=headers))
     return out
@@ -103,7 +102,7 @@ def connect_mcp(
         for ts in toolsets:
             out.add(ts)
     except ToolplanError as exc:
-        _fail(f"{exc.message} (MCP tools collide with each other or with --tools; rename one side)")
+        fail(f"{exc.message} (MCP tools collide with each other or with --tools; rename one side)")
     return out
 
 
@@ -139,10 +138,10 @@ def _list_or_fail(toolsets: Sequence[MCPToolset], loop: asyncio.Runner | None = 
         else:
             loop.run(_connect_all(toolsets, keep=True))
     except* ToolplanError as group:
-        _fail(" ".join(str(group.exceptions[0]).split()))
+        fail(" ".join(str(group.exceptions[0]).split()))
 
 
-@mcp_app.command("tools", cls=_Command, short_help="List an MCP server's tools with the annotations toolplan maps.")
+@mcp_app.command("tools", cls=Command, short_help="List an MCP server's tools with the annotations toolplan maps.")
 def tools_command(
     stdio: Annotated[
         str | None, typer.Option("--stdio", metavar="CMD", help="Start this MCP server and speak over stdio.")
@@ -157,7 +156,7 @@ def tools_command(
     Hints of a URL's server are not believed (untrusted): its tools are neither.
     """
     if (stdio is None) == (url is None):
-        _fail('mcp tools needs one server: --stdio "CMD" or --url URL.')
+        fail('mcp tools needs one server: --stdio "CMD" or --url URL.')
     (toolset,) = _toolsets([stdio] if stdio else [], [url] if url else [], token)
     _list_or_fail([toolset])
     rows: list[dict[str, Any]] = []
@@ -176,27 +175,28 @@ def tools_command(
             }
         )
     if as_json:
-        print_json(_out, {"server": toolset.name, "tools": rows, "skipped": toolset.skipped})
+        print_json(out, {"server": toolset.name, "tools": rows, "skipped": toolset.skipped})
         return
     trust = "trusted" if toolset.trusted else "not trusted (a URL): its tools are neither read-only nor idempotent"
-    say(_out, f"{len(rows)} tool{'s' if len(rows) != 1 else ''} of {toolset.name} (hints {trust})")
-    table = Table("tool", "read_only", "idempotent", "destructive", "open_world", "description")
-    for row in rows:
-        yes = {True: "yes", False: "no"}
-        table.add_row(
+    say(out, f"{len(rows)} tool{'s' if len(rows) != 1 else ''} of {toolset.name} (hints {trust})")
+    yes = {True: "yes", False: "no"}
+    listing = [
+        (
             row["name"],
             yes[row["read_only"]],
             yes[row["idempotent"]],
             yes[row["destructive"]],
             yes[row["hints"]["open_world"]],
-            (row["description"] or "").split("\n", 1)[0][:60],
+            (row["description"] or "").strip().split("\n", 1)[0],
         )
-    _out.print(table)
+        for row in rows
+    ]
+    print_listing(out, ("tool", "read_only", "idempotent", "destructive", "open_world", "description"), listing)
     for remote, why in toolset.skipped.items():
-        say(_out, f"Left out {remote!r}: {why}.", "yellow")
+        say(out, f"Left out {remote!r}: {why}.", "yellow")
 
 
-@mcp_app.command("serve", cls=_Command, short_help="Serve tools and execute_tool_plan as an MCP server.")
+@mcp_app.command("serve", cls=Command, short_help="Serve tools and execute_tool_plan as an MCP server.")
 def serve_command(
     tools: ToolsOpt = None,
     upstream: Annotated[
@@ -223,23 +223,23 @@ def serve_command(
     not a loopback address.
     """
     if transport not in ("stdio", "streamable-http"):
-        _fail(f"--transport {transport!r}: use stdio or streamable-http.")
+        fail(f"--transport {transport!r}: use stdio or streamable-http.")
     if tools is None and not upstream:
-        _fail("mcp serve needs tools: pass --tools FILE.py[:NAME], --mcp-upstream URL|CMD, or both.")
+        fail("mcp serve needs tools: pass --tools FILE.py[:NAME], --mcp-upstream URL|CMD, or both.")
     try:
         from ..mcp import create_server, serve_http, serve_stdio
         from ..mcp._server import is_loopback  # shared: the rule serve_http enforces, checked before anything starts
     except OptionalDependencyError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if transport == "streamable-http" and not token and not is_loopback(host):
-        _fail(
+        fail(
             f"--host {host} reaches beyond this machine: pass --token TOKEN (or set TOOLPLAN_MCP_TOKEN); clients "
             "send it as 'Authorization: Bearer TOKEN'. Or bind 127.0.0.1."
         )
     try:
         registry = load_tools(tools) if tools is not None else None
     except CliInputError as exc:
-        _fail(exc.message)
+        fail(exc.message)
     specs = list(upstream or ())
     urls = [s for s in specs if s.startswith(("http://", "https://"))]
     toolsets = _toolsets([s for s in specs if s not in urls], urls)
@@ -258,7 +258,7 @@ def serve_command(
             if transport == "stdio":
                 await serve_stdio(server)
             else:
-                say(_err_console(), f"toolplan MCP server on http://{host}:{port}/mcp ({len(catalogue)} tools)")
+                say(err, f"toolplan MCP server on http://{host}:{port}/mcp ({len(catalogue)} tools)")
                 await serve_http(server, host=host, port=port, token=token)
         finally:
             for ts in toolsets:
@@ -267,12 +267,6 @@ def serve_command(
     try:
         asyncio.run(main())
     except* ToolplanError as group:
-        _fail(" ".join(str(group.exceptions[0]).split()))
+        fail(" ".join(str(group.exceptions[0]).split()))
     except* KeyboardInterrupt:
         raise typer.Exit(130) from None
-
-
-def _err_console() -> Any:
-    from ._app import _err
-
-    return _err

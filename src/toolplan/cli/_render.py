@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -19,6 +20,7 @@ __all__ = (
     "print_errors",
     "print_issues",
     "print_json",
+    "print_listing",
     "print_outputs",
     "print_step_table",
     "print_summary",
@@ -50,6 +52,32 @@ def prose(console: Console, text: str, style: str | None = None) -> None:
         say(console, text, style)
         return
     console.print(Text(text, style=style or ""), highlight=False)
+
+
+def print_listing(console: Console, headers: Sequence[str], rows: Sequence[Sequence[str]], *, whole: int = 1) -> None:
+    """A listing (runs, tools, keys): ids are never cut.
+
+    On a terminal, a table whose first ``whole`` columns keep their full width (the others fold).
+    Elsewhere (a pipe, a file), or on a terminal too narrow for that, plain text: one line per row,
+    columns padded with spaces, nothing cut.
+    """
+    cells = [[" ".join(str(c).split()) for c in row] for row in rows]  # one line per row, whatever the value
+    widths = [max([cell_len(h), *(cell_len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
+    room = sum(widths[:whole]) + sum(cell_len(h) for h in headers[whole:]) + 2 * (len(headers) - 1)
+    if not console.is_terminal or room > console.width:  # too narrow a terminal: long lines, which it wraps
+        for line in (list(headers), *cells):
+            text = "  ".join(c + " " * (w - cell_len(c)) for c, w in zip(line, widths, strict=True))
+            console.out(text.rstrip(), highlight=False)
+        return
+    table = Table(box=None, show_edge=False, pad_edge=False)
+    for i, header in enumerate(headers):
+        if i < whole:
+            table.add_column(header, no_wrap=True, min_width=widths[i])
+        else:
+            table.add_column(header, overflow="fold", min_width=cell_len(header))
+    for row in cells:
+        table.add_row(*(Text(c) for c in row))
+    console.print(table)
 
 
 def print_issues(console: Console, issues: Iterable[PlanIssue], *, style: str) -> None:
@@ -127,8 +155,6 @@ def print_summary(console: Console, result: PlanResult, *, unfinished: bool = Fa
         say(console, f"Run unfinished: {parts}.", "bold yellow")
         return
     style = "bold green" if result.ok else "bold red"
-    say(
-        console,
-        f"Plan {result.status}: {parts} in {result.duration:.2f}s (parallelism {result.parallelism:.1f}x).",
-        style,
-    )
+    ran = any(not r.reused and r.duration for r in result.steps.values())  # a reused run: no parallelism to show
+    parallelism = f" (parallelism {result.parallelism:.1f}x)" if ran and result.parallelism > 0 else ""
+    say(console, f"Plan {result.status}: {parts} in {result.duration:.2f}s{parallelism}.", style)

@@ -3,34 +3,32 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import time
-from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from rich.table import Table
 
 from .._errors import RunConflictError, ToolplanError
 from ..execute import PlanResult
-from ._app import (
+from ._common import (
     EXIT_FAILED,
     EXIT_OK,
-    DbOpt,
+    Command,
     JsonOpt,
     RerunUnknownOpt,
     ToolsOpt,
-    _Command,
-    _err,
-    _fail,
-    _out,
-    _stdout_to_stderr,
     command_group,
+    db_option,
+    err,
+    fail,
+    out,
     show_result,
+    stdout_to_stderr,
+    when,
+    with_store,
 )
 from ._loader import CliInputError, load_tools
-from ._render import print_json, say
+from ._render import print_json, print_listing, say
 
 if TYPE_CHECKING:  # the store (SQLAlchemy) is imported when a command runs, not when the CLI starts
     from ..store import RunSummary, Store
@@ -40,60 +38,10 @@ __all__ = ("runs_app",)
 runs_app = command_group()
 
 RunIdArg = Annotated[str, typer.Argument(metavar="RUN_ID", help="The run's id (toolplan runs list shows them).")]
-T = TypeVar("T")
-
-
-def _db(db: str | None) -> str:
-    if db is None:
-        _fail(
-            "Name the database of the runs: pass --db URL (sqlite:///runs.db or postgresql://...) or set TOOLPLAN_DB."
-        )
-    return db
-
-
-def _lease() -> float:
-    """The lease of the runs this process takes (seconds): ``$TOOLPLAN_LEASE``, default 30."""
-    text = os.environ.get("TOOLPLAN_LEASE", "").strip()
-    if not text:
-        return 30.0
-    try:
-        lease = float(text)
-    except ValueError:
-        lease = float("nan")
-    if not 0.1 <= lease <= 86_400:
-        _fail(f"TOOLPLAN_LEASE must be a number of seconds from 0.1 to 86400, not {text[:40]!r}.")
-    return lease
-
-
-def _with_store(db: str | None, action: Callable[[Store], Awaitable[T]]) -> T:
-    """Open the store, run ``action`` with it, close it; a toolplan error is one line on stderr, exit 2.
-
-    The lease of the runs it takes is ``$TOOLPLAN_LEASE`` seconds (default 30): how soon another
-    process may take over a run whose process died elsewhere.
-    """
-
-    from ..store import open_store
-
-    url, lease = _db(db), _lease()
-
-    async def go() -> T:
-        store = open_store(url, lease=lease)
-        try:
-            return await action(store)
-        finally:
-            await store.close()
-
-    try:
-        return asyncio.run(go())
-    except ToolplanError as exc:
-        _fail(" ".join(exc.message.split()))
-    except KeyboardInterrupt:
-        _err.print("Interrupted.")
-        raise typer.Exit(130) from None
-
-
-def _when(ts: float | None) -> str:
-    return "" if ts is None else datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S")
+ListDbOpt = Annotated[str | None, db_option("The database of the runs to list.")]
+ShowDbOpt = Annotated[str | None, db_option("The database the run is stored in.")]
+ResumeDbOpt = Annotated[str | None, db_option("The database the run is stored in; it goes on there.")]
+WorkDbOpt = Annotated[str | None, db_option("The database to take runs from; their results are stored there.")]
 
 
 def _summary_dict(s: RunSummary) -> dict[str, Any]:
@@ -112,9 +60,9 @@ def _summary_dict(s: RunSummary) -> dict[str, Any]:
     }
 
 
-@runs_app.command("list", cls=_Command, short_help="List the stored runs, newest first.")
+@runs_app.command("list", cls=Command, short_help="List the stored runs, newest first.")
 def list_runs(
-    db: DbOpt = None,
+    db: ListDbOpt = None,
     as_json: JsonOpt = False,
     limit: Annotated[int, typer.Option("--limit", metavar="N", min=1, max=10_000, help="Most runs shown.")] = 50,
     status: Annotated[
@@ -122,49 +70,47 @@ def list_runs(
     ] = None,
 ) -> NoReturn:
     """List the stored runs, newest first: id, status, steps that succeeded, tool calls, times."""
-    found = _with_store(db, lambda store: store.list_runs(limit=limit, status=status))
+    found = with_store(db, lambda store: store.list_runs(limit=limit, status=status))
     if as_json:
-        print_json(_out, [_summary_dict(s) for s in found])
+        print_json(out, [_summary_dict(s) for s in found])
         raise typer.Exit(EXIT_OK)
     if not found:
-        say(_out, "No runs are stored in this database yet.")
+        say(out, "No runs are stored in this database yet.")
         raise typer.Exit(EXIT_OK)
-    table = Table(box=None, show_edge=False, pad_edge=False)
-    for column in ("run id", "status", "steps ok", "calls", "created (UTC)", "updated (UTC)"):
-        table.add_column(column, no_wrap=True)
-    for s in found:
-        table.add_row(
-            s.run_id, s.status, f"{s.succeeded}/{s.steps}", str(s.calls), _when(s.created_at), _when(s.updated_at)
-        )
-    _out.print(table)
+    headers = ("run id", "status", "steps ok", "calls", "created (UTC)", "updated (UTC)")
+    rows = [
+        (s.run_id, s.status, f"{s.succeeded}/{s.steps}", str(s.calls), when(s.created_at), when(s.updated_at))
+        for s in found
+    ]
+    print_listing(out, headers, rows, whole=2)
     raise typer.Exit(EXIT_OK)
 
 
-@runs_app.command("show", cls=_Command, short_help="Show a stored run: the same table as toolplan run.")
-def show(run_id: RunIdArg, db: DbOpt = None, as_json: JsonOpt = False) -> NoReturn:
+@runs_app.command("show", cls=Command, short_help="Show a stored run: the same table as toolplan run.")
+def show(run_id: RunIdArg, db: ShowDbOpt = None, as_json: JsonOpt = False) -> NoReturn:
     """Show a stored run: status, then each step's status, attempts, output or error, as `toolplan run` does.
 
     Exit code 0 when the run succeeded, 1 otherwise (failed, unfinished or cancelled), 2 when there is no such run.
     """
-    info = _with_store(db, lambda store: store.get_run(run_id))
+    info = with_store(db, lambda store: store.get_run(run_id))
     s = info.summary
     if as_json:
-        print_json(_out, {**_summary_dict(s), "result": info.result.to_dict()})
+        print_json(out, {**_summary_dict(s), "result": info.result.to_dict()})
         raise typer.Exit(EXIT_OK if s.status == "succeeded" else EXIT_FAILED)
     running = s.status in ("running", "queued") and s.lease_until is not None and s.lease_until > time.time()
     who = f", held by {s.owner}" if running else ""
-    say(_out, f"Run {s.run_id}: {s.status}{who}; created {_when(s.created_at)} UTC, plan {s.plan_id}.", "bold")
+    say(out, f"Run {s.run_id}: {s.status}{who}; created {when(s.created_at)} UTC, plan {s.plan_id}.", "bold")
     unfinished = s.status not in ("succeeded", "failed")
     if unfinished:
-        say(_out, f"It has not finished: `toolplan runs resume {s.run_id} --tools FILE.py --db URL` goes on with it.")
+        say(out, f"It has not finished: `toolplan runs resume {s.run_id} --tools FILE.py --db URL` goes on with it.")
     show_result(info.result, as_json=False, unfinished=unfinished)
 
 
-@runs_app.command("resume", cls=_Command, short_help="Go on with a stored run that stopped.")
+@runs_app.command("resume", cls=Command, short_help="Go on with a stored run that stopped.")
 def resume_run(
     run_id: RunIdArg,
     tools: ToolsOpt = None,
-    db: DbOpt = None,
+    db: ResumeDbOpt = None,
     as_json: JsonOpt = False,
     rerun_unknown: RerunUnknownOpt = False,
 ) -> NoReturn:
@@ -177,22 +123,22 @@ def resume_run(
     from ..store import resume
 
     if tools is None:
-        _fail("resume needs the tools to call: pass --tools FILE.py[:NAME].")
-    with _stdout_to_stderr(as_json):
+        fail("resume needs the tools to call: pass --tools FILE.py[:NAME].")
+    with stdout_to_stderr(as_json):
         try:
             registry = load_tools(tools)
         except CliInputError as exc:
-            _fail(exc.message)
-        result: PlanResult = _with_store(
+            fail(exc.message)
+        result: PlanResult = with_store(
             db, lambda store: resume(run_id, registry, store=store, rerun_unknown=rerun_unknown)
         )
     show_result(result, as_json=as_json)
 
 
-@runs_app.command("work", cls=_Command, short_help="Run stored runs that need a process, until none is left.")
+@runs_app.command("work", cls=Command, short_help="Run stored runs that need a process, until none is left.")
 def work(
     tools: ToolsOpt = None,
-    db: DbOpt = None,
+    db: WorkDbOpt = None,
     idle: Annotated[
         float,
         typer.Option(
@@ -210,11 +156,11 @@ def work(
     from ..store import resume
 
     if tools is None:
-        _fail("work needs the tools to call: pass --tools FILE.py[:NAME].")
+        fail("work needs the tools to call: pass --tools FILE.py[:NAME].")
     try:
         registry = load_tools(tools)
     except CliInputError as exc:
-        _fail(exc.message)
+        fail(exc.message)
 
     async def loop(store: Store) -> int:
         done = 0
@@ -230,16 +176,16 @@ def work(
             try:
                 result = await resume(run_id, registry, store=store)
             except RunConflictError as exc:  # taken by another worker in between
-                say(_err, f"{run_id}: {' '.join(exc.message.split())}", "yellow")
+                say(err, f"{run_id}: {' '.join(exc.message.split())}", "yellow")
                 continue
             except ToolplanError as exc:  # this worker cannot run it: leave it for another (or a person)
                 failed.add(run_id)
-                say(_err, f"{run_id}: not run here: {' '.join(exc.message.split())}", "yellow")
+                say(err, f"{run_id}: not run here: {' '.join(exc.message.split())}", "yellow")
                 continue
             done += 1
-            say(_out, f"{run_id}: {result.status}")
+            say(out, f"{run_id}: {result.status}")
             quiet_since = time.monotonic()
 
-    n = _with_store(db, loop)
-    say(_err, f"No more runs to take; ran {n}.", "dim")
+    n = with_store(db, loop, existing=False)
+    say(err, f"No more runs to take; ran {n}.", "dim")
     raise typer.Exit(EXIT_OK)

@@ -10,10 +10,9 @@ import typer
 
 from .._errors import RunConflictError, ToolplanError
 from ..tools import ToolRegistry
-from ._app import EXIT_OK, DbOpt, ToolsOpt, _err, _fail, _out, parse_model
+from ._common import EXIT_OK, ToolsOpt, db_option, err, fail, out, parse_model, with_store
 from ._loader import CliInputError, load_tools
 from ._render import say
-from ._runs import _with_store
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -33,16 +32,18 @@ async def run_queued(store: Store, registry: ToolRegistry, failed: set[str]) -> 
             continue
         except ToolplanError as exc:  # this process cannot run it (a tool it lacks): leave it
             failed.add(run_id)
-            say(_err, f"{run_id}: not run here: {' '.join(exc.message.split())}", "yellow")
+            say(err, f"{run_id}: not run here: {' '.join(exc.message.split())}", "yellow")
             continue
         done += 1
-        say(_out, f"{run_id}: {result.status}")
+        say(out, f"{run_id}: {result.status}")
     return done
 
 
 def scheduler_command(
     tools: ToolsOpt = None,
-    db: DbOpt = None,
+    db: Annotated[
+        str | None, db_option("The database of the schedules; the runs they start are stored there too.")
+    ] = None,
     poll: Annotated[
         float, typer.Option("--poll", metavar="SECONDS", min=0.05, help="Seconds between looks for due schedules.")
     ] = 1.0,
@@ -72,14 +73,14 @@ def scheduler_command(
 
     registry: ToolRegistry | None = None
     if not no_run and tools is None:
-        _fail("the scheduler runs what it fires: pass --tools FILE.py[:NAME] (or --no-run to only fire).")
+        fail("the scheduler runs what it fires: pass --tools FILE.py[:NAME] (or --no-run to only fire).")
     if model is not None and tools is None:
-        _fail("--model plans task schedules over tools: pass --tools FILE.py[:NAME] too.")
+        fail("--model plans task schedules over tools: pass --tools FILE.py[:NAME] too.")
     if tools is not None:
         try:
             registry = load_tools(tools)
         except CliInputError as exc:
-            _fail(exc.message)
+            fail(exc.message)
     model_obj = parse_model(model)
 
     async def loop(store: Store) -> int:
@@ -96,16 +97,16 @@ def scheduler_command(
             for firing in await scheduler.tick():
                 fired += 1
                 if firing.error is not None:
-                    say(_err, f"{firing.schedule_id}: fired, no run: {firing.error}", "yellow")
+                    say(err, f"{firing.schedule_id}: fired, no run: {firing.error}", "yellow")
                     continue
                 what = firing.run_id or "skipped (missed, catch_up=skip)"
-                say(_err, f"{firing.schedule_id}: fired {what}", "dim")
+                say(err, f"{firing.schedule_id}: fired {what}", "dim")
             if registry is not None and not no_run:
                 await run_queued(store, registry, failed)
             if once:
                 return fired
             await asyncio.sleep(max(0.0, poll - (time.monotonic() - started)))
 
-    n = _with_store(db, loop)
-    say(_err, f"Fired {n}.", "dim")
+    n = with_store(db, loop, what="schedules", existing=False)
+    say(err, f"Fired {n}.", "dim")
     raise typer.Exit(EXIT_OK)

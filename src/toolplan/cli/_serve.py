@@ -4,37 +4,91 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
+import socket
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
-from .._errors import OptionalDependencyError
+from .._errors import OptionalDependencyError, UserError
 from ..execute import WindowLimits
-from ._app import (
+from ._common import (
     BackendOpt,
-    DbOpt,
+    Command,
     JsonOpt,
     ToolsOpt,
-    _Command,
-    _fail,
-    _out,
     close_backend,
     command_group,
+    db_option,
+    fail,
+    out,
     parse_model,
     start_backend,
+    when,
+    with_store,
 )
 from ._loader import CliInputError, load_tools, with_skills
-from ._render import print_json, say
-from ._runs import _when, _with_store
+from ._render import print_json, print_listing, say
 
 if TYPE_CHECKING:
     from ..store import Store
 
-__all__ = ("keys_app", "serve_command")
+__all__ = ("ServeCommand", "keys_app", "serve_command")
 
 keys_app = command_group()
+
+KeysDbOpt = Annotated[str | None, db_option("The service's database, which keeps its API keys.")]
+
+
+def _service_defaults() -> dict[str, Any] | None:
+    """What the service does without options (`ServiceConfig`, and `serve`'s address), or None without it."""
+    try:
+        from ..service import ServiceConfig, serve
+    except OptionalDependencyError:
+        return None
+    config, where = ServiceConfig(), inspect.signature(serve).parameters
+    return {
+        "host": where["host"].default,
+        "port": where["port"].default,
+        "slots": config.slots,
+        "max_active_per_key": config.max_active_per_key,
+    }
+
+
+class ServeCommand(Command):
+    """``toolplan serve``: its help shows the service's own defaults, read when the help is shown."""
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        defaults = _service_defaults()
+        for param in self.get_params(ctx):
+            help_text = getattr(param, "help", None)
+            if param.param_type_name == "option" and param.name in _DEFAULTED and help_text:
+                shown = "the service's" if defaults is None else defaults[str(param.name)]
+                param.help = f"{help_text.rstrip('.')} (default {shown})."  # type: ignore[attr-defined]
+        super().format_options(ctx, formatter)
+
+
+_DEFAULTED = ("host", "port", "slots", "max_active_per_key")  # options whose default is the service's
+
+
+def _check_port(host: str, port: int) -> None:
+    """Fail before anything starts when the service could not listen at ``host:port``."""
+    if port == 0:
+        return
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except OSError as exc:
+        fail(f"--host {host!r} is not an address to listen on: {exc.strerror or exc}.")
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            fail(
+                f"Cannot listen on {host}:{port}: {exc.strerror or exc}. Stop what uses that port, "
+                "or pass --port N (another port)."
+            )
 
 
 def _read_keys(path: Path | None) -> tuple[str, ...]:
@@ -43,16 +97,19 @@ def _read_keys(path: Path | None) -> tuple[str, ...]:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        _fail(f"Cannot read the API key file {str(path)!r}: {exc}. Pass --api-key-file with one key per line.")
+        fail(f"Cannot read the API key file {str(path)!r}: {exc}. Pass --api-key-file with one key per line.")
     keys = tuple(line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#"))
     if not keys:
-        _fail(f"The API key file {str(path)!r} holds no key: write one key per line (# starts a comment).")
+        fail(f"The API key file {str(path)!r} holds no key: write one key per line (# starts a comment).")
     return keys
 
 
 def serve_command(
     tools: ToolsOpt = None,
-    db: DbOpt = None,
+    db: Annotated[
+        str | None,
+        db_option("The service's database: its plans, executions, API keys and schedules (made if it is not there)."),
+    ] = None,
     model: Annotated[
         str | None,
         typer.Option(
@@ -66,11 +123,13 @@ def serve_command(
         Path | None,
         typer.Option("--api-key-file", metavar="FILE", help="Accept the keys in FILE too (one per line)."),
     ] = None,
-    host: Annotated[str, typer.Option("--host", metavar="ADDRESS", help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", metavar="PORT", min=0, max=65535, help="Port to listen on.")] = 8000,
+    host: Annotated[str | None, typer.Option("--host", metavar="ADDRESS", help="Address to listen on.")] = None,
+    port: Annotated[
+        int | None, typer.Option("--port", metavar="PORT", min=0, max=65535, help="Port to listen on.")
+    ] = None,
     slots: Annotated[
-        int, typer.Option("--slots", metavar="N", min=1, max=10_000, help="Executions run at once here.")
-    ] = 16,
+        int | None, typer.Option("--slots", metavar="N", min=1, max=10_000, help="Executions run at once here.")
+    ] = None,
     max_active_per_key: Annotated[
         int | None,
         typer.Option(
@@ -78,7 +137,7 @@ def serve_command(
             min=1,
             max=1_000_000,
             metavar="N",
-            help="Executions one API key may have queued or running at once; more are answered 429 (default 32).",
+            help="Executions one API key may have queued or running at once; more are answered 429.",
         ),
     ] = None,
     no_scheduler: Annotated[
@@ -121,36 +180,45 @@ def serve_command(
     Keys: `toolplan keys create --db URL NAME`.
     """
     if tools is None:
-        _fail("serve needs the tools its plans call: pass --tools FILE.py[:NAME].")
-    try:
-        registry = load_tools(tools)
-    except CliInputError as exc:
-        _fail(str(exc))
-    keys = _read_keys(api_key_file)
-    backend_obj = start_backend(backend)
+        fail("serve needs the tools its plans call: pass --tools FILE.py[:NAME].")
     try:
         from ..service import ServiceConfig, serve
     except OptionalDependencyError as exc:
-        _fail(str(exc))
-    model_obj = parse_model(model)
+        fail(str(exc))
+    defaults = _service_defaults()
+    assert defaults is not None
+    host = defaults["host"] if host is None else host
+    port = defaults["port"] if port is None else port
+    model_obj = parse_model(model)  # its API key too: refused now, not in every answer
+    try:
+        registry = load_tools(tools)
+    except CliInputError as exc:
+        fail(str(exc))
+    keys = _read_keys(api_key_file)
+    config = ServiceConfig()  # the service's defaults, for what the command line leaves out
+    changes: dict[str, Any] = {"slots": slots, "max_active_per_key": max_active_per_key}
+    try:
+        config = dataclasses.replace(config, **{k: v for k, v in changes.items() if v is not None})
+        if key_budget_calls is not None or key_budget_cost is not None:
+            window = WindowLimits(period=key_budget_period, max_tool_calls=key_budget_calls, max_cost=key_budget_cost)
+            config = dataclasses.replace(config, key_budget=window)
+    except UserError as exc:
+        fail(exc.message)
+    backend_obj = start_backend(backend)
+    if backend_obj is not None:
+        config = dataclasses.replace(config, backend=backend_obj)
 
     async def run(store: Store) -> None:
         try:
             tools = await with_skills(registry)  # plans may name saved plans (skill:NAME), as saved at start
         except CliInputError as exc:
-            _fail(str(exc))
+            fail(str(exc))
         if not keys and not await _any_key(store):
-            _fail(
+            fail(
                 "This service has no API key yet, and every route needs one: make one with "
                 f"`toolplan keys create --db {store.url_shown} NAME` (or pass --api-key-file FILE)."
             )
-        say(_out, f"toolplan service on http://{host}:{port} (API docs: /docs), store {store.url_shown}")
-        config = ServiceConfig(slots=slots, backend=backend_obj)
-        if max_active_per_key is not None:
-            config = dataclasses.replace(config, max_active_per_key=max_active_per_key)
-        if key_budget_calls is not None or key_budget_cost is not None:
-            window = WindowLimits(period=key_budget_period, max_tool_calls=key_budget_calls, max_cost=key_budget_cost)
-            config = dataclasses.replace(config, key_budget=window)
+        say(out, f"toolplan service on http://{host}:{port} (API docs: /docs), store {store.url_shown}")
         if no_scheduler:
             await serve(store, tools, model=model_obj, api_keys=keys, config=config, host=host, port=port)
             return
@@ -167,7 +235,8 @@ def serve_command(
                 stop.set()
 
     try:
-        _with_store(db, run)
+        _check_port(host, port)  # before the banner: a busy port is an error line, not a banner and a traceback
+        with_store(db, run, what="service", existing=False)
     finally:
         close_backend(backend_obj)
 
@@ -182,44 +251,42 @@ NameArg = Annotated[str, typer.Argument(metavar="NAME", help="Who or what uses t
 KeyIdArg = Annotated[str, typer.Argument(metavar="KEY_ID", help="The key's id (toolplan keys list shows them).")]
 
 
-@keys_app.command("create", cls=_Command, short_help="Make an API key; its secret is printed once.")
-def keys_create(name: NameArg, db: DbOpt = None, as_json: JsonOpt = False) -> None:
+@keys_app.command("create", cls=Command, short_help="Make an API key; its secret is printed once.")
+def keys_create(name: NameArg, db: KeysDbOpt = None, as_json: JsonOpt = False) -> None:
     """Make an API key for the planner service. The secret is printed once; only its hash is stored."""
     from ..store._service import ServiceStore
 
-    key, secret = _with_store(db, lambda store: ServiceStore(store).create_key(name))
+    key, secret = with_store(db, lambda store: ServiceStore(store).create_key(name), what="API keys", existing=False)
     if as_json:
-        print_json(_out, {"key_id": key.key_id, "name": key.name, "secret": secret})
+        print_json(out, {"key_id": key.key_id, "name": key.name, "secret": secret})
         return
-    say(_out, f"API key {key.key_id} ({key.name}). Its secret, shown only now; send it as X-API-Key:")
-    _out.print(secret, highlight=False, soft_wrap=True)
+    say(out, f"API key {key.key_id} ({key.name}). Its secret, shown only now; send it as X-API-Key:")
+    out.print(secret, highlight=False, soft_wrap=True)
 
 
-@keys_app.command("list", cls=_Command, short_help="List the API keys (never their secrets).")
-def keys_list(db: DbOpt = None, as_json: JsonOpt = False) -> None:
+@keys_app.command("list", cls=Command, short_help="List the API keys (never their secrets).")
+def keys_list(db: KeysDbOpt = None, as_json: JsonOpt = False) -> None:
     """List the API keys, newest first."""
     from ..store._service import ServiceStore
 
-    keys = _with_store(db, lambda store: ServiceStore(store).list_keys())
+    keys = with_store(db, lambda store: ServiceStore(store).list_keys(), what="API keys")
     if as_json:
         print_json(
-            _out,
+            out,
             [
                 {"key_id": k.key_id, "name": k.name, "created_at": k.created_at, "revoked_at": k.revoked_at}
                 for k in keys
             ],
         )
         return
-    table = Table("key id", "name", "created", "revoked")
-    for k in keys:
-        table.add_row(k.key_id, k.name, _when(k.created_at), _when(k.revoked_at))
-    _out.print(table)
+    rows = [(k.key_id, k.name, when(k.created_at), when(k.revoked_at)) for k in keys]
+    print_listing(out, ("key id", "name", "created (UTC)", "revoked (UTC)"), rows)
 
 
-@keys_app.command("revoke", cls=_Command, short_help="Revoke an API key (refused from its next request).")
-def keys_revoke(key_id: KeyIdArg, db: DbOpt = None) -> None:
+@keys_app.command("revoke", cls=Command, short_help="Revoke an API key (refused from its next request).")
+def keys_revoke(key_id: KeyIdArg, db: KeysDbOpt = None) -> None:
     """Revoke an API key: the service refuses it from its next request."""
     from ..store._service import ServiceStore
 
-    _with_store(db, lambda store: ServiceStore(store).revoke_key(key_id))
-    say(_out, f"API key {key_id} revoked.")
+    with_store(db, lambda store: ServiceStore(store).revoke_key(key_id), what="API keys")
+    say(out, f"API key {key_id} revoked.")

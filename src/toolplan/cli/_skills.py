@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from rich.table import Table
 
 from .._errors import ToolError
 from .._json import loads
-from ._app import EXIT_FAILED, EXIT_OK, DbOpt, JsonOpt, ToolsOpt, _Command, _err, _fail, _out, command_group
+from ._common import (
+    EXIT_FAILED,
+    EXIT_INVALID,
+    EXIT_OK,
+    Command,
+    JsonOpt,
+    ToolsOpt,
+    command_group,
+    db_option,
+    fail,
+    out,
+    with_store,
+)
 from ._loader import CliInputError, load_tools
-from ._render import print_json, say
-from ._runs import _with_store
+from ._render import print_json, print_listing
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -28,7 +39,7 @@ def _params(pairs: list[str]) -> dict[str, Any]:
     for pair in pairs:
         name, sep, text = pair.partition("=")
         if not sep or not name.strip():
-            _fail(f"--param {pair[:80]!r} is not NAME=VALUE: write --param city=Oslo or --param n=3.")
+            fail(f"--param {pair[:80]!r} is not NAME=VALUE: write --param city=Oslo or --param n=3.")
         try:
             out[name.strip()] = loads(text)
         except ValueError:
@@ -36,9 +47,9 @@ def _params(pairs: list[str]) -> dict[str, Any]:
     return out
 
 
-@skills_app.command("list", cls=_Command, short_help="List the saved skills, or those a query finds.")
+@skills_app.command("list", cls=Command, short_help="List the saved skills, or those a query finds.")
 def list_command(
-    db: DbOpt = None,
+    db: Annotated[str | None, db_option("The database the skills are saved in.")] = None,
     query: Annotated[str, typer.Option("--query", "-q", metavar="TEXT", help="Find skills by what they do.")] = "",
     limit: Annotated[int, typer.Option("--limit", min=1, max=50, help="Most skills shown.")] = 50,
     as_json: JsonOpt = False,
@@ -46,59 +57,59 @@ def list_command(
     """List the saved plans (skills) of a store: name, version, description, parameters."""
     from ..skills import SkillTools
 
-    if db is None:
-        _fail("Name the database of the skills: pass --db URL or set TOOLPLAN_DB.")
-
     async def go(store: Store) -> list[dict[str, Any]]:
         return await SkillTools(store, []).skill_search(query, limit=limit)
 
-    found = _with_store(db, go)
+    found = with_store(db, go, what="skills")
     if as_json:
-        print_json(_out, found)
+        print_json(out, found)
         return
-    table = Table("name", "version", "parameters", "description", box=None)
-    for skill in found:
-        names = ", ".join(skill["parameters"].get("properties", {}))
-        table.add_row(skill["name"], str(skill["version"]), names, skill["description"][:80])
-    _out.print(table)
+    rows = [
+        (s["name"], str(s["version"]), ", ".join(s["parameters"].get("properties", {})), s["description"])
+        for s in found
+    ]
+    print_listing(out, ("name", "version", "parameters", "description"), rows)
 
 
-@skills_app.command("run", cls=_Command, short_help="Run a saved skill with its parameters.")
+@skills_app.command("run", cls=Command, short_help="Run a saved skill with its parameters.")
 def run_command(
     name: Annotated[str, typer.Argument(metavar="NAME", help="The skill's name (toolplan skills list).")],
     tools: ToolsOpt = None,
-    db: DbOpt = None,
+    db: Annotated[str | None, db_option("The database the skill is saved in.")] = None,
     param: Annotated[
         list[str] | None,
         typer.Option("--param", "-p", metavar="NAME=VALUE", help="A parameter; repeat for each (JSON or text)."),
     ] = None,
     as_json: JsonOpt = False,
 ) -> NoReturn:
-    """Run skill NAME with the tools of --tools; prints its outputs as JSON (exit 1 if it failed)."""
+    """Run skill NAME with the tools of --tools; prints its outputs as JSON.
+
+    Exit code 0 when it succeeded, 1 when it ran and failed, 2 when it cannot run (no such skill,
+    parameters it does not take, a tool it needs is missing).
+    """
     from ..skills import SkillTools
 
     if tools is None:
-        _fail("skills run needs the tools the skill calls: pass --tools FILE.py[:NAME].")
-    if db is None:
-        _fail("Name the database of the skills: pass --db URL or set TOOLPLAN_DB.")
+        fail("skills run needs the tools the skill calls: pass --tools FILE.py[:NAME].")
     try:
         registry = load_tools(tools)
     except CliInputError as exc:
-        _fail(exc.message)
+        fail(exc.message)
     params = _params(param or [])
 
     async def go(store: Store) -> dict[str, Any] | str:
         try:
             return await SkillTools(store, registry).skill_run(name, params)
         except ToolError as exc:
-            return exc.message
+            return " ".join(exc.message.split())
 
-    outcome = _with_store(db, go)
+    outcome = with_store(db, go, what="skills")
     if isinstance(outcome, str):
+        ran = outcome.startswith("Skill ") and " failed: " in outcome  # its plan ran, and a step failed
         if as_json:
-            print_json(_out, {"ok": False, "error": outcome})
+            print_json(out, {"ok": False, "error": outcome})
         else:
-            say(_err, outcome, "red")
-        raise typer.Exit(EXIT_FAILED)
-    print_json(_out, {"ok": True, "outputs": outcome} if as_json else outcome)
+            sys.stderr.write(f"Error: {outcome}\n")
+        raise typer.Exit(EXIT_FAILED if ran else EXIT_INVALID)
+    print_json(out, {"ok": True, "outputs": outcome} if as_json else outcome)
     raise typer.Exit(EXIT_OK)
