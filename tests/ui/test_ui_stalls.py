@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import re
 import socket
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
+import pytest
+from ui_support import live_run
 
 from toolplan._ui import LiveFeed, LiveServer
 from toolplan.plan import validate_plan
@@ -67,3 +72,29 @@ def test_a_request_head_has_a_deadline_however_it_trickles() -> None:
     with server, trickling(server) as cut:
         assert cut.wait(60)  # cut off long before the trickle ends (each byte keeps the socket busy)
         assert httpx.get(f"{server.origin}/healthz", timeout=30).json() == {"status": "ok"}
+
+
+@pytest.mark.slow  # a subprocess that imports toolplan
+def test_toolplan_run_ui_keep_0_exits_while_a_client_trickles(gates: Path, tmp_path: Path) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"steps": [{"id": "wait", "tool": "gate", "arguments": {"name": "go"}}]}))
+    with live_run(plan, gates, "--ui-keep", "0") as run:
+        host, port = re.match(r"http://([\d.]+):(\d+)/", run.url).groups()  # type: ignore[union-attr]
+        sock = socket.create_connection((host, int(port)))
+        stop = threading.Event()
+
+        def trickle() -> None:
+            with contextlib.suppress(OSError):  # until the server shuts the connection
+                sock.sendall(b"GET /healthz HTTP/1.0\r\n")
+                while not stop.wait(0.05):
+                    sock.sendall(b"a")
+
+        thread = threading.Thread(target=trickle, daemon=True)
+        thread.start()
+        try:
+            (gates / "go").touch()  # the run ends; with --ui-keep 0 the command exits at once
+            assert run.process.wait(60) == 0
+        finally:
+            stop.set()
+            thread.join(30)
+            sock.close()
