@@ -11,6 +11,10 @@ The key is a random token made for this run and given to the page in the address
 pages, cannot read the run without it. The standard library's threaded HTTP server runs in one
 thread that `LiveServer` owns: leaving the ``with`` block stops it and waits for every request
 thread (open event streams end first).
+
+A request's line and headers must arrive within ``head_timeout`` seconds in all (a client trickling
+bytes is cut off, not only one that goes quiet); closing shuts the connections still sending their
+request at once, and any other left after a short grace, so a stalled client never holds the exit.
 """
 
 from __future__ import annotations
@@ -18,9 +22,12 @@ from __future__ import annotations
 import contextlib
 import hmac
 import http.server
+import io
 import re
 import secrets
+import socket
 import threading
+import time
 from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -33,6 +40,9 @@ __all__ = ("LiveServer",)
 
 _API = re.compile(r"^/v1/executions/(?P<id>[^/]+)(?P<rest>/graph|/events)?$")
 _PING = 15.0  # seconds between comments on a quiet event stream (as the service's)
+_HEAD_TIMEOUT = 10.0  # seconds a client has to send its request line and headers, in all
+_IDLE_TIMEOUT = 30.0  # seconds one read or write of a connection may wait
+_CLOSE_GRACE = 2.0  # seconds closing waits for responses under way before cutting their connections
 
 
 class LiveServer:
@@ -43,9 +53,12 @@ class LiveServer:
         key: The token the API routes want in ``X-API-Key``.
     """
 
-    def __init__(self, feed: LiveFeed, *, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, feed: LiveFeed, *, host: str = "127.0.0.1", port: int = 0, head_timeout: float = _HEAD_TIMEOUT
+    ) -> None:
         self.feed = feed
         self.key = secrets.token_urlsafe(24)
+        self.head_timeout = head_timeout
         self._httpd = _Server((host, port), _Handler)
         self._httpd.live = self
         shown = f"[{host}]" if ":" in host else host
@@ -69,6 +82,9 @@ class LiveServer:
         if self._thread.is_alive():
             self._httpd.shutdown()
             self._thread.join()
+        self._httpd.cut(reading_only=True)  # still sending a request (or nothing): nothing to finish
+        self._httpd.settle(_CLOSE_GRACE)  # responses under way (event streams end with the feed)
+        self._httpd.cut(reading_only=False)
         self._httpd.server_close()  # joins the request threads (block_on_close)
 
 
@@ -77,11 +93,78 @@ class _Server(http.server.ThreadingHTTPServer):
     block_on_close = True
     live: LiveServer
 
+    def __init__(self, address: tuple[str, int], handler: type[http.server.BaseHTTPRequestHandler]) -> None:
+        self.connections: dict[socket.socket, bool] = {}  # each open connection: still reading its request?
+        self.changed = threading.Condition()
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self.changed:
+            self.connections[request] = True
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self.changed:
+            self.connections.pop(request, None)
+            self.changed.notify_all()
+        super().shutdown_request(request)
+
+    def responding(self, request: socket.socket) -> None:
+        with self.changed:
+            if request in self.connections:
+                self.connections[request] = False
+
+    def settle(self, seconds: float) -> None:
+        """Wait up to ``seconds`` for the open connections to end."""
+        with self.changed:
+            self.changed.wait_for(lambda: not self.connections, timeout=seconds)
+
+    def cut(self, *, reading_only: bool) -> None:
+        """Shut the open connections (those still reading a request, or all): their threads end at once."""
+        with self.changed:
+            chosen = [conn for conn, reading in self.connections.items() if reading or not reading_only]
+        for conn in chosen:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+
+
+class _HeadReader(io.RawIOBase):
+    """A connection's reads, each bounded by what is left of the time its request head may take."""
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        self.sock = sock
+        self.deadline: float | None = deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the request's line and headers took too long")
+            self.sock.settimeout(min(left, _IDLE_TIMEOUT))
+        return self.sock.recv_into(buffer)
+
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.0"  # one request per connection: nothing idles in a keep-alive read
-    timeout = 30  # a client that sends nothing is let go
+    timeout = _IDLE_TIMEOUT  # a client that sends nothing is let go
+    _head: _HeadReader
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile.close()  # the plain reader: replaced by one with the head's deadline
+        self._head = _HeadReader(self.connection, time.monotonic() + self.server.live.head_timeout)
+        self.rfile = io.BufferedReader(self._head)
+
+    def parse_request(self) -> bool:
+        ok = super().parse_request()  # reads the headers
+        self._head.deadline = None  # the head is in: the response may take its time
+        self.connection.settimeout(_IDLE_TIMEOUT)
+        self.server.responding(self.connection)
+        return ok
 
     def version_string(self) -> str:
         return "toolplan"

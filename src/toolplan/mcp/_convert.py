@@ -2,6 +2,9 @@
 
 - Names: an MCP tool's name becomes a toolplan name (1-64 of ``[A-Za-z0-9_-]``), prefixed if asked;
   other characters become ``_``; a name that is still invalid, or taken, is skipped with a reason.
+- Schemas: a tool whose input schema is not a valid JSON Schema (``properties`` that is no object,
+  a ``pattern`` that is no regular expression, ...) is skipped with the reason, so no foreign
+  exception reaches argument validation; a malformed output schema is dropped.
 - Annotations: MCP's hints with the spec's defaults (an unannotated tool may destroy data and is not
   idempotent). Hints of an untrusted server are not believed: its tools are neither read-only nor
   idempotent for toolplan, so nothing of theirs is ever repeated on its say-so.
@@ -29,6 +32,7 @@ __all__ = (
     "local_names",
     "mcp_annotations",
     "result_text",
+    "schema_problem",
     "to_definition",
 )
 
@@ -139,15 +143,39 @@ def _parameters(schema: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, .
     return out, fill
 
 
+def schema_problem(schema: Any) -> str | None:
+    """Why ``schema`` is not a JSON Schema toolplan can check arguments against, or None if it is one.
+
+    Checked against its draft's metaschema, regular expressions included; nothing the checker raises
+    escapes (a hostile schema is a reason, not an exception).
+    """
+    import jsonschema
+
+    if not isinstance(schema, Mapping):
+        return f"it is a {type(schema).__name__}, not a JSON object"
+    try:
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        cls.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "(the root)"
+        return f"at {where[:200]}: {exc.message[:300]}"
+    except Exception as exc:  # what a malformed schema makes the checker raise (a $schema that is no string, ...)
+        return f"{type(exc).__name__}: {str(exc)[:300]}"
+    # TODO: once tools/ normalises schemas for every tool (dialects, linear-time patterns), call that here
+    # too, so a hostile ``pattern`` (such as ``^(a+)+$``) is refused or made safe at listing time.
+    return None
+
+
 def to_definition(tool: mt.Tool, local: str, *, trusted: bool, timeout: float | None = None) -> RemoteTool:
-    """The toolplan view of one listed MCP tool."""
+    """The toolplan view of one listed MCP tool (`schema_problem` of its input schema is None: check first)."""
     hints = MCPHints.of(tool.annotations)
     parameters, fill = _parameters(tool.input_schema)
+    output = tool.output_schema if tool.output_schema is None or schema_problem(tool.output_schema) is None else None
     definition = ToolDefinition(
         name=local,
         description=tool.description or tool.title or (tool.annotations.title if tool.annotations else None) or "",
         parameters_json_schema=parameters,
-        output_json_schema=tool.output_schema,
+        output_json_schema=output,
         annotations=_annotations(hints, trusted=trusted, timeout=timeout),
     )
     return RemoteTool(name=local, remote=tool.name, definition=definition, hints=hints, fill=fill)

@@ -20,6 +20,7 @@ from typing import Any
 import mcp.types as mt
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
+from mcp.server.transport_security import TransportSecuritySettings
 
 from .._errors import PlanValidationError, ToolplanError, UserError
 from .._json import dumps
@@ -249,14 +250,36 @@ async def serve_stdio(server: Server[Any]) -> None:
         await server.run(read, write, server.create_initialization_options())
 
 
-def is_loopback(host: str) -> bool:
-    """True for addresses only this machine reaches (127.0.0.0/8, ::1, localhost)."""
-    if host == "localhost":
-        return True
+_Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+def _address(host: str) -> _Address | None:
+    """The address ``host`` spells, or None for a name.
+
+    Any spelling: ``[::1]``, ``0:0:0:0:0:0:0:1``; an IPv4-mapped IPv6 address is its IPv4 one.
+    """
+    text = host.strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
     try:
-        return ipaddress.ip_address(host).is_loopback
+        address = ipaddress.ip_address(text)
     except ValueError:
-        return False
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def _is_localhost(name: str) -> bool:
+    return name.strip().lower().rstrip(".") == "localhost"
+
+
+def is_loopback(host: str) -> bool:
+    """True for addresses only this machine reaches (127.0.0.0/8, ::1, localhost), however they are spelled."""
+    if _is_localhost(host):
+        return True
+    address = _address(host)
+    return address is not None and address.is_loopback
 
 
 _ASGIApp = Callable[
@@ -300,6 +323,92 @@ class _BearerAuth:
         await self.app(scope, receive, send)
 
 
+def _authority_host(authority: str) -> str | None:
+    """The host of a ``Host`` header value or an origin's authority (``[::1]:8000`` -> ``::1``), None if malformed."""
+    if authority.startswith("["):
+        end = authority.find("]")
+        host, rest = authority[1:end], authority[end + 1 :]
+        if end < 0 or (rest and not (rest.startswith(":") and rest[1:].isdigit())):
+            return None
+        return host
+    host, colon, port = authority.partition(":")
+    if colon and not port.isdigit():
+        return None
+    return host
+
+
+class _HostGuard:
+    """A loopback server answers only requests that name it.
+
+    ``Host`` (and ``Origin``, when a browser sends one) must be the bound address, compared as an address, or
+    ``localhost`` when that reaches it. A web page whose name was re-pointed at this machine (DNS rebinding), or
+    which posts here from its own origin, is refused.
+    """
+
+    def __init__(self, app: _ASGIApp, bound: _Address | None) -> None:
+        self.app = app
+        if bound is None:  # bound by the name localhost: whichever loopback address it resolved to
+            self.addresses: frozenset[_Address] = frozenset(
+                {ipaddress.IPv4Address("127.0.0.1"), ipaddress.IPv6Address("::1")}
+            )
+        else:
+            self.addresses = frozenset({bound})
+        # localhost resolves to 127.0.0.1 or ::1: it names this server only when bound there
+        self.localhost = bool(self.addresses & {ipaddress.IPv4Address("127.0.0.1"), ipaddress.IPv6Address("::1")})
+
+    def _names_this_server(self, authority: str) -> bool:
+        host = _authority_host(authority)
+        if host is None:
+            return False
+        if _is_localhost(host):
+            return self.localhost
+        address = _address(host)
+        return address is not None and address in self.addresses
+
+    def _origin_ok(self, origin: str) -> bool:
+        scheme, sep, authority = origin.partition("://")
+        return bool(sep) and scheme.lower() in ("http", "https") and self._names_this_server(authority)
+
+    async def __call__(
+        self,
+        scope: MutableMapping[str, Any],
+        receive: Callable[[], Awaitable[Any]],
+        send: Callable[[MutableMapping[str, Any]], Awaitable[None]],
+    ) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope.get("headers", ()))
+            host = headers.get(b"host", b"").decode("latin-1")
+            origin = headers.get(b"origin")
+            if not self._names_this_server(host):
+                await _refuse(
+                    send,
+                    421,
+                    "wrong_host",
+                    f"The Host header {host[:100]!r} does not name this server: a loopback MCP server answers "
+                    "requests addressed to its own address (or localhost when bound to 127.0.0.1 or ::1).",
+                )
+                return
+            if origin is not None and not self._origin_ok(origin.decode("latin-1")):
+                await _refuse(
+                    send,
+                    403,
+                    "forbidden_origin",
+                    f"Requests from the web origin {origin.decode('latin-1')[:100]!r} are refused: a loopback MCP "
+                    "server answers clients on this machine, not web pages.",
+                )
+                return
+        await self.app(scope, receive, send)
+
+
+async def _refuse(
+    send: Callable[[MutableMapping[str, Any]], Awaitable[None]], status: int, code: str, message: str
+) -> None:
+    body = dumps({"code": code, "message": message, "details": {}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
 async def serve_http(
     server: Server[Any],
     *,
@@ -316,25 +425,32 @@ async def serve_http(
         server: What `create_server` made.
         host: The address to listen on.
         port: The port to listen on.
-        token: A bearer token every request must carry. Required when ``host`` is not a loopback
-            address: toolplan never serves tools to the network without authentication.
+        token: A bearer token every request must carry. Required when the address is not a loopback
+            address: toolplan never serves tools to the network without authentication. On a loopback
+            address, requests must also name the server (``Host``, and ``Origin`` when sent, is the bound
+            address or ``localhost``), so web pages cannot reach it by DNS rebinding.
         path: Where the MCP endpoint is.
         sock: A bound socket to serve on instead of ``host:port`` (tests bind port 0 first).
         log_level: uvicorn's log level.
 
     Raises:
-        UserError: ``host`` reaches beyond this machine and no ``token`` was given.
+        UserError: The address (``host``, or ``sock``'s) reaches beyond this machine and no ``token`` was given.
     """
     import uvicorn
 
-    if not token and not is_loopback(host):
+    bound = str(sock.getsockname()[0]) if sock is not None else host
+    if not token and not is_loopback(bound):
         raise UserError(
-            f"Serving MCP on {host} reaches beyond this machine: give a bearer token (--token, or "
+            f"Serving MCP on {bound} reaches beyond this machine: give a bearer token (--token, or "
             "TOOLPLAN_MCP_TOKEN) that clients send as 'Authorization: Bearer <token>', or bind 127.0.0.1."
         )
-    app: Any = server.streamable_http_app(streamable_http_path=path, host=host)
+    # One Host/Origin rule for every spelling of an address (the SDK's own check goes by spelling): _HostGuard
+    no_sdk_check = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    app: Any = server.streamable_http_app(streamable_http_path=path, host=host, transport_security=no_sdk_check)
     if token:
         app = _BearerAuth(app, token)
+    if is_loopback(bound):
+        app = _HostGuard(app, _address(bound))
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=5)
     userver = uvicorn.Server(config)
     serving = asyncio.ensure_future(userver.serve(sockets=[sock] if sock is not None else None))

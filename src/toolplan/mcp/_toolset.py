@@ -10,10 +10,11 @@ the calls in flight; the next call connects again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,7 @@ from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 from .._context import current_call_or_none
 from .._errors import RunError, UnknownToolError, UserError
 from ..tools import ToolDefinition, ToolResult
-from ._convert import MCPHints, RemoteTool, convert_result, local_names, to_definition
+from ._convert import MCPHints, RemoteTool, convert_result, local_names, schema_problem, to_definition
 
 __all__ = ("IDEMPOTENCY_META_KEY", "MCPConnectionError", "MCPToolset", "ServerLike")
 
@@ -161,6 +162,9 @@ class MCPToolset:
             server are neither read-only nor idempotent for toolplan, so they are never retried or
             re-run on resume automatically; their read-only hint still spares them the lock.
         timeout: Default timeout of every call, in seconds (a step's own timeout wins).
+        connect_timeout: Seconds the server has to start and answer ``initialize``, and to answer each
+            page of ``tools/list`` (when connecting, on `refresh`, after a change notice). A server that
+            does not fails `connect` (or the call that connects) with `MCPConnectionError`; None waits forever.
         headers: HTTP headers for a URL (e.g. ``{"Authorization": "Bearer ..."}``).
         name: How errors and logs name the server (default: its URL, command or name).
         on_tools_changed: Called after the server said its tools changed and they were listed again
@@ -175,6 +179,7 @@ class MCPToolset:
         parallel_mutations: bool = False,
         trust_hints: bool | None = None,
         timeout: float | None = None,
+        connect_timeout: float | None = 30.0,
         headers: Mapping[str, str] | None = None,
         name: str | None = None,
         on_tools_changed: Callable[[MCPToolset], None] | None = None,
@@ -190,11 +195,16 @@ class MCPToolset:
             raise UserError(f"MCPToolset(prefix={prefix!r}): use letters, digits, '_' or '-'.")
         if timeout is not None and timeout <= 0:
             raise UserError(f"MCPToolset(timeout={timeout!r}): use a positive number of seconds, or None.")
+        if connect_timeout is not None and not connect_timeout > 0:
+            raise UserError(
+                f"MCPToolset(connect_timeout={connect_timeout!r}): use a positive number of seconds, or None."
+            )
         self.server = server
         self.prefix = prefix or None
         self.parallel_mutations = parallel_mutations
         self.trusted = _trusted_by_default(server) if trust_hints is None else trust_hints
         self.timeout = timeout
+        self.connect_timeout = connect_timeout
         self.headers = dict(headers or {})
         self.name = name or _label(server)
         self.on_tools_changed = on_tools_changed
@@ -374,7 +384,8 @@ class MCPToolset:
                 client = self._client(stack)
                 entered = isinstance(self.server, Client) and _is_entered(client)
                 if not entered:
-                    await stack.enter_async_context(client)
+                    async with self._deadline("initialize"):
+                        await stack.enter_async_context(client)
                 await self._list(client)
                 async with asyncio.TaskGroup() as tg:
                     listener = self._listen(client, conn, tg)
@@ -383,11 +394,16 @@ class MCPToolset:
                     listener.cancel()
         except BaseException as exc:  # the owner reports every way it ends to its callers
             conn.dead = True
-            error = MCPConnectionError(
-                f"Cannot connect to the MCP server {self.name!r}: {_describe(exc)}. Check that it is running "
-                "and reachable (the URL, or the command and its environment)."
-                if not conn.ready.done()
-                else f"The connection to the MCP server {self.name!r} failed: {_describe(exc)}."
+            leaf = _leaf(exc)
+            error = (
+                leaf
+                if isinstance(leaf, MCPConnectionError)
+                else MCPConnectionError(
+                    f"Cannot connect to the MCP server {self.name!r}: {_describe(exc)}. Check that it is running "
+                    "and reachable (the URL, or the command and its environment)."
+                    if not conn.ready.done()
+                    else f"The connection to the MCP server {self.name!r} failed: {_describe(exc)}."
+                )
             )
             if not conn.ready.done():
                 conn.ready.set_exception(error)
@@ -484,7 +500,8 @@ class MCPToolset:
         cursor: str | None = None
         seen: set[str] = set()
         for _ in range(_MAX_PAGES):
-            page = await client.list_tools(cursor=cursor, cache_mode="bypass")
+            async with self._deadline("tools/list"):
+                page = await client.list_tools(cursor=cursor, cache_mode="bypass")
             tools.extend(page.tools)
             cursor = page.next_cursor
             if cursor is None or cursor in seen:
@@ -494,8 +511,13 @@ class MCPToolset:
         listed: dict[str, RemoteTool] = {}
         for t in tools:
             local = names.get(t.name)
-            if local is not None and local not in listed:
-                listed[local] = to_definition(t, local, trusted=self.trusted, timeout=self.timeout)
+            if local is None or local in listed:
+                continue
+            problem = schema_problem(t.input_schema)
+            if problem is not None:
+                skipped[t.name] = f"its input schema is not a valid JSON Schema ({problem}); the server must fix it"
+                continue
+            listed[local] = to_definition(t, local, trusted=self.trusted, timeout=self.timeout)
         for remote, why in skipped.items():
             log.warning("MCP server %s: tool %r is left out: %s.", self.name, remote, why)
         self._tools, self.skipped, self._listed = listed, skipped, True
@@ -506,13 +528,45 @@ class MCPToolset:
             await self._list(client)
         except Exception as exc:
             if done is not None and not done.done():
-                done.set_exception(MCPConnectionError(f"Listing the tools of {self.name!r} failed: {_describe(exc)}"))
+                done.set_exception(
+                    exc
+                    if isinstance(exc, MCPConnectionError)
+                    else MCPConnectionError(f"Listing the tools of {self.name!r} failed: {_describe(exc)}")
+                )
             else:
                 log.warning("MCP server %s: listing its tools again failed: %s", self.name, _describe(exc))
             return False
         if done is not None and not done.done():
             done.set_result(None)
         return True
+
+    @contextlib.asynccontextmanager
+    async def _deadline(self, request: str) -> AsyncIterator[None]:
+        """``connect_timeout`` on one request: past it, an `MCPConnectionError` naming the server and what to check."""
+        if self.connect_timeout is None:
+            yield
+            return
+        deadline = asyncio.timeout(self.connect_timeout)
+        try:
+            async with deadline:
+                yield
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            raise MCPConnectionError(
+                f"The MCP server {self.name!r} did not answer {request} within {self.connect_timeout:g} s. "
+                + self._what_to_check()
+            ) from None
+
+    def _what_to_check(self) -> str:
+        server = self.server.server if isinstance(self.server, Client) else self.server
+        if isinstance(server, StdioServerParameters):
+            where = "that the command starts an MCP server speaking over stdio (writing nothing else to stdout)"
+        elif isinstance(server, str):
+            where = "that the URL is the server's MCP endpoint and the server is not stuck"
+        else:
+            where = "that the server is not blocked"
+        return f"Check {where}; give MCPToolset(connect_timeout=...) more seconds if it is only slow."
 
     async def _on_message(self, message: Any) -> None:
         """The SDK's message handler: a changed tool list is listed again (by the owner)."""

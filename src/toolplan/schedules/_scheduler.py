@@ -8,8 +8,8 @@ a crash mid-run resumes, finished steps are not repeated.
 
 Catch-up rule: a schedule found due more than ``misfire_grace`` seconds late (no scheduler ran)
 fires **once** for all the times it missed (``catch_up="once"``, the default; the firing's
-``missed`` counts the others), or not at all (``catch_up="skip"``: the firing is recorded with no
-run). Either way it then moves to its first time after now.
+``missed`` counts the others, up to 100 for a cron schedule), or not at all (``catch_up="skip"``:
+the firing is recorded with no run). Either way it then moves to its first time after now.
 
 A task schedule (``schedule_create(task=...)``) is planned first, by the scheduler's `Planner`,
 outside the transaction; its plan is then queued by the same compare-and-set transaction as a
@@ -82,12 +82,14 @@ class Scheduler:
     async def _fire(self, schedule: ScheduleRow, now: float) -> Firing | None:
         due = schedule.next_at
         assert due is not None  # `due` lists only schedules with a next time
+        late = now - due > self.misfire_grace
+        when = (schedule.kind, schedule.spec, schedule.timezone, due, now)
         try:
-            next_at, missed = catch_up(schedule.kind, schedule.spec, schedule.timezone, due, now)
+            # Catching up walks up to CATCH_UP_COUNT cron times: in a thread, the loop keeps serving
+            next_at, missed = await asyncio.to_thread(catch_up, *when) if late else catch_up(*when)
         except ToolError:  # a row that no longer parses (edited by hand): stop it rather than fire it forever
             await self.rows.update(schedule.schedule_id, enabled=0)
             return None
-        late = now - due > self.misfire_grace
         run_id = None if late and schedule.catch_up == "skip" else f"{schedule.schedule_id}-{round(due * 1000)}"
         plan: Plan | None = None
         error: str | None = None

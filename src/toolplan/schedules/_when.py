@@ -26,7 +26,9 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|secs|seconds?|m|min|mins|m
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _MAX_WHEN = 200
 _MAX_INTERVAL = 366 * 86400
-_CATCH_UP_SCAN = 10_000  # due times counted when catching up a cron schedule (more are counted as this many)
+# Due times counted when catching up a cron schedule: one croniter call each, so a schedule that
+# missed a year of minutes costs ~100 calls, not half a million. A firing standing for more says this many.
+CATCH_UP_COUNT = 100
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,7 +135,8 @@ def catch_up(kind: str, spec: str, timezone: str, due: float, now: float) -> tup
     """The next due time after ``now`` of a schedule due at ``due``, and how many due times it skips.
 
     A schedule found due long ago (no scheduler ran) fires once for all its missed times: the
-    count is what that one firing stands for beyond its own.
+    count is what that one firing stands for beyond its own, counted up to `CATCH_UP_COUNT` for a
+    cron schedule (its next time is then found from ``now``, not by walking every missed time).
     """
     if kind == "once":
         return None, 0
@@ -143,9 +146,9 @@ def catch_up(kind: str, spec: str, timezone: str, due: float, now: float) -> tup
         return due + (passed + 1) * interval, max(passed, 0)
     missed = 0
     nxt = next_after(kind, spec, timezone, due)
-    while nxt is not None and nxt <= now and missed < _CATCH_UP_SCAN:
+    while nxt is not None and nxt <= now and missed < CATCH_UP_COUNT:
         missed += 1
         nxt = next_after(kind, spec, timezone, nxt)
-    if nxt is not None and nxt <= now:  # more than the scan: jump to now
+    if nxt is not None and nxt <= now:  # more than the count: jump to now
         nxt = next_after(kind, spec, timezone, now)
     return nxt, missed
