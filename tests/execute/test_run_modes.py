@@ -1,4 +1,4 @@
-"""The engine keeps its promises in less-trodden modes (issue 14): each test failed before the fix."""
+"""The engine keeps its promises in less-trodden modes: each test failed before the fix."""
 
 from __future__ import annotations
 

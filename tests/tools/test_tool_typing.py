@@ -1,4 +1,4 @@
-"""`@tool` keeps the function's type: mypy checks this file (``mypy tests/core``); pytest runs it too."""
+"""`@tool` keeps the function's type: mypy checks this file (``mypy tests/tools``); pytest runs it too."""
 
 from __future__ import annotations
 

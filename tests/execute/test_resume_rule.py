@@ -1,4 +1,4 @@
-"""The resume rule is a pure function of the stored step rows (issue 23): property-tested."""
+"""The resume rule is a pure function of the stored step rows: property-tested."""
 
 from __future__ import annotations
 

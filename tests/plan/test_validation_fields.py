@@ -1,4 +1,4 @@
-"""Validation gaps of issue 14 (defect 15): steps with a duplicate id, the id format, numeric fields."""
+"""Validation of a step's fields: steps with a duplicate id, the id format, numeric fields."""
 
 from __future__ import annotations
 
