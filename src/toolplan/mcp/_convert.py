@@ -20,6 +20,7 @@ import mcp.types as mt
 
 from ..plan import META_TOOL_NAMES
 from ..tools import ToolAnnotations, ToolDefinition, ToolResult
+from ..tools._schema import normalize_schema
 
 __all__ = (
     "IDEMPOTENCY_ARGUMENTS",
@@ -140,9 +141,10 @@ def _parameters(schema: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, .
 
 
 def to_definition(tool: mt.Tool, local: str, *, trusted: bool, timeout: float | None = None) -> RemoteTool:
-    """The toolplan view of one listed MCP tool."""
+    """The toolplan view of one listed MCP tool, its schema normalised (`InvalidToolSchemaError` if unusable)."""
     hints = MCPHints.of(tool.annotations)
-    parameters, fill = _parameters(tool.input_schema)
+    schema, _notes = normalize_schema(tool.input_schema, tool=local)  # InvalidToolSchemaError: left out
+    parameters, fill = _parameters(schema)
     definition = ToolDefinition(
         name=local,
         description=tool.description or tool.title or (tool.annotations.title if tool.annotations else None) or "",

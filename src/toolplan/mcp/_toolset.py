@@ -26,7 +26,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._context import current_call_or_none
-from .._errors import RunError, UnknownToolError, UserError
+from .._errors import InvalidToolSchemaError, RunError, UnknownToolError, UserError
 from ..tools import ToolDefinition, ToolResult
 from ._convert import MCPHints, RemoteTool, convert_result, local_names, to_definition
 
@@ -495,7 +495,10 @@ class MCPToolset:
         for t in tools:
             local = names.get(t.name)
             if local is not None and local not in listed:
-                listed[local] = to_definition(t, local, trusted=self.trusted, timeout=self.timeout)
+                try:
+                    listed[local] = to_definition(t, local, trusted=self.trusted, timeout=self.timeout)
+                except InvalidToolSchemaError as exc:  # its schema cannot be used: left out, as a bad name is
+                    skipped[t.name] = exc.message
         for remote, why in skipped.items():
             log.warning("MCP server %s: tool %r is left out: %s.", self.name, remote, why)
         self._tools, self.skipped, self._listed = listed, skipped, True
