@@ -534,3 +534,27 @@ def test_strict_schema_tools_refuse_arguments_the_schema_does_not_name() -> None
     registry = ToolRegistry([loose, exact])
     assert registry.argument_problems("loose", {"base": 1, "extra": 2}) == []
     assert registry.argument_problems("exact", {"base": 1, "extra": 2})
+
+
+async def test_calls_through_a_backend_are_checked_before_they_are_sent() -> None:
+    from toolplan.execute import InProcessBackend
+
+    sent: list[str] = []
+
+    class Remote(InProcessBackend):  # stands for Ray: what reaches it runs on a worker
+        async def invoke(self, tool: Any, name: str, arguments: Mapping[str, Any], call: Any) -> ToolResult:
+            sent.append(name)
+            return await super().invoke(tool, name, arguments, call)
+
+    power = HandWritten("power", POWER, lambda base: base**2)
+    plan = {
+        "steps": [
+            {"id": "t", "tool": "texts", "arguments": {}},
+            {"id": "p", "tool": "power", "arguments": {"base": "$ref:t.ten"}},
+            {"id": "q", "tool": "power", "arguments": {"base": 3}},
+        ]
+    }
+    result = await execute_plan(plan, [power, _texts()], backend=Remote())
+    assert result.steps["p"].error is not None and result.steps["p"].error.kind == "invalid_arguments"
+    assert result.steps["q"].output == 9
+    assert sorted(sent) == ["power", "texts"]
