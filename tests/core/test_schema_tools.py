@@ -558,3 +558,31 @@ async def test_calls_through_a_backend_are_checked_before_they_are_sent() -> Non
     assert result.steps["p"].error is not None and result.steps["p"].error.kind == "invalid_arguments"
     assert result.steps["q"].output == 9
     assert sorted(sent) == ["power", "texts"]
+
+
+def test_schema_and_function_tools_return_data_they_do_not_keep() -> None:
+    kept: list[dict[str, Any]] = [{"name": "a"}]
+
+    def listing() -> list[dict[str, Any]]:
+        return kept
+
+    def add(name: str) -> int:
+        kept.append({"name": name})
+        kept[0]["name"] = "changed"
+        return len(kept)
+
+    tools = [
+        Tool.from_schema("listing", "", {}, listing),
+        Tool.from_schema("add", "", {"type": "object", "properties": {"name": {"type": "string"}}}, add),
+        tool(name="listing_fn")(listing),
+    ]
+    plan = {
+        "steps": [
+            {"id": "a", "tool": "listing", "arguments": {}},
+            {"id": "b", "tool": "listing_fn", "arguments": {}},
+            {"id": "c", "tool": "add", "arguments": {"name": "x"}, "depends_on": ["a", "b"]},
+        ]
+    }
+    result = execute_plan_sync(plan, tools)
+    assert result.steps["a"].output == [{"name": "a"}] == result.steps["b"].output
+    assert kept == [{"name": "changed"}, {"name": "x"}]
