@@ -571,7 +571,7 @@ def test_schema_and_function_tools_return_data_they_do_not_keep() -> None:
         kept[0]["name"] = "changed"
         return len(kept)
 
-    tools = [
+    tools: list[Any] = [
         Tool.from_schema("listing", "", {}, listing),
         Tool.from_schema("add", "", {"type": "object", "properties": {"name": {"type": "string"}}}, add),
         tool(name="listing_fn")(listing),
