@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from toolplan import (
     InvalidToolSchemaError,
@@ -586,3 +588,53 @@ def test_schema_and_function_tools_return_data_they_do_not_keep() -> None:
     result = execute_plan_sync(plan, tools)
     assert result.steps["a"].output == [{"name": "a"}] == result.steps["b"].output
     assert kept == [{"name": "changed"}, {"name": "x"}]
+
+
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 3)
+    | st.floats(-3, 3, allow_nan=False)
+    | st.sampled_from(["", "a", "red", "abc"]),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["a", "b", "n", "c"]), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+_PLAIN_SCHEMAS = [
+    {
+        "type": "object",
+        "properties": {"a": {"type": "integer", "minimum": 0}, "b": {"type": ["string", "null"]}},
+        "required": ["a"],
+    },
+    {
+        "type": "object",
+        "properties": {"n": {"type": "number", "exclusiveMaximum": 2}, "c": {"enum": ["red", None]}},
+        "additionalProperties": False,
+    },
+    {
+        "type": "object",
+        "properties": {
+            "a": {"type": "array", "items": {"type": "boolean"}, "maxItems": 2},
+            "b": {"type": "string", "minLength": 1, "maxLength": 2},
+        },
+    },
+    {
+        "type": "object",
+        "properties": {"a": {"type": "object", "properties": {"b": {"type": "integer"}}, "required": ["b"]}, "c": {}},
+    },
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(index=st.integers(0, len(_PLAIN_SCHEMAS) - 1), value=_JSON)
+def test_the_quick_check_never_accepts_what_jsonschema_refuses(index: int, value: Any) -> None:
+    import jsonschema
+
+    from toolplan.tools._schema_fast import fast_check
+
+    schema = _PLAIN_SCHEMAS[index]
+    quick = fast_check(schema)
+    assert quick is not None
+    if quick(value):
+        assert jsonschema.Draft202012Validator(schema).is_valid(value), (schema, value)

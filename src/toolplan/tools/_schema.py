@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, cast
 
 from .._errors import InvalidToolSchemaError
+from ._schema_fast import fast_check
 
 __all__ = ("SchemaCheck", "compile_check", "normalize_schema")
 
@@ -419,11 +420,12 @@ def _validator_class() -> Any:
 class SchemaCheck:
     """One compiled validator for a normalised parameters schema; never raises a foreign exception."""
 
-    __slots__ = ("_validator", "schema")
+    __slots__ = ("_fast", "_validator", "schema")
 
     def __init__(self, schema: Mapping[str, Any]) -> None:
         self.schema = schema
         self._validator = _validator_class()(dict(schema))
+        self._fast = fast_check(schema)  # a quick yes for plain schemas; jsonschema for the rest
 
     def problems(self, arguments: Any, deferred: frozenset[str] = frozenset()) -> list[str]:
         """Problems with ``arguments``, each with where it is and what arrived; keys in ``deferred`` skipped."""
@@ -458,7 +460,10 @@ class SchemaCheck:
     def first_problem(self, arguments: Mapping[str, Any]) -> str | None:
         """None when ``arguments`` are valid, else every problem in one sentence (fast when valid)."""
         try:
-            if self._validator.is_valid(arguments):
+            fast = self._fast
+            if fast is not None and fast(arguments):
+                return None
+            if self._validator.is_valid(arguments):  # the quick check said no, or had nothing to say
                 return None
         except Exception:  # described below, coded
             pass
