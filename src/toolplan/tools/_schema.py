@@ -206,7 +206,9 @@ class _Normalizer:
         if isinstance(ref, str) and ref.startswith("#/definitions/"):
             out["$ref"] = "#/$defs/" + ref[len("#/definitions/") :]
         if isinstance(out.get("items"), list):  # draft-07 tuple validation
-            out["prefixItems"] = out.pop("items")
+            prefix = out.pop("items")
+            if prefix:  # (an empty list said nothing)
+                out["prefixItems"] = prefix
             if "additionalItems" in out:
                 out["items"] = out.pop("additionalItems")
             self.note(path, "array-form 'items' became 'prefixItems'")
