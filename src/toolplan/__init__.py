@@ -6,6 +6,7 @@ maximal safe parallelism, keeps failures local and returns only the outputs the 
 
 from ._errors import ConcurrencyLimitError as ConcurrencyLimitError
 from ._errors import InvalidArgumentsError as InvalidArgumentsError
+from ._errors import InvalidToolSchemaError as InvalidToolSchemaError
 from ._errors import ModelAuthError as ModelAuthError
 from ._errors import ModelConnectionError as ModelConnectionError
 from ._errors import ModelFacingError as ModelFacingError
@@ -72,6 +73,7 @@ __all__ = (
     "ExecutionStrategy",
     "FunctionTool",
     "InvalidArgumentsError",
+    "InvalidToolSchemaError",
     "ModelAuthError",
     "ModelConnectionError",
     "ModelFacingError",

@@ -4,7 +4,8 @@
 ToolplanError                      root; every error toolplan raises on purpose
 ├── UserError                      the developer misused the API (fix the code, not the model)
 │   ├── OptionalDependencyError    an extra is not installed; the message names the pip command
-│   └── CliInputError              a command-line input (file, option, tools spec) is unusable (toolplan.cli)
+│   ├── CliInputError              a command-line input (file, option, tools spec) is unusable (toolplan.cli)
+│   └── InvalidToolSchemaError     a tool's parameters schema cannot be used (its path is named)
 ├── ModelFacingError               a signal the model can act on (it is shown to the model)
 │   ├── PlanValidationError        a plan is invalid; `.issues` lists every problem; zero tools ran
 │   │   └── StreamedPlanInvalid    a streamed plan turned out invalid after some steps started; `.result`
@@ -67,6 +68,7 @@ from typing import Any, ClassVar, Literal
 __all__ = (
     "ConcurrencyLimitError",
     "InvalidArgumentsError",
+    "InvalidToolSchemaError",
     "ModelAuthError",
     "ModelConnectionError",
     "ModelFacingError",
@@ -131,6 +133,22 @@ class OptionalDependencyError(UserError, ImportError):
             f'Install it with: pip install "toolplan[{extra}]"'
         )
         self.extra = extra
+
+
+class InvalidToolSchemaError(UserError):
+    """A tool's parameters schema cannot be used; ``path`` is where in the schema (``/properties/a/type``)."""
+
+    code = "invalid_tool_schema"
+
+    def __init__(self, detail: str, *, path: str, tool: str | None = None) -> None:
+        who = f"tool {tool!r}" if tool else "a tool"
+        super().__init__(
+            f"The parameters schema of {who} cannot be used, at {path or '/'}: {detail}. Fix the schema "
+            "(toolplan reads JSON Schema 2020-12 and the common dialects: see docs/tools.md), or leave the tool out."
+        )
+        self.detail = detail
+        self.path = path
+        self.tool = tool
 
 
 class ModelFacingError(ToolplanError):

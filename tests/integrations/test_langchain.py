@@ -176,3 +176,24 @@ async def test_a_toolplan_agent_plans_over_langchain_tools() -> None:
     assert result.output == "15 degrees."
     assert result.plan_results[0].outputs == {"cmp": "15.0 degrees apart"}
     assert sorted(CALLS) == ["compare:4.0:19.0", "get_weather:Oslo", "get_weather:Rome"]
+
+
+async def test_a_wrong_value_through_a_reference_never_reaches_a_langchain_tool() -> None:
+    CALLS.clear()
+
+    @tool
+    def label() -> str:
+        """A label."""
+        return "warm"
+
+    plan = {
+        "steps": [
+            {"id": "l", "tool": "label", "arguments": {}},
+            {"id": "cmp", "tool": "compare", "arguments": {"a": "$ref:l", "b": 1}},
+        ]
+    }
+    result = await execute_plan(plan, ToolRegistry(cast(Any, [*TOOLS, label])))
+    error = result.steps["cmp"].error
+    assert error is not None and error.kind == "invalid_arguments", error
+    assert "argument 'a'" in error.message and "'warm'" in error.message
+    assert not any(c.startswith("compare") for c in CALLS)

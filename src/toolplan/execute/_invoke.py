@@ -23,6 +23,8 @@ from .._records import fast_init, maker
 from ..plan import Budget
 from ..plan._fields import _show  # shared, private: the bounded rendering of a bad value in a message
 from ..tools import Tool, ToolAnnotations, ToolRegistry, ToolResult
+from ..tools._result import owned
+from ..tools._schema import SchemaCheck, invalid_message
 from ._backend import Backend
 from ._budget import BudgetMeter
 from ._choice import ToolChooser
@@ -66,6 +68,9 @@ class _Entry:
     semaphore: asyncio.Semaphore | None
     # Priced by a cost function, or charged to a budget window: the call takes the slower path.
     special: bool = False
+    # A tool that does not check its calls itself (MCP, foreign, hand-written): its arguments are
+    # checked here, before anything is charged or called, and what it returns is copied.
+    check: SchemaCheck | None = None
 
 
 class ToolInvoker:
@@ -208,6 +213,7 @@ class ToolInvoker:
                         entry.annotations,
                         entry.semaphore,
                         entry.special,
+                        entry.check,
                     )
                 return entry
             annotations = self.registry.definition(tool).annotations
@@ -218,6 +224,7 @@ class ToolInvoker:
                 annotations,
                 asyncio.Semaphore(limit) if limit is not None else None,
                 annotations.cost_of is not None or self.window is not None,
+                self.registry.dispatch_check(tool),
             )
         return entry
 
@@ -266,6 +273,10 @@ class ToolInvoker:
             return CallOutcome(
                 error=StepError(kind="unknown_tool", message=str(UnknownToolError(tool, self.registry.names)))
             )
+        if entry.check is not None:  # the arguments as they arrive, references resolved
+            problem = entry.check.first_problem(arguments)
+            if problem is not None:
+                return CallOutcome(error=StepError(kind="invalid_arguments", message=invalid_message(tool, problem)))
         if entry.special:  # a cost function, a budget window: one branch, so that plain calls pay nothing more
             charged = await self._charge(entry, tool, arguments)
             if isinstance(charged, CallOutcome):
@@ -339,9 +350,10 @@ class ToolInvoker:
             _CURRENT.reset(token)
         if sem is not None:
             sem.release()
+        content = result.content if entry.check is None else owned(result.content)  # fixed from now on
         if result.error is not None:
-            return CallOutcome(result.content, StepError(kind="business", message=result.error))
-        return _new_outcome(result.content)  # a maker: cheaper than calling the class
+            return CallOutcome(content, StepError(kind="business", message=result.error))
+        return _new_outcome(content)  # a maker: cheaper than calling the class
 
     async def _charge(self, entry: _Entry, tool: str, arguments: Mapping[str, Any]) -> float | CallOutcome:
         """Price a call (its tool's cost function) and reserve it: the run's budget, then the window."""

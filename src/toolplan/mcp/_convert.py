@@ -21,8 +21,10 @@ from typing import Any
 
 import mcp.types as mt
 
+from .._errors import InvalidToolSchemaError
 from ..plan import META_TOOL_NAMES
 from ..tools import ToolAnnotations, ToolDefinition, ToolResult
+from ..tools._schema import normalize_schema
 
 __all__ = (
     "IDEMPOTENCY_ARGUMENTS",
@@ -31,8 +33,8 @@ __all__ = (
     "convert_result",
     "local_names",
     "mcp_annotations",
+    "output_schema",
     "result_text",
-    "schema_problem",
     "to_definition",
 )
 
@@ -143,34 +145,25 @@ def _parameters(schema: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, .
     return out, fill
 
 
-def schema_problem(schema: Any) -> str | None:
-    """Why ``schema`` is not a JSON Schema toolplan can check arguments against, or None if it is one.
+def output_schema(schema: Any, local: str) -> dict[str, Any] | None:
+    """A listed tool's output schema normalised like every schema, or None when it is absent or unusable.
 
-    Checked against its draft's metaschema, regular expressions included; nothing the checker raises
-    escapes (a hostile schema is a reason, not an exception).
+    An unusable output schema is dropped and the tool kept: toolplan only shows it, it checks no call.
     """
-    import jsonschema
-
-    if not isinstance(schema, Mapping):
-        return f"it is a {type(schema).__name__}, not a JSON object"
+    if schema is None:
+        return None
     try:
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        cls.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        where = "/".join(str(p) for p in exc.absolute_path) or "(the root)"
-        return f"at {where[:200]}: {exc.message[:300]}"
-    except Exception as exc:  # what a malformed schema makes the checker raise (a $schema that is no string, ...)
-        return f"{type(exc).__name__}: {str(exc)[:300]}"
-    # TODO: once tools/ normalises schemas for every tool (dialects, linear-time patterns), call that here
-    # too, so a hostile ``pattern`` (such as ``^(a+)+$``) is refused or made safe at listing time.
-    return None
+        return normalize_schema(schema, tool=local)[0]
+    except InvalidToolSchemaError:
+        return None
 
 
 def to_definition(tool: mt.Tool, local: str, *, trusted: bool, timeout: float | None = None) -> RemoteTool:
-    """The toolplan view of one listed MCP tool (`schema_problem` of its input schema is None: check first)."""
+    """The toolplan view of one listed MCP tool, its schema normalised (`InvalidToolSchemaError` if unusable)."""
     hints = MCPHints.of(tool.annotations)
-    parameters, fill = _parameters(tool.input_schema)
-    output = tool.output_schema if tool.output_schema is None or schema_problem(tool.output_schema) is None else None
+    schema, _notes = normalize_schema(tool.input_schema, tool=local)  # InvalidToolSchemaError: left out
+    parameters, fill = _parameters(schema)
+    output = output_schema(tool.output_schema, local)
     definition = ToolDefinition(
         name=local,
         description=tool.description or tool.title or (tool.annotations.title if tool.annotations else None) or "",

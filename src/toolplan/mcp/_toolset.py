@@ -27,9 +27,9 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._context import current_call_or_none
-from .._errors import RunError, UnknownToolError, UserError
+from .._errors import InvalidToolSchemaError, RunError, UnknownToolError, UserError
 from ..tools import ToolDefinition, ToolResult
-from ._convert import MCPHints, RemoteTool, convert_result, local_names, schema_problem, to_definition
+from ._convert import MCPHints, RemoteTool, convert_result, local_names, to_definition
 
 __all__ = ("IDEMPOTENCY_META_KEY", "MCPConnectionError", "MCPToolset", "ServerLike")
 
@@ -511,13 +511,11 @@ class MCPToolset:
         listed: dict[str, RemoteTool] = {}
         for t in tools:
             local = names.get(t.name)
-            if local is None or local in listed:
-                continue
-            problem = schema_problem(t.input_schema)
-            if problem is not None:
-                skipped[t.name] = f"its input schema is not a valid JSON Schema ({problem}); the server must fix it"
-                continue
-            listed[local] = to_definition(t, local, trusted=self.trusted, timeout=self.timeout)
+            if local is not None and local not in listed:
+                try:
+                    listed[local] = to_definition(t, local, trusted=self.trusted, timeout=self.timeout)
+                except InvalidToolSchemaError as exc:  # its schema cannot be used: left out, as a bad name is
+                    skipped[t.name] = exc.message
         for remote, why in skipped.items():
             log.warning("MCP server %s: tool %r is left out: %s.", self.name, remote, why)
         self._tools, self.skipped, self._listed = listed, skipped, True

@@ -12,8 +12,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .._errors import ToolError
+from .._errors import InvalidToolSchemaError, ToolError
 from .._json import dumps
+from ..tools._schema import normalize_schema  # shared, private: the one reading of a parameters schema
 
 __all__ = ("declared", "fill", "sample_values", "used")
 
@@ -74,7 +75,11 @@ def declared(parameters: Mapping[str, Any] | None) -> dict[str, Any]:
     for name in properties:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", str(name)):
             raise ToolError(f"Parameter name {str(name)[:80]!r} is not valid: use letters, digits and _.")
-    return schema
+    try:  # the schema every tool's parameters follow: JSON Schema 2020-12, common dialects read as such
+        normalized, _notes = normalize_schema(schema)
+    except InvalidToolSchemaError as exc:
+        raise ToolError(f"parameters cannot be used, at {exc.path or '/'}: {exc.detail}.") from None
+    return normalized
 
 
 def sample_values(schema: Mapping[str, Any]) -> dict[str, Any]:

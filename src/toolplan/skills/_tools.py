@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._context import current_call_or_none
-from .._errors import PlanValidationError, ToolError, UnknownToolError
+from .._errors import InvalidToolSchemaError, PlanValidationError, ToolError, UnknownToolError
 from .._json import dumps, loads
 from ..execute import PlanResult, RunLimits, execute_plan
 from ..plan import compile_plan
@@ -17,6 +17,7 @@ from ..store import Store
 from ..store._skills import SkillRow, SkillStore  # private: the skills' rows live in the store
 from ..tools import ToolAnnotations, ToolDefinition, ToolRegistry, ToolResult, Toolset, ToolsLike
 from ..tools._function import FunctionTool  # shared, private: a toolset is made of function tools
+from ..tools._schema import check_for  # shared, private: the one argument check of a JSON Schema
 from ._search import Embedder, EmbedFunction, cosine, embed_texts, lexical_score, skill_text
 from ._template import declared, fill, sample_values, used
 
@@ -317,15 +318,10 @@ def _found(row: SkillRow, score: float | None) -> dict[str, Any]:
 
 
 def _problems(schema: Mapping[str, Any], arguments: Mapping[str, Any], deferred: frozenset[str]) -> list[str]:
-    from jsonschema import Draft202012Validator  # a dependency of toolplan
-
-    problems = []
-    for error in Draft202012Validator(schema).iter_errors(dict(arguments)):
-        if error.path and str(error.path[0]) in deferred:
-            continue
-        where = ".".join(str(p) for p in error.path) or "parameters"
-        problems.append(f"{where}: {error.message[:200]}")
-    return problems[:10]
+    try:
+        return check_for(schema)(arguments, deferred)  # never raises for the arguments
+    except InvalidToolSchemaError as exc:  # a skill saved before its parameters were checked when saved
+        return [f"the skill's parameters schema cannot be used: {exc.detail}"]
 
 
 def _issues(exc: PlanValidationError) -> str:

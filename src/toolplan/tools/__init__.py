@@ -13,12 +13,14 @@ from ._registry import ToolRegistry as ToolRegistry
 from ._registry import ToolsLike as ToolsLike
 from ._registry import ValidatingTool as ValidatingTool
 from ._result import ToolResult as ToolResult
+from ._schema_tool import SchemaTool as SchemaTool
 from ._toolset import Toolset as Toolset
 
 __all__ = (
     "FunctionTool",
     "RunContext",
     "SafetyClass",
+    "SchemaTool",
     "Tool",
     "ToolAnnotations",
     "ToolDefinition",

@@ -16,6 +16,7 @@ from typing import Any
 from .._errors import UserError
 from ._definition import ToolAnnotations, ToolDefinition
 from ._result import ToolResult
+from ._schema import check_for
 
 __all__ = ("AgentsFunctionTool", "LangChainTool", "PydanticAITool", "foreign_tool")
 
@@ -119,9 +120,7 @@ class AgentsFunctionTool(_Foreign):
         """Refuses tools that need approval; other arguments are checked by the SDK when called."""
         if self.needs_approval():
             return [f"tool {name!r} needs approval before it runs, which a plan cannot ask for: call it on its own"]
-        from ._registry import schema_problems  # the shared JSON Schema check
-
-        return schema_problems(self._definition.parameters_json_schema, arguments, deferred)
+        return check_for(self._definition.parameters_json_schema)(arguments, deferred)
 
     async def execute(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
         """Run the tool's input guardrails, then the tool; a rejection or a failure is a failed call."""

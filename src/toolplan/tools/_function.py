@@ -17,7 +17,7 @@ from ._context import is_run_context, make_run_context
 from ._definition import ToolAnnotations, ToolDefinition
 from ._result import ToolResult
 
-__all__ = ("FunctionTool", "tool", "to_jsonable")
+__all__ = ("FunctionTool", "tool", "to_jsonable", "wrap_output")
 
 # The decorated function's own type, e.g. ``(item: str) -> int``. One covariant parameter rather
 # than ``[P, R]`` with a ParamSpec: that class would be invariant in P, so mypy would type a list of
@@ -99,6 +99,7 @@ class FunctionTool(Generic[FunctionT]):
         "_validate",
         "definition",
         "function",
+        "strict",
     )
 
     function: FunctionT
@@ -110,6 +111,7 @@ class FunctionTool(Generic[FunctionT]):
         name: str | None = None,
         description: str | None = None,
         annotations: ToolAnnotations | None = None,
+        strict: bool = False,
     ) -> None:
         if isinstance(function, FunctionTool):  # a tool of a tool: the same function
             function = cast("FunctionTool[FunctionT]", function).function
@@ -122,6 +124,7 @@ class FunctionTool(Generic[FunctionT]):
                 "(pass name=... to @tool to choose another)."
             )
         self.function = function
+        self.strict = strict
         self._call = cast(Callable[..., Any], function)  # the same function, called with validated keywords
         # A first parameter typed RunContext[...] is filled in by toolplan, not by the model: found
         # once here, so a call of a tool without one costs nothing more.
@@ -135,7 +138,9 @@ class FunctionTool(Generic[FunctionT]):
         self._model = _build_arguments_model(function, tool_name, param_docs, skip=self._context_parameter)
         self._adapters: dict[str, TypeAdapter[Any]] = {}  # per-parameter validators, made on first use
         # The model's core validator, called directly: ``model_validate`` adds Python-level overhead per call.
-        self._validate: Callable[[Any], BaseModel] = self._model.__pydantic_validator__.validate_python
+        self._validate: Callable[[Any], BaseModel] = (
+            _strict_validator(self._model) if strict else self._model.__pydantic_validator__.validate_python
+        )
         self._fields = self._model.model_fields
         self._required = tuple(k for k, f in self._fields.items() if f.is_required())  # in field order
         parameters = _strip_titles(self._model.model_json_schema())
@@ -187,7 +192,7 @@ class FunctionTool(Generic[FunctionT]):
                 problems.append(f"unexpected argument {key!r}")
                 continue
             try:
-                self._field_adapter(key).validate_python(value)
+                _validate_value(self._field_adapter(key), value, self.strict)
             except pydantic.ValidationError as exc:
                 problems += [_describe_error({**e, "loc": (key, *e["loc"])}) for e in exc.errors(include_url=False)]
         for key in self._required:
@@ -198,7 +203,8 @@ class FunctionTool(Generic[FunctionT]):
     def _field_adapter(self, key: str) -> TypeAdapter[Any]:
         adapter = self._adapters.get(key)
         if adapter is None:
-            adapter = self._adapters[key] = TypeAdapter(self._fields[key].rebuild_annotation())
+            config = ConfigDict(strict=True) if self.strict else None
+            adapter = self._adapters[key] = TypeAdapter(self._fields[key].rebuild_annotation(), config=config)
         return adapter
 
     async def execute(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
@@ -213,12 +219,7 @@ class FunctionTool(Generic[FunctionT]):
             value = await run_in_thread(self._call, **kwargs)
         if type(value) in _PLAIN_TYPES:  # already JSON: the common case
             return _new_tool_result(value)
-        try:
-            if isinstance(value, ToolResult):
-                return ToolResult(to_jsonable(value.content), value.error)
-            return _new_tool_result(to_jsonable(value))
-        except UnicodeDecodeError:
-            raise _binary_output(self.name, value) from None
+        return wrap_output(self.name, value)
 
     if TYPE_CHECKING:
         # For type checkers, calling the tool is calling the function: its signature, its return type.
@@ -240,6 +241,48 @@ class FunctionTool(Generic[FunctionT]):
 
     def __repr__(self) -> str:
         return f"FunctionTool({self.name!r})"
+
+
+def wrap_output(tool_name: str, value: Any) -> ToolResult:
+    """What a tool function returned, as a `ToolResult` of new JSON data (nothing the function keeps)."""
+    if type(value) in _PLAIN_TYPES:
+        return _new_tool_result(value)
+    try:
+        if isinstance(value, ToolResult):
+            return ToolResult(to_jsonable(value.content), value.error)
+        return _new_tool_result(to_jsonable(value))
+    except UnicodeDecodeError:
+        raise _binary_output(tool_name, value) from None
+
+
+def _strict_validator(model: type[BaseModel]) -> Callable[[Any], BaseModel]:
+    """Validation in pydantic's strict mode, as for JSON input: ``"5"`` is no int, ``"2025-01-01"`` is a date.
+
+    Arguments arrive as JSON data, so they are checked as JSON (where a date can only be a string);
+    values JSON cannot hold (a tuple from code mode, say) are checked as Python values.
+    """
+    validator = model.__pydantic_validator__
+
+    def validate(arguments: Any) -> BaseModel:
+        try:
+            data = pydantic_core.to_json(arguments)
+        except pydantic_core.PydanticSerializationError:
+            return cast(BaseModel, validator.validate_python(arguments, strict=True))
+        return cast(BaseModel, validator.validate_json(data, strict=True))
+
+    return validate
+
+
+def _validate_value(adapter: TypeAdapter[Any], value: Any, strict: bool) -> None:
+    if not strict:
+        adapter.validate_python(value)
+        return
+    try:
+        data = pydantic_core.to_json(value)
+    except pydantic_core.PydanticSerializationError:
+        adapter.validate_python(value, strict=True)
+        return
+    adapter.validate_json(data, strict=True)
 
 
 _MAX_SEARCH_NODES = 10_000  # how much of an output `_find_binary` looks through (output is hostile input)
@@ -411,6 +454,7 @@ def tool(
     concurrency: int | None = None,
     general: bool = False,
     cost_of: Callable[[Mapping[str, Any]], float] | None = None,
+    strict: bool = False,
 ) -> Callable[[Fn], FunctionTool[Fn]]: ...
 
 
@@ -429,12 +473,18 @@ def tool(
     concurrency: int | None = None,
     general: bool = False,
     cost_of: Callable[[Mapping[str, Any]], float] | None = None,
+    strict: bool = False,
 ) -> FunctionTool[Fn] | Callable[[Fn], FunctionTool[Fn]]:
     """Turn a typed function (sync or async) into a tool.
 
     The name is the function's name, the description its docstring (Google-style ``Args:`` become
-    parameter descriptions), the parameter schema comes from the type hints (validated with
-    pydantic, with its usual coercions) and the output schema from the return annotation.
+    parameter descriptions), the parameter schema comes from the type hints and the output schema
+    from the return annotation.
+
+    Arguments are validated by pydantic in its default (lax) mode, as pydantic-ai does: a value
+    that means the same thing is accepted (``"5"`` for an ``int``, ``1`` for a ``float``, an ISO
+    string for a ``date``). With ``strict=True`` they are validated in pydantic's strict mode, as
+    JSON: ``"5"`` is refused for an ``int`` and the call fails with ``invalid_arguments``.
 
     Use bare (``@tool``) or with options (``@tool(idempotent=True, timeout=5)``); see
     `ToolAnnotations` for what each option means. The result is still the function: calling it
@@ -453,7 +503,7 @@ def tool(
     )
 
     def decorate(fn: Fn) -> FunctionTool[Fn]:
-        return FunctionTool(fn, name=name, description=description, annotations=annotations)
+        return FunctionTool(fn, name=name, description=description, annotations=annotations, strict=strict)
 
     if function is not None:
         return decorate(function)

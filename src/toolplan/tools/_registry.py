@@ -1,24 +1,77 @@
 from __future__ import annotations
 
+import dataclasses
+import re
+from abc import ABCMeta
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol, TypeAlias, TypeGuard, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeGuard, runtime_checkable
 
-from .._errors import UnknownToolError, UserError
-from ._definition import ToolDefinition
+from .._errors import InvalidArgumentsError, UnknownToolError, UserError
+from ._definition import ToolAnnotations, ToolDefinition
 from ._foreign import foreign_tool
 from ._function import FunctionTool
 from ._group import ToolGroup, make_group
-from ._result import ToolResult
+from ._result import ToolResult, owned
+from ._schema import SchemaCheck, check_for, invalid_message, normalize_schema
+from ._schema_tool import SchemaTool
 
 __all__ = ("Tool", "ToolRegistry", "ToolsLike", "ValidatingTool")
 
 
+if TYPE_CHECKING:
+    _ProtocolType = ABCMeta
+else:
+    _ProtocolType = type(Protocol)
+
+
+class _ToolType(_ProtocolType):
+    # Constructors live on the metaclass: a method in the Protocol's body would become a member
+    # every tool object must have.
+
+    def from_schema(
+        cls,
+        name: str,
+        description: str,
+        parameters: Mapping[str, Any] | None,
+        function: Callable[..., Any],
+        *,
+        output_schema: Mapping[str, Any] | None = None,
+        annotations: ToolAnnotations | None = None,
+        strict: bool = False,
+    ) -> SchemaTool:
+        """A tool from a JSON Schema of its parameters and a function (sync or async).
+
+        The function is called with the arguments as keyword arguments (write ``def f(**arguments)``
+        to get them as one dict). ``parameters`` may be written in a common dialect (``"dict"``,
+        ``"float"``, OpenAI 3.0 ``nullable``, older drafts): it is normalised to JSON Schema 2020-12
+        now, and the tool's ``schema_notes`` say what was rewritten. Every call is checked against it
+        before the function runs. With ``strict=True``, arguments the schema does not name are refused.
+
+        Raises:
+            UserError: the name is not 1-64 letters, digits, '_' or '-', or ``function`` is not callable.
+            InvalidToolSchemaError: the schema cannot be used (the message names where in it).
+        """
+        return SchemaTool(
+            name,
+            description,
+            parameters,
+            function,
+            output_schema=output_schema,
+            annotations=annotations,
+            strict=strict,
+        )
+
+
 @runtime_checkable
-class Tool(Protocol):
+class Tool(Protocol, metaclass=_ToolType):
     """Anything that exposes tool functions: one (`FunctionTool`) or several (an MCP server).
 
     ``execute`` returns a `ToolResult`; raising means an infrastructure error (raise `ToolError`
-    for a failure with a message meant for the model).
+    for a failure with a message meant for the model). ``Tool.from_schema(...)`` makes one from a
+    JSON Schema and a function.
+
+    A registry checks every call of such a tool against its definition's schema before ``execute``
+    runs, and copies what ``execute`` returns (the tool may keep and change its own objects).
     """
 
     def definitions(self) -> Sequence[ToolDefinition]:
@@ -39,6 +92,9 @@ class ValidatingTool(Tool, Protocol):
         ...
 
 
+# @tool's names, with an optional "namespace:" in front (skills are "skill:NAME").
+_REGISTERED_NAME = re.compile(r"(?:[A-Za-z0-9_-]+:)?[A-Za-z0-9_-]+")
+
 ToolLike: TypeAlias = "Tool | Callable[..., Any]"
 ToolsLike: TypeAlias = "ToolRegistry | Sequence[Tool | Callable[..., Any]] | Mapping[str, Tool | Callable[..., Any]]"
 
@@ -51,6 +107,7 @@ def _as_tool(obj: Any, name: str | None = None) -> Tool:
                 name=name,
                 description=obj.definition.description,
                 annotations=obj.definition.annotations,
+                strict=obj.strict,
             )
         return obj
     if isinstance(obj, Tool):
@@ -67,6 +124,18 @@ def _as_tool(obj: Any, name: str | None = None) -> Tool:
     )
 
 
+def self_checked(owner: Tool, name: str) -> bool:
+    """True when ``owner``'s ``execute`` of ``name`` validates the arguments and returns new JSON data.
+
+    `FunctionTool` and `SchemaTool` do, and so does a `Toolset` function made of one (read from its
+    ``_functions``: the toolset class is in a package that imports this one).
+    """
+    if isinstance(owner, (FunctionTool, SchemaTool)):
+        return True
+    functions = getattr(owner, "_functions", None)
+    return isinstance(functions, dict) and isinstance(functions.get(name), (FunctionTool, SchemaTool))
+
+
 def _validates(obj: Tool) -> TypeGuard[ValidatingTool]:
     # A runtime Protocol isinstance check is slow; a FunctionTool always validates.
     return isinstance(obj, (FunctionTool, ValidatingTool))  # checked in this order
@@ -75,13 +144,15 @@ def _validates(obj: Tool) -> TypeGuard[ValidatingTool]:
 class ToolRegistry:
     """The set of tool functions a plan or an agent may call, by name."""
 
-    __slots__ = ("_checkers", "_definitions", "_groups", "_owners", "_validators")
+    __slots__ = ("_checkers", "_definitions", "_dispatch", "_groups", "_owners")
 
     def __init__(self, tools: ToolsLike | None = None) -> None:
         self._owners: dict[str, Tool] = {}
         self._definitions: dict[str, ToolDefinition] = {}
         self._groups: dict[str, ToolGroup] = {}  # groups of alternatives, by name (their definitions are above)
-        self._validators: dict[str, Any] = {}  # JSON Schema validators, built on first use
+        # The schema check a call needs before the tool's ``execute`` (None: the tool checks calls
+        # itself and returns new data), compiled when the tool is added.
+        self._dispatch: dict[str, SchemaCheck | None] = {}
         # The tool's own argument check, if it has one (a Protocol isinstance check is slow: do it once).
         self._checkers: dict[str, Any] = {}
         if tools is not None:
@@ -95,15 +166,30 @@ class ToolRegistry:
     def add(self, tool: Tool | Callable[..., Any], *, name: str | None = None) -> None:
         """Register a tool (or a plain typed function). Names must be unique."""
         obj = _as_tool(tool, name)
+        added: list[tuple[ToolDefinition, SchemaCheck | None]] = []
         for definition in obj.definitions():
-            if definition.name in self._definitions:
+            if definition.name in self._definitions or any(d.name == definition.name for d, _ in added):
                 raise UserError(
                     f"Duplicate tool name {definition.name!r}: every tool function needs a unique name "
                     "(pass name=... to @tool to rename one)."
                 )
+            check: SchemaCheck | None = None
+            name_ok = isinstance(definition.name, str) and len(definition.name) <= 64
+            if not (name_ok and _REGISTERED_NAME.fullmatch(definition.name)):
+                raise UserError(
+                    f"Invalid tool name {definition.name[:80]!r}: use 1-64 letters, digits, '_' or '-' "
+                    "(a 'namespace:' in front is allowed)."
+                )
+            if not self_checked(obj, definition.name):  # an MCP server's, a foreign or a hand-written tool's
+                schema, _notes = normalize_schema(definition.parameters_json_schema, tool=definition.name)
+                definition = dataclasses.replace(definition, parameters_json_schema=schema)
+                check = SchemaCheck(schema)
+            added.append((definition, check))
+        for definition, check in added:  # all or nothing
             self._owners[definition.name] = obj
             self._definitions[definition.name] = definition
             self._checkers[definition.name] = obj.argument_problems if _validates(obj) else None
+            self._dispatch[definition.name] = check
 
     def add_group(
         self,
@@ -149,6 +235,7 @@ class ToolRegistry:
                 self._owners[name] = owner
                 self._definitions[name] = tools._definitions[name]
                 self._checkers[name] = tools._checkers[name]
+                self._dispatch[name] = tools._dispatch[name]
             for name, group in tools._groups.items():
                 self._groups[name] = group
                 self._definitions[name] = group.definition
@@ -185,6 +272,14 @@ class ToolRegistry:
         """The tool object that implements function ``name``, or None (also for a group)."""
         return self._owners.get(name)
 
+    def dispatch_check(self, name: str) -> SchemaCheck | None:
+        """The schema check a call of function ``name`` needs before its tool's ``execute``, or None.
+
+        None for a tool that checks its calls itself (`FunctionTool`, `SchemaTool`) and for names
+        that are not tool functions.
+        """
+        return self._dispatch.get(name)
+
     def definition(self, name: str) -> ToolDefinition:
         """The definition of ``name``; raises `UnknownToolError`."""
         try:
@@ -207,6 +302,7 @@ class ToolRegistry:
                 out._owners[name] = owner
                 out._definitions[name] = self._definitions[name]
                 out._checkers[name] = self._checkers[name]
+                out._dispatch[name] = self._dispatch[name]
         for name, group in self._groups.items():
             if name not in names and not names_any(group.members, names):
                 out._groups[name] = group
@@ -215,7 +311,10 @@ class ToolRegistry:
         return out
 
     async def execute(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
-        """Call tool ``name`` (a group: its general member, else its first); raises `UnknownToolError`."""
+        """Call tool ``name`` (a group: its general member, else its first); raises `UnknownToolError`.
+
+        The arguments are checked against the function's schema first (`InvalidArgumentsError`).
+        """
         owner = self._owners.get(name)
         if owner is None:
             group = self.group(name)
@@ -223,7 +322,14 @@ class ToolRegistry:
                 raise UnknownToolError(name, self.names)
             name = group.default
             owner = self._owners[name]
-        return await owner.execute(name, arguments)
+        check = self._dispatch.get(name)
+        if check is None:
+            return await owner.execute(name, arguments)
+        problem = check.first_problem(arguments)
+        if problem is not None:
+            raise InvalidArgumentsError(invalid_message(name, problem), tool=name)
+        result = await owner.execute(name, arguments)
+        return ToolResult(owned(result.content), result.error)
 
     def argument_problems(
         self, name: str, arguments: Mapping[str, Any], deferred: frozenset[str] = frozenset()
@@ -258,30 +364,10 @@ class ToolRegistry:
         ]
 
     def _schema_problems(self, name: str, arguments: Mapping[str, Any], deferred: frozenset[str]) -> list[str]:
-        import jsonschema
-
-        validator = self._validators.get(name)
-        if validator is None:
-            schema = dict(self._definitions[name].parameters_json_schema)
-            cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-            validator = self._validators[name] = cls(schema)
-        problems: list[str] = []
-        for err in validator.iter_errors(dict(arguments)):
-            path = list(err.absolute_path)
-            if path and path[0] in deferred:
-                continue
-            if err.validator == "required" and any(f"'{d}'" in err.message for d in deferred):
-                continue
-            where = ".".join(str(p) for p in path)
-            problems.append(f"argument {where!r}: {err.message}" if where else err.message)
-        return problems
-
-
-def schema_problems(schema: Mapping[str, Any], arguments: Mapping[str, Any], deferred: frozenset[str]) -> list[str]:
-    """Problems with ``arguments`` under the JSON Schema ``schema`` (keys in ``deferred`` unchecked)."""
-    registry = ToolRegistry()
-    registry._definitions["_"] = ToolDefinition(name="_", parameters_json_schema=schema)
-    return registry._schema_problems("_", {k: v for k, v in arguments.items() if k not in deferred}, deferred)
+        check = self._dispatch.get(name)
+        if check is not None:
+            return check.problems(arguments, deferred)
+        return check_for(self._definitions[name].parameters_json_schema)(arguments, deferred)
 
 
 def names_any(members: Sequence[str], names: Sequence[str]) -> bool:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, cast
 
 from .._errors import UnknownToolError, UserError
-from ._definition import ToolDefinition
+from ._definition import ToolAnnotations, ToolDefinition
 from ._function import FunctionTool
 from ._result import ToolResult
+from ._schema_tool import schema_tools
 
 __all__ = ("Toolset",)
 
@@ -43,10 +44,37 @@ class Toolset:
                     name=prefix + function.name,
                     description=function.definition.description,
                     annotations=function.definition.annotations,
+                    strict=function.strict,
                 )
             if function.name in self._functions:
                 raise UserError(f"Toolset {type(self).__name__} has two functions named {function.name!r}.")
             self._functions[function.name] = function
+
+    @classmethod
+    def from_definitions(
+        cls,
+        definitions: Iterable[Mapping[str, Any]],
+        handler: Callable[[str, dict[str, Any]], Any],
+        *,
+        prefix: str = "",
+        strict: bool = False,
+        annotations: ToolAnnotations | Mapping[str, ToolAnnotations] | None = None,
+    ) -> Toolset:
+        """A toolset of a function catalog: one function per definition, each call ``handler(name, arguments)``.
+
+        A definition is OpenAI's ``{"type": "function", "function": {...}}`` or a plain ``{"name",
+        "description", "parameters"}`` (``input_schema``/``inputSchema`` are read too). Each becomes a
+        tool as `Tool.from_schema` makes it; ``handler`` (sync or async) gets the definition's name and
+        the checked arguments as one dict. ``annotations`` applies to every function, or maps names to
+        their own.
+        """
+
+        toolset = cls([])
+        toolset._functions = cast(
+            "dict[str, FunctionTool[Any]]",
+            schema_tools(definitions, handler, prefix=prefix, strict=strict, annotations=annotations),
+        )
+        return toolset
 
     @property
     def names(self) -> list[str]:
