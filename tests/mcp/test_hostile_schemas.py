@@ -43,7 +43,7 @@ async def test_malformed_input_schemas_leave_their_tools_out_with_the_reason() -
         for name, why in toolset.skipped.items():
             assert why.startswith("its input schema is not a valid JSON Schema (") and "server must fix" in why, name
         assert "properties/text/pattern" in toolset.skipped["bad_pattern"]
-        assert "regex" in toolset.skipped["bad_pattern"]
+        assert "regular expression" in toolset.skipped["bad_pattern"]
         plan = {
             "steps": [
                 {"id": "ok", "tool": "echo", "arguments": {"text": "hi"}},

@@ -515,7 +515,10 @@ class MCPToolset:
                 try:
                     listed[local] = to_definition(t, local, trusted=self.trusted, timeout=self.timeout)
                 except InvalidToolSchemaError as exc:  # its schema cannot be used: left out, as a bad name is
-                    skipped[t.name] = exc.message
+                    skipped[t.name] = (
+                        f"its input schema is not a valid JSON Schema (at {exc.path or '/'}: {exc.detail}); "
+                        "the server must fix it"
+                    )
         for remote, why in skipped.items():
             log.warning("MCP server %s: tool %r is left out: %s.", self.name, remote, why)
         self._tools, self.skipped, self._listed = listed, skipped, True
