@@ -15,7 +15,7 @@ import re
 from collections.abc import Awaitable, Sequence
 from typing import Any, Protocol, TypeAlias
 
-from ..store._skills import SkillRow  # private: the skills' rows live in the store
+from ._store import SkillRow
 
 __all__ = ("Embedder", "EmbedFunction", "embed_texts", "lexical_score", "skill_text")
 
