@@ -242,3 +242,21 @@ async def test_an_invalid_draft_has_no_document_and_as_dialect_says_why() -> Non
     assert "unknown_tool" in {i.code for i in invalid.value.issues}
     with pytest.raises(UserError, match="'native' or 'chaining' dialect, not 'batch'"):
         Planner(ScriptedModel([]), TOOLS, dialect="batch")  # type: ignore[arg-type]
+
+
+async def test_the_store_s_old_request_methods_and_names_still_work_with_a_deprecation_warning(tmp_path: Any) -> None:
+    import toolplan.store
+    from toolplan.planner import PlanVersion, RequestInfo
+    from toolplan.store import open_store
+
+    with pytest.warns(DeprecationWarning, match="use toolplan.planner.PlanVersion"):
+        assert toolplan.store.PlanVersion is PlanVersion
+    with pytest.warns(DeprecationWarning, match="use toolplan.planner.RequestInfo"):
+        assert toolplan.store.RequestInfo is RequestInfo
+    version = PlanVersion(plan_id="plan_1", parent_id=None, plan=None, text="", issues=(), valid=False)
+    async with open_store(f"sqlite:///{tmp_path / 'p.db'}") as store:
+        with pytest.warns(DeprecationWarning, match="Store.save_request is deprecated"):
+            await store.save_request("req_1", "a question", [version])
+        with pytest.warns(DeprecationWarning, match="Store.get_request is deprecated"):
+            kept = await store.get_request("req_1")
+    assert kept.query == "a question" and kept.versions == (version,)
