@@ -658,3 +658,13 @@ async def test_a_plan_run_again_by_one_store_is_stored_once_and_every_run_reads_
         plans = conn.execute(sa.text("SELECT count(*) FROM toolplan_plans")).scalar()
     engine.dispose()
     assert plans == 1
+
+
+def test_a_step_row_is_given_by_column_name_and_written_in_the_statement_s_column_order() -> None:
+    from toolplan.store import _schema
+    from toolplan.store._journal import STARTED_COLUMNS, STEP_COLUMNS, started_row, step_call, step_outcome
+
+    head = step_call.__code__.co_kwonlyargcount
+    row = step_call(**{c: c for c in STEP_COLUMNS[:head]}) + step_outcome(**{c: c for c in STEP_COLUMNS[head:]})
+    assert row == STEP_COLUMNS and started_row(**{c: c for c in STARTED_COLUMNS}) == STARTED_COLUMNS
+    assert set(STEP_COLUMNS) | set(STARTED_COLUMNS) <= set(_schema.steps.c.keys())

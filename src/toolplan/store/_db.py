@@ -15,10 +15,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import queue
-import re
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -29,8 +28,7 @@ from .._errors import RunConflictError, StoreError, ToolplanError
 
 __all__ = ("Database", "Statement", "Writer")
 
-Statement = tuple[str, Sequence[Any] | Mapping[str, Any]]  # parameters by position (``?``) or by name (``:name``)
-_NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")  # a ``:name`` placeholder
+Statement = tuple[str, Sequence[Any]]
 _RETRIES = (0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0)  # waits between tries of a failed transaction
 _TRIES = (*_RETRIES, None)  # each try's wait before the next (None: the last)
 _CHECKPOINT_IDLE = 1.0  # seconds without writes after which SQLite's WAL is checkpointed (a pause between runs)
@@ -96,10 +94,6 @@ class Database:
     def sql(self, text: str) -> str:
         """``text`` written with ``?`` placeholders, in the driver's style."""
         return text if self.qmark else text.replace("?", "%s")
-
-    def named(self, text: str) -> str:
-        """``text`` written with ``:name`` placeholders (bound from a mapping), in the driver's style."""
-        return text if self.qmark else _NAMED.sub(r"%(\1)s", text)
 
     def _start(self) -> None:
         with self._lock:

@@ -1,7 +1,8 @@
 """The journal of a durable run: the statements a store writes for its runs, and `Journal`, which writes them.
 
-Every statement is prepared once per store, in the driver's parameter style; a step's row is bound by
-column name (`STEP_COLUMNS`).
+Every statement is prepared once per store, in the driver's parameter style. A step's row is given by
+column name (`step_call`, `step_outcome`, `started_row`: keyword arguments, one per column) and bound
+as a tuple in the statement's column order, which costs the driver less than binding by name.
 """
 
 from __future__ import annotations
@@ -18,32 +19,84 @@ from ._codec import encode, output_json
 from ._db import Database, Statement
 from ._records import ENDED, STREAMING, plan_id, plan_row
 
-__all__ = ("BLOB_THRESHOLD", "STEP_COLUMNS", "Journal", "RunWrites")
+__all__ = (
+    "BLOB_THRESHOLD",
+    "STARTED_COLUMNS",
+    "STEP_COLUMNS",
+    "Journal",
+    "RunWrites",
+    "started_row",
+    "step_call",
+    "step_outcome",
+)
 
 BLOB_THRESHOLD = 64 * 1024  # outputs longer than this (JSON characters) are stored out of line
 KNOWN_PLANS = 4096  # plan ids (and limits) a store remembers; forgotten all at once when full
-# The columns of a step's row in ``toolplan_steps``, as `Journal` binds them (by name).
-STEP_COLUMNS = (
-    "execution_id",
-    "step_id",
-    "tool",
-    "call_tool",
-    "status",
-    "attempt",
-    "fallback",
-    "idempotency_key",
-    "output",
-    "output_blob",
-    "output_note",
-    "error_kind",
-    "error_message",
-    "started_at",
-    "ended_at",
-    "used_fallback",
-    "warnings",
-    "arguments",
-    "session",
-)
+
+
+def step_call(
+    *,
+    execution_id: str,
+    step_id: str,
+    tool: str,
+    call_tool: str,
+    status: str,
+    attempt: int,
+    fallback: int,
+    idempotency_key: str,
+    session: int,
+) -> tuple[Any, ...]:
+    """The first columns of a step's row in ``toolplan_steps`` (which step, which call), in `STEP_COLUMNS` order."""
+    return (execution_id, step_id, tool, call_tool, status, attempt, fallback, idempotency_key, session)
+
+
+def step_outcome(
+    *,
+    output: str | None,
+    output_blob: str | None,
+    output_note: str | None,
+    error_kind: str | None,
+    error_message: str | None,
+    started_at: float | None,
+    ended_at: float | None,
+    used_fallback: int,
+    warnings: str | None,
+    arguments: str | None,
+) -> tuple[Any, ...]:
+    """The other columns of a step's row (what the call gave), in `STEP_COLUMNS` order.
+
+    A row is two calls (``step_call(...) + step_outcome(...)``): a call with more than 15 keyword
+    arguments would pass them through a dict, which costs a durable step more than both calls.
+    """
+    return (output, output_blob, output_note, error_kind, error_message, started_at, ended_at, used_fallback,
+            warnings, arguments)  # fmt: skip
+
+
+def started_row(
+    *,
+    execution_id: str,
+    step_id: str,
+    tool: str,
+    call_tool: str,
+    attempt: int,
+    fallback: int,
+    idempotency_key: str,
+    started_at: float,
+    session: int,
+) -> tuple[Any, ...]:
+    """The columns a step's ``running`` row sets, given by column: its values in `STARTED_COLUMNS` order."""
+    return (execution_id, step_id, tool, call_tool, attempt, fallback, idempotency_key, started_at, session)
+
+
+def _columns(row: Any) -> tuple[str, ...]:
+    code = row.__code__
+    return tuple(code.co_varnames[: code.co_kwonlyargcount])
+
+
+# The columns of a step's row as the journal writes it: the keyword arguments of `step_call`, then of
+# `step_outcome` (so a value is always given by its column's name, and in the statement's order).
+STEP_COLUMNS = _columns(step_call) + _columns(step_outcome)
+STARTED_COLUMNS = _columns(started_row)
 _PLAN_COLUMNS = ("id", "version", "hash", "dialect", "body", "created_at")
 
 
@@ -54,23 +107,42 @@ class RunWrites:
     toolplan_plans are content-addressed and never change or go away), and the runs to hand back.
     """
 
+    __slots__ = (
+        "db",
+        "handed_back",
+        "lease",
+        "owner",
+        "plans_stored",
+        "sql_blob",
+        "sql_close",
+        "sql_ended",
+        "sql_event",
+        "sql_finished",
+        "sql_hand_back",
+        "sql_hand_back_event",
+        "sql_lease",
+        "sql_new_run",
+        "sql_plan",
+        "sql_plan_of",
+        "sql_started",
+    )
+
     def __init__(self, db: Database, *, owner: str, lease: float) -> None:
         self.db = db
         self.owner = owner
         self.lease = lease
         self.handed_back: set[str] = set()
         self.plans_stored: set[str] = set()
-        sql, named = db.sql, db.named
-        self.sql_started = named(
-            "INSERT INTO toolplan_steps (execution_id, step_id, tool, call_tool, status, attempt, fallback, "
-            "idempotency_key, started_at, used_fallback, session) VALUES (:execution_id, :step_id, :tool, "
-            ":call_tool, 'running', :attempt, :fallback, :idempotency_key, :started_at, 0, :session) "
-            "ON CONFLICT (execution_id, step_id) DO UPDATE SET call_tool = excluded.call_tool, status = 'running', "
-            "attempt = excluded.attempt, fallback = excluded.fallback, idempotency_key = excluded.idempotency_key, "
+        sql = db.sql
+        started = ", ".join(STARTED_COLUMNS)
+        self.sql_started = sql(
+            f"INSERT INTO toolplan_steps ({started}, status, used_fallback) VALUES ({_marks(STARTED_COLUMNS)}, "
+            "'running', 0) ON CONFLICT (execution_id, step_id) DO UPDATE SET call_tool = excluded.call_tool, "
+            "status = 'running', attempt = excluded.attempt, fallback = excluded.fallback, "
+            "idempotency_key = excluded.idempotency_key, "
             "started_at = COALESCE(toolplan_steps.started_at, excluded.started_at), session = excluded.session"
         )
         columns = ", ".join(STEP_COLUMNS)
-        values = ", ".join(f":{c}" for c in STEP_COLUMNS)
         update = (
             "status = excluded.status, attempt = excluded.attempt, output = excluded.output, "
             "output_blob = excluded.output_blob, output_note = excluded.output_note, error_kind = excluded.error_kind, "
@@ -79,12 +151,12 @@ class RunWrites:
             "session = excluded.session"
         )
         upsert = (
-            f"INSERT INTO toolplan_steps ({columns}) VALUES ({values}) "
+            f"INSERT INTO toolplan_steps ({columns}) VALUES ({_marks(STEP_COLUMNS)}) "
             "ON CONFLICT (execution_id, step_id) DO UPDATE SET"
         )
-        self.sql_finished = named(f"{upsert} {update}")
+        self.sql_finished = sql(f"{upsert} {update}")
         # A step that ended without a call never overwrites an outcome that committed first.
-        self.sql_ended = named(f"{upsert} {update} WHERE toolplan_steps.status NOT IN {ENDED!r}")
+        self.sql_ended = sql(f"{upsert} {update} WHERE toolplan_steps.status NOT IN {ENDED!r}")
         self.sql_event = sql(
             "INSERT INTO toolplan_events (execution_id, seq, type, step_id, payload, at) VALUES (?, ?, ?, ?, ?, ?)"
         )
@@ -239,17 +311,17 @@ class Journal:
             [
                 (
                     self._writes.sql_started,
-                    {
-                        "execution_id": self.run_id,
-                        "step_id": step_id,
-                        "tool": tool,
-                        "call_tool": tool,
-                        "attempt": attempt,
-                        "fallback": int(fallback),
-                        "idempotency_key": key,
-                        "started_at": at,
-                        "session": self.session,
-                    },
+                    started_row(
+                        execution_id=self.run_id,
+                        step_id=step_id,
+                        tool=tool,
+                        call_tool=tool,
+                        attempt=attempt,
+                        fallback=int(fallback),
+                        idempotency_key=key,
+                        started_at=at,
+                        session=self.session,
+                    ),
                 ),
                 self._event("step_started", step_id, payload, at),
             ]
@@ -267,27 +339,28 @@ class Journal:
                 statements.append((self._writes.sql_blob, (blob, self.run_id, output)))
                 output = None
         error = r.error
-        row = {  # every one of STEP_COLUMNS
-            "execution_id": self.run_id,
-            "step_id": r.id,
-            "tool": r.tool,
-            "call_tool": r.tool,
-            "status": r.status,
-            "attempt": r.attempts,
-            "fallback": 0,
-            "idempotency_key": f"{self.run_id}:{r.id}",
-            "output": output,
-            "output_blob": blob,
-            "output_note": note,
-            "error_kind": error.kind if error else None,
-            "error_message": error.message if error else None,
-            "started_at": r.started_at,
-            "ended_at": r.ended_at,
-            "used_fallback": int(r.used_fallback),
-            "warnings": dumps(list(r.warnings)) if r.warnings else None,
-            "arguments": dumps(r.arguments) if r.arguments is not None else None,
-            "session": self.session,
-        }
+        row = step_call(
+            execution_id=self.run_id,
+            step_id=r.id,
+            tool=r.tool,
+            call_tool=r.tool,
+            status=r.status,
+            attempt=r.attempts,
+            fallback=0,
+            idempotency_key=f"{self.run_id}:{r.id}",
+            session=self.session,
+        ) + step_outcome(
+            output=output,
+            output_blob=blob,
+            output_note=note,
+            error_kind=error.kind if error else None,
+            error_message=error.message if error else None,
+            started_at=r.started_at,
+            ended_at=r.ended_at,
+            used_fallback=int(r.used_fallback),
+            warnings=dumps(list(r.warnings)) if r.warnings else None,
+            arguments=dumps(r.arguments) if r.arguments is not None else None,
+        )
         statements.append((sql, row))
         payload: dict[str, Any] = {"status": r.status, "attempts": r.attempts}
         if r.error is not None:
@@ -353,3 +426,7 @@ class Journal:
         finally:
             self._writes.db.unregister(self)
             self.broken = "The run was closed."
+
+
+def _marks(columns: tuple[str, ...]) -> str:
+    return ", ".join("?" * len(columns))

@@ -193,7 +193,6 @@ class Store:
         with ``dead_local``, also a running one whose process, on this machine, is gone (no need to
         wait out its lease). Cancelled runs are left alone (someone stopped them), as are runs in ``skip``.
         """
-
         writes = self.writes
         return await self.db.transact(lambda engine: claim_next(writes, engine, set(skip), dead_local))  # type: ignore[no-any-return]
 
