@@ -665,6 +665,8 @@ def test_a_step_row_is_given_by_column_name_and_written_in_the_statement_s_colum
     from toolplan.store._journal import STARTED_COLUMNS, STEP_COLUMNS, started_row, step_call, step_outcome
 
     head = step_call.__code__.co_kwonlyargcount
-    row = step_call(**{c: c for c in STEP_COLUMNS[:head]}) + step_outcome(**{c: c for c in STEP_COLUMNS[head:]})
-    assert row == STEP_COLUMNS and started_row(**{c: c for c in STARTED_COLUMNS}) == STARTED_COLUMNS
+    named: dict[str, Any] = {c: c for c in (*STEP_COLUMNS, *STARTED_COLUMNS)}
+    call = {c: named[c] for c in STEP_COLUMNS[:head]}
+    row = step_call(**call) + step_outcome(**{c: named[c] for c in STEP_COLUMNS[head:]})
+    assert row == STEP_COLUMNS and started_row(**{c: named[c] for c in STARTED_COLUMNS}) == STARTED_COLUMNS
     assert set(STEP_COLUMNS) | set(STARTED_COLUMNS) <= set(_schema.steps.c.keys())
