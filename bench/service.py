@@ -220,8 +220,8 @@ async def client_loop(index: int, url: str, key: str, deadline: float, tally: Ta
 
 async def make_keys(db_url: str, count: int) -> list[str]:
     """``count`` API keys in the store (as ``toolplan keys create`` makes them); creates the schema."""
+    from toolplan.service._store import ServiceStore  # bench-only: the keys CLI's own call
     from toolplan.store import open_store
-    from toolplan.store._service import ServiceStore  # bench-only: the keys CLI's own call
 
     async with open_store(db_url) as store:
         data = ServiceStore(store)
@@ -240,8 +240,8 @@ async def run_clients(url: str, keys: list[str], seconds: float) -> tuple[Tally,
 
 async def verify(db_url: str, tally: Tally) -> dict[str, Any]:
     """Read the store itself: every execution a client got is there, succeeded, with its output."""
+    from toolplan.service._store import ServiceStore  # bench-only: the listing the API pages through
     from toolplan.store import open_store
-    from toolplan.store._service import ServiceStore  # bench-only: the listing the API pages through
 
     lost: list[str] = []
     async with open_store(db_url) as store:

@@ -125,12 +125,13 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Any) -> Any:
 
 async def test_both_versions_of_a_repaired_plan_are_stored_under_the_request(store_url: str) -> None:
     from toolplan import PlanNotFoundError
+    from toolplan.planner import get_request
     from toolplan.store import open_store
 
     model = ScriptedModel([submit(BAD), submit(GOOD, "p2")])
     async with open_store(store_url) as store:
         draft = await Planner(model, TOOLS, store=store).plan("Is Oslo warmer than Rome?")
-        kept = await store.get_request(draft.request_id)
+        kept = await get_request(store, draft.request_id)
         plan = await store.get_plan(draft.plan_id)
         first_plan = await store.get_plan(kept.versions[0].plan_id)  # kept as written: invalid for these tools
         with pytest.raises(PlanNotFoundError) as missing:
@@ -148,12 +149,13 @@ async def test_both_versions_of_a_repaired_plan_are_stored_under_the_request(sto
 
 async def test_an_unreadable_draft_is_kept_as_text(tmp_path: Any) -> None:
     from toolplan import PlanNotFoundError
+    from toolplan.planner import get_request
     from toolplan.store import open_store
 
     model = ScriptedModel(["no plan here", "still none"])
     async with open_store(f"sqlite:///{tmp_path / 'p.db'}") as store:
         draft = await Planner(model, TOOLS, constrained=False, store=store).plan("Plan something")
-        kept = await store.get_request(draft.request_id)
+        kept = await get_request(store, draft.request_id)
         with pytest.raises(PlanNotFoundError, match="could not be read as a plan"):
             await store.get_plan(draft.plan_id)
     assert not draft.valid and draft.plan is None and [v.text for v in kept.versions] == ["", ""]
@@ -240,3 +242,21 @@ async def test_an_invalid_draft_has_no_document_and_as_dialect_says_why() -> Non
     assert "unknown_tool" in {i.code for i in invalid.value.issues}
     with pytest.raises(UserError, match="'native' or 'chaining' dialect, not 'batch'"):
         Planner(ScriptedModel([]), TOOLS, dialect="batch")  # type: ignore[arg-type]
+
+
+async def test_the_store_s_old_request_methods_and_names_still_work_with_a_deprecation_warning(tmp_path: Any) -> None:
+    import toolplan.store
+    from toolplan.planner import PlanVersion, RequestInfo
+    from toolplan.store import open_store
+
+    with pytest.warns(DeprecationWarning, match="use toolplan.planner.PlanVersion"):
+        assert toolplan.store.PlanVersion is PlanVersion
+    with pytest.warns(DeprecationWarning, match="use toolplan.planner.RequestInfo"):
+        assert toolplan.store.RequestInfo is RequestInfo
+    version = PlanVersion(plan_id="plan_1", parent_id=None, plan=None, text="", issues=(), valid=False)
+    async with open_store(f"sqlite:///{tmp_path / 'p.db'}") as store:
+        with pytest.warns(DeprecationWarning, match="Store.save_request is deprecated"):
+            await store.save_request("req_1", "a question", [version])
+        with pytest.warns(DeprecationWarning, match="Store.get_request is deprecated"):
+            kept = await store.get_request("req_1")
+    assert kept.query == "a question" and kept.versions == (version,)

@@ -20,8 +20,8 @@ import uvicorn
 
 from toolplan.models import Model
 from toolplan.service import Service, ServiceConfig, create_app
+from toolplan.service._store import ServiceStore
 from toolplan.store import open_store
-from toolplan.store._service import ServiceStore
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))

@@ -18,8 +18,8 @@ import pytest
 from svc_http import GATED, Event, ledger, read_events, sse, start, started
 from svc_support import ProcessServer
 
+from toolplan.service._store import ServiceStore
 from toolplan.store import open_store
-from toolplan.store._service import ServiceStore
 
 pytestmark = pytest.mark.slow
 

@@ -15,8 +15,8 @@ import pytest
 from svc_http import GATED, Event, gated, ledger, post_plan, read_events, start, started
 from svc_support import ProcessServer, ThreadServer
 
+from toolplan.service._store import ServiceStore
 from toolplan.store import open_store
-from toolplan.store._service import ServiceStore
 
 Spawn = Callable[..., ProcessServer]
 

@@ -276,8 +276,8 @@ def test_a_key_may_have_so_many_executions_at_once(db_url: str, gates: Path) -> 
 def test_a_revoked_key_is_refused_from_its_next_request(db_url: str, gates: Path) -> None:
     import asyncio
 
+    from toolplan.service._store import ServiceStore
     from toolplan.store import open_store
-    from toolplan.store._service import ServiceStore
 
     s = ThreadServer(db_url).start()
     try:

@@ -23,7 +23,7 @@ from toolplan import (
 )
 from toolplan.execute import PlanStarted, StepFinished
 from toolplan.store import open_store, resume
-from toolplan.store._sql import BLOB_THRESHOLD
+from toolplan.store._journal import BLOB_THRESHOLD
 
 CALLS: Counter[str] = Counter()
 KEYS: list[str] = []
@@ -568,7 +568,8 @@ async def test_a_per_tool_budget_goes_on_after_a_resume(store_url: str) -> None:
 
 
 async def test_a_version_1_database_is_migrated_on_open_and_keeps_its_runs(store_url: str) -> None:
-    from toolplan.store import PlanVersion
+    from toolplan.planner import PlanVersion, get_request
+    from toolplan.planner._store import save_request
     from toolplan.store._schema import SCHEMA_VERSION
 
     async with open_store(store_url) as store:
@@ -596,12 +597,13 @@ async def test_a_version_1_database_is_migrated_on_open_and_keeps_its_runs(store
         conn.execute(sa.text("UPDATE toolplan_meta SET value = '1' WHERE key = 'schema_version'"))
     async with open_store(store_url) as store:
         info = await store.get_run("old")
-        await store.save_request(
+        await save_request(
+            store,
             "req_1",
             "a question",
             [PlanVersion(plan_id="plan_1", parent_id=None, plan=None, text="", issues=(), valid=False)],
         )
-        kept = await store.get_request("req_1")
+        kept = await get_request(store, "req_1")
     with engine.connect() as conn:
         version = conn.execute(sa.text("SELECT value FROM toolplan_meta WHERE key = 'schema_version'")).scalar()
     engine.dispose()
@@ -656,3 +658,15 @@ async def test_a_plan_run_again_by_one_store_is_stored_once_and_every_run_reads_
         plans = conn.execute(sa.text("SELECT count(*) FROM toolplan_plans")).scalar()
     engine.dispose()
     assert plans == 1
+
+
+def test_a_step_row_is_given_by_column_name_and_written_in_the_statement_s_column_order() -> None:
+    from toolplan.store import _schema
+    from toolplan.store._journal import STARTED_COLUMNS, STEP_COLUMNS, started_row, step_call, step_outcome
+
+    head = step_call.__code__.co_kwonlyargcount
+    named: dict[str, Any] = {c: c for c in (*STEP_COLUMNS, *STARTED_COLUMNS)}
+    call = {c: named[c] for c in STEP_COLUMNS[:head]}
+    row = step_call(**call) + step_outcome(**{c: named[c] for c in STEP_COLUMNS[head:]})
+    assert row == STEP_COLUMNS and started_row(**{c: named[c] for c in STARTED_COLUMNS}) == STARTED_COLUMNS
+    assert set(STEP_COLUMNS) | set(STARTED_COLUMNS) <= set(_schema.steps.c.keys())

@@ -104,8 +104,8 @@ class ServiceThread:
         from ui_tools import TOOLS
 
         from toolplan.service import Service, ServiceConfig, create_app
+        from toolplan.service._store import ServiceStore
         from toolplan.store import open_store
-        from toolplan.store._service import ServiceStore
 
         sock = free_socket()
         self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"

@@ -6,7 +6,7 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -15,9 +15,7 @@ import sqlalchemy as sa
 from .._errors import OptionalDependencyError, ToolError, UserError
 from .._vectors import check_vectors
 from ..store import Store, open_store
-
-# Private: the chunks table is the store's (its migration creates it); only this package reads it.
-from ..store._schema import chunks as _chunks
+from . import _store as rows_of
 from ._chunking import chunk_text
 from ._embeddings import EmbeddingProvider
 
@@ -29,17 +27,6 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 _RRF_K = 60  # reciprocal rank fusion: score = sum of 1 / (60 + rank) over the rankings
 _CHECKPOINT_EVERY = 200  # SQLite: writes between WAL checkpoints (the store's connections do not auto-checkpoint)
 _CACHED_NAMESPACES = 8  # vector matrices kept in memory, most recently used first
-
-
-@dataclass(slots=True)
-class _Vectors:
-    """One namespace's vectors of one model, as read at ``version`` (its chunk count and largest seq)."""
-
-    version: tuple[int, int]
-    ids: list[str]
-    sources: list[str]
-    metas: list[str]
-    matrix: Any  # numpy float32 (n, dims)
 
 
 def _numpy() -> Any:
@@ -173,7 +160,7 @@ class KnowledgeBase:
         self.embeddings = embeddings
         self.limits = limits or KnowledgeLimits()
         self.namespace = self._namespace(namespace, error=UserError)
-        self._vectors: dict[tuple[str, str], _Vectors] = {}
+        self._vectors: dict[tuple[str, str], rows_of.Vectors] = {}
         self._writes = 0
 
     async def __aenter__(self) -> KnowledgeBase:
@@ -282,7 +269,7 @@ class KnowledgeBase:
         # The metadata is part of what is stored: the same text with other metadata replaces it.
         version = hashlib.sha256(f"{doc_hash}\x00{meta_text}\x00{model}".encode()).hexdigest()
 
-        found = await self.store.db.read(lambda engine: _current(engine, ns, src))
+        found = await self.store.db.read(lambda engine: rows_of.current(engine, ns, src))
         if found is not None and found[0] == version:
             return IngestResult(source=src, status="unchanged", chunks=found[1])
         pieces = chunk_text(text, max_chars=self.limits.chunk_chars, overlap=self.limits.chunk_overlap)
@@ -311,20 +298,16 @@ class KnowledgeBase:
         ]
 
         def write(engine: sa.Engine) -> str:
-            with engine.begin() as conn:
-                again = _current_in(conn, ns, src)
-                if again is not None and again[0] == version:
-                    return "unchanged"
-                conn.execute(sa.delete(_chunks).where(_chunks.c.namespace == ns, _chunks.c.source == src))
-                conn.execute(sa.insert(_chunks), rows)
-            self._wrote(engine)
-            return "added" if again is None else "replaced"
+            done = rows_of.replace_source(engine, ns, src, version, rows)
+            if done != "unchanged":
+                self._wrote(engine)
+            return done
 
         try:
             status = await self.store.db.transact(write)
         except Exception:
             # Two processes ingesting the same source at once: the loser finds the winner's rows.
-            found = await self.store.db.read(lambda engine: _current(engine, ns, src))
+            found = await self.store.db.read(lambda engine: rows_of.current(engine, ns, src))
             if found is None or found[0] != version:
                 raise
             status = "unchanged"
@@ -352,11 +335,9 @@ class KnowledgeBase:
         ns = self._namespace(namespace)
         if (source is None) == (id is None):
             raise ToolError("Give either source (every chunk of a document or memory) or id (one chunk).")
-        condition = _chunks.c.source == source if source is not None else _chunks.c.id == id
 
         def delete(engine: sa.Engine) -> int:
-            with engine.begin() as conn:
-                count = int(conn.execute(sa.delete(_chunks).where(_chunks.c.namespace == ns, condition)).rowcount)
+            count = rows_of.delete_chunks(engine, ns, source=source, id=id)
             self._wrote(engine)
             return count
 
@@ -366,19 +347,13 @@ class KnowledgeBase:
         """After a write (on the store's thread): move SQLite's WAL into the database file now and then."""
         self._writes += 1
         if engine.dialect.name == "sqlite" and self._writes % _CHECKPOINT_EVERY == 0:
-            with engine.connect() as conn:
-                conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
+            self.store.db.checkpoint()
 
     async def count(self, *, namespace: str | None = None) -> int:
         """How many chunks the namespace holds."""
         ns = self._namespace(namespace)
 
-        def read(engine: sa.Engine) -> int:
-            with engine.connect() as conn:
-                query = sa.select(sa.func.count()).select_from(_chunks).where(_chunks.c.namespace == ns)
-                return int(conn.execute(query).scalar_one())
-
-        return await self.store.db.read(read)  # type: ignore[no-any-return]
+        return await self.store.db.read(lambda engine: rows_of.count_chunks(engine, ns))  # type: ignore[no-any-return]
 
     # -- searching ---------------------------------------------------------------------------------
 
@@ -433,7 +408,7 @@ class KnowledgeBase:
             ranked = sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:k]
         if not ranked:
             return []
-        rows = await self.store.db.read(lambda engine: _rows(engine, [chunk_id for chunk_id, _ in ranked]))
+        rows = await self.store.db.read(lambda engine: rows_of.chunk_rows(engine, [chunk_id for chunk_id, _ in ranked]))
         hits = []
         for chunk_id, score in ranked:
             row = rows.get(chunk_id)
@@ -487,39 +462,15 @@ class KnowledgeBase:
         top = top[np.lexsort((top, -scores[top]))]
         return [(ids[keep[i]], float(scores[i])) for i in top]
 
-    async def _load_vectors(self, ns: str, model: str) -> _Vectors | None:
+    async def _load_vectors(self, ns: str, model: str) -> rows_of.Vectors | None:
         """The namespace's vectors: from memory when no chunk of it was written since, else read anew."""
         np = _numpy()
         limit = self.limits.max_scan_chunks
         key = (ns, model)
         cached = self._vectors.get(key)
-        where = (_chunks.c.namespace == ns, _chunks.c.model == model)
-
-        def read(engine: sa.Engine) -> _Vectors | None:
-            with engine.connect() as conn:
-                count, last = conn.execute(sa.select(sa.func.count(), sa.func.max(_chunks.c.seq)).where(*where)).one()
-                version = (int(count), int(last or 0))
-                if cached is not None and cached.version == version:
-                    return cached
-                if count > limit:
-                    raise ToolError(
-                        f"Namespace {ns!r} holds more than {limit} chunks, more than one exact search scans. "
-                        "Split it into namespaces, or raise KnowledgeLimits.max_scan_chunks."
-                    )
-                if count == 0:
-                    return None
-                columns = [_chunks.c.id, _chunks.c.source, _chunks.c.meta, _chunks.c.embedding, _chunks.c.dims]
-                ids, sources, metas, blobs, dims = [], [], [], [], 0
-                for row in conn.execute(sa.select(*columns).where(*where).order_by(_chunks.c.seq)):
-                    ids.append(row[0])
-                    sources.append(row[1])
-                    metas.append(row[2])
-                    blobs.append(bytes(row[3]))
-                    dims = row[4]
-            matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), dims)
-            return _Vectors(version=version, ids=ids, sources=sources, metas=metas, matrix=matrix)
-
-        vectors: _Vectors | None = await self.store.db.read(read)
+        vectors: rows_of.Vectors | None = await self.store.db.read(
+            lambda engine: rows_of.read_vectors(engine, ns, model, cached, limit, np)
+        )
         self._vectors.pop(key, None)
         if vectors is not None:
             self._vectors[key] = vectors  # most recently used last
@@ -533,51 +484,9 @@ class KnowledgeBase:
             return []
         fetch = pool if not flt else max(pool, self.limits.candidates)
 
-        def read(engine: sa.Engine) -> list[tuple[str, str, str]]:
-            with engine.connect() as conn:
-                if engine.dialect.name == "postgresql":
-                    sql = sa.text(
-                        "SELECT c.id, c.source, c.meta FROM toolplan_chunks c, "
-                        "CAST(replace(CAST(plainto_tsquery('english', :q) AS text), '&', '|') AS tsquery) q "
-                        "WHERE c.namespace = :ns AND c.tsv @@ q ORDER BY ts_rank(c.tsv, q) DESC, c.id LIMIT :n"
-                    )
-                    params: dict[str, Any] = {"q": " ".join(words), "ns": ns, "n": fetch}
-                else:
-                    sql = sa.text(
-                        "SELECT c.id, c.source, c.meta FROM toolplan_chunks_fts f "
-                        "JOIN toolplan_chunks c ON c.seq = f.rowid "
-                        "WHERE toolplan_chunks_fts MATCH :q AND c.namespace = :ns "
-                        "ORDER BY bm25(toolplan_chunks_fts), c.id LIMIT :n"
-                    )
-                    match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
-                    params = {"q": match, "ns": ns, "n": fetch}
-                return [(row[0], row[1], row[2]) for row in conn.execute(sql, params)]
-
-        rows = await self.store.db.read(read)
+        rows = await self.store.db.read(lambda engine: rows_of.lexical_rows(engine, words, ns, fetch))
         ids = [chunk_id for chunk_id, source, meta in rows if not flt or _matches(json.loads(meta), source, flt)]
         return ids[:pool]
 
     def __repr__(self) -> str:
         return f"KnowledgeBase(namespace={self.namespace!r}, embeddings={self.embeddings!r})"
-
-
-def _current_in(conn: sa.Connection, ns: str, src: str) -> tuple[str, int] | None:
-    query = (
-        sa.select(_chunks.c.doc_hash, sa.func.count())
-        .where(_chunks.c.namespace == ns, _chunks.c.source == src)
-        .group_by(_chunks.c.doc_hash)
-    )
-    row = conn.execute(query).first()
-    return (row[0], int(row[1])) if row is not None else None
-
-
-def _current(engine: sa.Engine, ns: str, src: str) -> tuple[str, int] | None:
-    with engine.connect() as conn:
-        return _current_in(conn, ns, src)
-
-
-def _rows(engine: sa.Engine, ids: Iterable[str]) -> dict[str, tuple[str, int, str, str]]:
-    columns = [_chunks.c.id, _chunks.c.source, _chunks.c.position, _chunks.c.content, _chunks.c.meta]
-    with engine.connect() as conn:
-        rows = conn.execute(sa.select(*columns).where(_chunks.c.id.in_(list(ids))))
-        return {row[0]: (row[1], row[2], row[3], row[4]) for row in rows}

@@ -15,5 +15,18 @@ from ._planner import PlanDraft as PlanDraft
 from ._planner import Planner as Planner
 from ._planner import new_id as new_id
 from ._schema import plan_schema as plan_schema
+from ._store import PlanVersion as PlanVersion
+from ._store import RequestInfo as RequestInfo
+from ._store import get_request as get_request
 
-__all__ = ("SUBMIT_TOOL_NAME", "OutputDialect", "PlanDraft", "Planner", "new_id", "plan_schema")
+__all__ = (
+    "SUBMIT_TOOL_NAME",
+    "OutputDialect",
+    "PlanDraft",
+    "PlanVersion",
+    "Planner",
+    "RequestInfo",
+    "get_request",
+    "new_id",
+    "plan_schema",
+)

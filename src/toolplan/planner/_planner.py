@@ -25,10 +25,11 @@ from ..models import (
     infer_model,
 )
 from ..plan import DEFAULT_MAX_STEPS, META_TOOL_NAMES, Dialect, Plan, dump_plan, validate_plan
-from ..store import PlanVersion, Store
+from ..store import Store
 from ..tools import ToolAnnotations, ToolDefinition, ToolRegistry, ToolsLike
 from ..tracing._config import get_tracer  # private: whether this request is traced
 from ._schema import plan_schema
+from ._store import PlanVersion, save_request
 
 __all__ = ("SUBMIT_TOOL_NAME", "OutputDialect", "PlanDraft", "Planner", "new_id")
 
@@ -132,7 +133,7 @@ class Planner:
         max_steps: Most steps a plan may have.
         settings: Model settings for the planner's requests.
         store: Keep every request and both versions of a repaired plan there (`toolplan.store`):
-            ``store.get_request(draft.request_id)``, ``store.get_plan(draft.plan_id)``.
+            ``toolplan.planner.get_request(store, draft.request_id)``, ``store.get_plan(draft.plan_id)``.
         dialect: The dialect of ``draft.document``: ``"native"`` or ``"chaining"``. The model always
             writes a native plan (the format the schema constrains); a valid one is converted, and
             a plan the chaining dialect cannot say counts as invalid (a ``not_expressible`` issue,
@@ -231,7 +232,8 @@ class Planner:
             document=self._document(final.plan) if final.valid else None,
         )
         if self.store is not None:
-            await self.store.save_request(
+            await save_request(
+                self.store,
                 request_id,
                 query,
                 versions,

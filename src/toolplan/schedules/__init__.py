@@ -13,9 +13,9 @@ async with open_store("sqlite:///runs.db") as store:
 Cron expressions need ``pip install "toolplan[schedules]"`` (croniter). See docs/schedules.md.
 """
 
-from ..store._schedules import Firing as Firing
-from ..store._schedules import ScheduleRow as ScheduleRow
 from ._scheduler import Scheduler as Scheduler
+from ._store import Firing as Firing
+from ._store import ScheduleRow as ScheduleRow
 from ._tools import ScheduleTools as ScheduleTools
 from ._when import parse_when as parse_when
 

@@ -30,7 +30,7 @@ from .._errors import ToolError, ToolplanError
 from ..plan import Plan
 from ..planner import Planner
 from ..store import Store
-from ..store._schedules import Firing, ScheduleRow, ScheduleStore  # private: the schedules' rows live in the store
+from ._store import Firing, ScheduleRow, ScheduleStore
 from ._when import catch_up
 
 __all__ = ("Scheduler",)

@@ -15,9 +15,9 @@ from ..execute import RunLimits
 from ..plan import Plan, compile_plan, parse_plan
 from ..planner import Planner
 from ..store import Store
-from ..store._schedules import ScheduleStore  # private: the schedules' rows live in the store
 from ..tools import ToolAnnotations, ToolRegistry, Toolset, ToolsLike
 from ..tools._function import FunctionTool  # shared, private: a toolset is made of function tools
+from ._store import ScheduleStore
 from ._when import next_after, parse_when, zone
 
 __all__ = ("ScheduleTools",)

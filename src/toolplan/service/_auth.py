@@ -11,8 +11,8 @@ from collections.abc import Iterable
 
 from fastapi import Request
 
-from ..store._service import ServiceStore
 from ._errors import ApiError
+from ._store import ServiceStore
 
 __all__ = ("KeyCheck",)
 

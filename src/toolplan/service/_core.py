@@ -10,14 +10,14 @@ from .._errors import PlanIssue, PlanValidationError, RunConflictError, UserErro
 from .._json import json_safe
 from ..models import Model
 from ..plan import validate_plan
-from ..planner import PlanDraft, Planner
+from ..planner import PlanDraft, Planner, get_request
 from ..store import RunInfo, Store
-from ..store._service import ServiceStore
 from ..tools import ToolRegistry, ToolsLike
 from ._auth import KeyCheck
 from ._config import ServiceConfig
 from ._errors import ApiError
 from ._runner import FINISHED, Runner
+from ._store import ServiceStore
 
 __all__ = ("Service", "draft_view", "execution_view", "issue_view")
 
@@ -87,7 +87,7 @@ class Service:
 
     async def request_view(self, request_id: str) -> dict[str, Any]:
         """A planning request: its question and every version of its plan (a repair names its parent)."""
-        info = await self.store.get_request(request_id)
+        info = await get_request(self.store, request_id)
         return {
             "request_id": info.request_id,
             "query": info.query,
@@ -107,7 +107,7 @@ class Service:
 
     async def plan_of_request(self, request_id: str) -> str:
         """The id of the plan a request's execution runs: its final version."""
-        info = await self.store.get_request(request_id)
+        info = await get_request(self.store, request_id)
         if info.plan_id is None:
             raise ApiError(422, "plan_invalid", f"Request {request_id!r} has no plan to run.")
         return info.plan_id

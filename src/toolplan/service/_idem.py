@@ -11,8 +11,8 @@ from fastapi.responses import JSONResponse
 
 from .._errors import ToolplanError
 from ..planner import new_id
-from ..store._service import ServiceStore
 from ._errors import ApiError, coded, error_body
+from ._store import ServiceStore
 
 __all__ = ("Outcome", "idempotent")
 

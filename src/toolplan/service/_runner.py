@@ -14,9 +14,9 @@ import logging
 
 from ..execute import WindowCharge
 from ..store import Store, StoreWindow, resume
-from ..store._service import ServiceStore
 from ..tools import ToolRegistry
 from ._config import ServiceConfig
+from ._store import ServiceStore
 
 __all__ = ("Runner",)
 

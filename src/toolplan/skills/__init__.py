@@ -15,9 +15,9 @@ async with open_store("sqlite:///runs.db") as store:
 See docs/skills.md.
 """
 
-from ..store._skills import SkillRow as SkillRow
 from ._search import Embedder as Embedder
 from ._search import EmbedFunction as EmbedFunction
+from ._store import SkillRow as SkillRow
 from ._tools import SKILL_PREFIX as SKILL_PREFIX
 from ._tools import SkillTools as SkillTools
 

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Sequence
 from typing import Any, Protocol, TypeAlias
 
 from .._vectors import check_vectors
-from ..store._skills import SkillRow  # private: the skills' rows live in the store
+from ._store import SkillRow
 
 __all__ = ("Embedder", "EmbedFunction", "embed_texts", "lexical_score", "skill_text")
 

@@ -14,20 +14,20 @@ Needs SQLAlchemy (a dependency of toolplan); PostgreSQL needs ``pip install "too
 See docs/durable.md for the guarantee per kind of tool.
 """
 
+import importlib as _importlib
+import warnings as _warnings
+from typing import Any as _Any
+
+from ._records import RunInfo as RunInfo
+from ._records import RunSummary as RunSummary
+from ._records import StoredEvent as StoredEvent
+from ._records import new_run_id as new_run_id
 from ._resume import resume as resume
-from ._sql import PlanVersion as PlanVersion
-from ._sql import RequestInfo as RequestInfo
-from ._sql import RunInfo as RunInfo
-from ._sql import RunSummary as RunSummary
-from ._sql import Store as Store
-from ._sql import StoredEvent as StoredEvent
-from ._sql import new_run_id as new_run_id
-from ._sql import open_store as open_store
+from ._store import Store as Store
+from ._store import open_store as open_store
 from ._windows import StoreWindow as StoreWindow
 
 __all__ = (
-    "PlanVersion",
-    "RequestInfo",
     "RunInfo",
     "RunSummary",
     "Store",
@@ -37,3 +37,16 @@ __all__ = (
     "open_store",
     "resume",
 )
+
+
+def __getattr__(name: str) -> _Any:
+    """The planner's records, once here: deprecated aliases of ``toolplan.planner``'s, for one release."""
+    if name in ("PlanVersion", "RequestInfo"):
+        _warnings.warn(
+            f"toolplan.store.{name} is deprecated and will be removed in the next release: "
+            f"use toolplan.planner.{name}.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(_importlib.import_module("toolplan.planner"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

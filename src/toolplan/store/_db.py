@@ -200,7 +200,7 @@ class Database:
                 item = pending.pop(0) if pending else self._queue.get(timeout=wait)
             except queue.Empty:
                 if self._uncheckpointed:
-                    self._checkpoint()
+                    self.checkpoint()
                 continue
             if item is _STOP:
                 self._shutdown()
@@ -221,13 +221,14 @@ class Database:
                     break
             self._commit(batch)
             if self._uncheckpointed >= _CHECKPOINT_EVERY:  # writes never pause: do not let the WAL grow without end
-                self._checkpoint()
+                self.checkpoint()
 
-    def _checkpoint(self) -> None:
+    def checkpoint(self) -> None:
         """SQLite's WAL checkpoint, done here between transactions rather than inside a commit.
 
         SQLite's own automatic checkpoint (switched off for the write connection) would run inside
-        whichever commit crosses its threshold, adding its cost to that step.
+        whichever commit crosses its threshold, adding its cost to that step. On this thread only:
+        a `call`'s function (or an SQLite `transact`'s) may call it after its writes.
         """
         self._uncheckpointed = 0
         with contextlib.suppress(Exception):

@@ -7,7 +7,7 @@ import dataclasses
 from ..execute import EventHandler, PlanResult, WindowCharge, execute_plan
 from ..execute._backend import Backend
 from ..tools import ToolsLike
-from ._sql import Store
+from ._store import Store
 
 __all__ = ("resume",)
 

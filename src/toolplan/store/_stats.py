@@ -7,16 +7,15 @@ lose each other's observations.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
 
 from .._errors import StoreError
 from ..policy import ArmStats, Observation
 from . import _schema as t
-
-if TYPE_CHECKING:
-    from ._sql import Store
+from ._connect import dialect_insert
+from ._db import Database
 
 __all__ = ("load_tool_stats", "record_tool_stats")
 
@@ -32,7 +31,7 @@ def _arm(row: Any) -> ArmStats:
     )
 
 
-async def load_tool_stats(store: Store, group: str) -> dict[str, ArmStats]:
+async def load_tool_stats(db: Database, group: str) -> dict[str, ArmStats]:
     """The stored statistics of ``group``'s tools (as last updated)."""
     ts = t.tool_stats
 
@@ -41,11 +40,11 @@ async def load_tool_stats(store: Store, group: str) -> dict[str, ArmStats]:
             rows = conn.execute(sa.select(ts).where(ts.c.group_name == group))
             return {row.tool: _arm(row) for row in rows}
 
-    return await store.db.read(read)  # type: ignore[no-any-return]
+    return await db.read(read)  # type: ignore[no-any-return]
 
 
 async def record_tool_stats(
-    store: Store, group: str, tool: str, observation: Observation, half_life: float | None
+    db: Database, group: str, tool: str, observation: Observation, half_life: float | None
 ) -> None:
     """Add ``observation`` to ``(group, tool)``: read, decay, and write back only if nobody wrote in between.
 
@@ -68,7 +67,7 @@ async def record_tool_stats(
                 "updated_at": arm.updated_at,
             }
             if row is None:  # RETURNING: a row back only if this insert made it (rowcount may be -1 here)
-                insert = _insert(conn, ts).values(group_name=group, tool=tool, **values)
+                insert = dialect_insert(conn, ts).values(group_name=group, tool=tool, **values)
                 return conn.execute(insert.on_conflict_do_nothing().returning(ts.c.tool)).first() is not None
             unchanged = key & (ts.c.n == row.n) & (ts.c.reward == row.reward) & (ts.c.updated_at == row.updated_at)
             return (
@@ -76,7 +75,7 @@ async def record_tool_stats(
             )
 
     for _attempt in range(_TRIES):
-        if await store.db.transact(write):
+        if await db.transact(write):
             return
     raise StoreError(
         f"The statistics of tool {tool!r} in group {group!r} changed under every one of {_TRIES} writes; "
@@ -85,13 +84,3 @@ async def record_tool_stats(
 
 
 _TRIES = 100
-
-
-def _insert(conn: sa.Connection, table: sa.Table) -> Any:
-    if conn.dialect.name == "postgresql":
-        from sqlalchemy.dialects import postgresql
-
-        return postgresql.insert(table)
-    from sqlalchemy.dialects import sqlite
-
-    return sqlite.insert(table)

@@ -17,10 +17,10 @@ from .._errors import UserError
 from ..execute import WindowLimits, WindowUsage
 from ..execute._window import window_refusal  # shared, private: one message for every window
 from . import _schema as t
-from ._stats import _insert  # shared, private: the dialect's INSERT ... ON CONFLICT
+from ._connect import dialect_insert
 
 if TYPE_CHECKING:
-    from ._sql import Store
+    from ._store import Store
 
 __all__ = ("StoreWindow",)
 
@@ -48,9 +48,8 @@ class StoreWindow:
         def write(engine: sa.Engine) -> str | None:
             with engine.begin() as conn:
                 conn.execute(sa.delete(bw).where((bw.c.key == key) & (bw.c.window_start < start)))
-                conn.execute(
-                    _insert(conn, bw).values(key=key, window_start=start, calls=0, cost=0.0).on_conflict_do_nothing()
-                )
+                new = dialect_insert(conn, bw).values(key=key, window_start=start, calls=0, cost=0.0)
+                conn.execute(new.on_conflict_do_nothing())
                 fits = row_of
                 if lim.max_tool_calls is not None:
                     fits = fits & (bw.c.calls + 1 <= lim.max_tool_calls)

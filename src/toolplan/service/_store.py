@@ -23,16 +23,15 @@ from .._errors import ConcurrencyLimitError, PlanIssue, PlanNotFoundError, RunCo
 from .._json import dumps, loads
 from ..execute import RunLimits
 from ..plan import Plan
-from . import _schema as t
-from ._codec import decode, encode
-from ._sql import Store, _not_found, plan_id, plan_row
+from ..store import Store
+from ..store import _internal as t
+from ..store._internal import decode, encode, insert_queued, not_found, plan_row
 
 __all__ = (
     "ApiKey",
     "Claimed",
     "Page",
     "ServiceStore",
-    "insert_queued",
 )
 
 _ACTIVE = ("queued", "running")
@@ -198,7 +197,7 @@ class ServiceStore:
             with engine.begin() as conn:
                 row = conn.execute(sa.select(e.c.status, e.c.owner).where(e.c.id == run_id)).first()
                 if row is None:
-                    raise _not_found(run_id)
+                    raise not_found(run_id)
                 status, owner = row
                 if status in ("succeeded", "failed"):
                     raise RunConflictError(
@@ -252,7 +251,7 @@ class ServiceStore:
             with engine.begin() as conn:
                 row = conn.execute(sa.select(e.c.status, e.c.owner).where(e.c.id == run_id)).first()
                 if row is None:
-                    raise _not_found(run_id)
+                    raise not_found(run_id)
                 status, owner = row
                 if status in ("succeeded", "failed"):
                     raise RunConflictError(
@@ -292,7 +291,7 @@ class ServiceStore:
             with engine.connect() as conn:
                 status = conn.execute(sa.select(e.c.status).where(e.c.id == run_id)).scalar()
             if status is None:
-                raise _not_found(run_id)
+                raise not_found(run_id)
             return str(status)
 
         return await self._read(read)  # type: ignore[no-any-return]
@@ -488,57 +487,6 @@ class ServiceStore:
                 )
 
         await self._call(write)
-
-
-def insert_queued(
-    conn: sa.Connection,
-    run_id: str,
-    plan: Plan,
-    body: str,
-    limits: RunLimits,
-    now: float,
-    *,
-    parent_id: str | None = None,
-    api_key: str | None = None,
-    source_plan_id: str | None = None,
-) -> None:
-    """Insert a queued execution of ``plan`` (encoded ``body``) in ``conn``'s transaction, for a worker to claim.
-
-    Its plan row (if not stored yet), its row and its first two events (``plan_started``,
-    ``run_queued``), as `Store.submit` leaves a run; the service and the schedules use it.
-    """
-    e, ev = t.executions, t.events
-    ref = plan_id(body)
-    if conn.execute(sa.select(t.plans.c.id).where(t.plans.c.id == ref)).first() is None:
-        conn.execute(sa.insert(t.plans).values(**plan_row(body, now, plan.dialect)))
-    conn.execute(
-        sa.insert(e).values(
-            id=run_id,
-            plan_id=ref,
-            parent_id=parent_id,
-            status="queued",
-            limits=encode(limits),
-            calls=0,
-            cost=0.0,
-            owner=None,
-            lease_until=None,
-            created_at=now,
-            updated_at=now,
-            api_key=api_key,
-            source_plan_id=source_plan_id,
-            cancel_requested=0,
-        )
-    )
-    started = {"plan_id": source_plan_id or ref, "steps": list(plan.step_ids)}
-    conn.execute(
-        sa.insert(ev),
-        [
-            {"execution_id": run_id, "seq": 1, "type": "plan_started", "step_id": None,
-             "payload": dumps(started), "at": now},
-            {"execution_id": run_id, "seq": 2, "type": "run_queued", "step_id": None,
-             "payload": dumps({"status": "queued"}), "at": now},
-        ],
-    )  # fmt: skip
 
 
 def _append_event(conn: sa.Connection, run_id: str, kind: str, payload: Mapping[str, Any], now: float) -> None:

@@ -22,10 +22,9 @@ import sqlalchemy as sa
 from .._errors import StoreError, UserError
 from ..execute import RunLimits
 from ..plan import Plan
-from . import _schema as t
-from ._codec import decode, encode
-from ._service import insert_queued
-from ._sql import Store, plan_id, plan_row
+from ..store import Store
+from ..store import _internal as t
+from ..store._internal import decode, encode, insert_queued, plan_id, plan_row
 
 __all__ = ("Firing", "ScheduleRow", "ScheduleStore")
 

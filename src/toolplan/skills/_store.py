@@ -10,8 +10,8 @@ import sqlalchemy as sa
 
 from .._errors import ToolError
 from .._json import dumps, loads
-from . import _schema as t
-from ._sql import Store
+from ..store import Store
+from ..store import _internal as t
 
 __all__ = ("SkillRow", "SkillStore")
 
