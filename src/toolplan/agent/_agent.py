@@ -32,7 +32,7 @@ from ..plan import META_TOOL_NAMES, Budget
 from ..policy import STRATEGIES, StatsStore, Strategy, ToolPolicy
 from ..tools import ToolDefinition, ToolRegistry, ToolsLike
 from ..tracing import tracing_enabled
-from ..tracing._config import get_tracer  # private: whether this run is traced
+from ..tracing._internal import get_tracer
 from ._declare import DECLARE_TOOL_NAME, DeclarePlanTool, declare_instructions
 from ._events import AgentEvent, ModelRequestStarted, RunFinished
 from ._executors import ExecutionStrategy, TurnContext, create_executor
@@ -408,7 +408,7 @@ class Agent(Generic[DepsT, OutputT]):
         tracer = get_tracer()
         if tracer is None:
             return await self._loop(prompt, history, emit, None)
-        from ..tracing._spans import agent_span, record_run  # private: imports opentelemetry
+        from ..tracing._internal import agent_span, record_run
 
         with agent_span(tracer, self.name, self.model.name) as span:
             result = await self._loop(prompt, history, emit, tracer)
@@ -446,7 +446,7 @@ class Agent(Generic[DepsT, OutputT]):
             traced=tracer is not None,
         )
         if tracer is not None:
-            from ..tracing._spans import set_run_id  # private: imports opentelemetry
+            from ..tracing._internal import set_run_id
 
             set_run_id(ctx.run_id)
         warnings: list[BudgetWarning] = []  # reached during a turn, told to the model after it
@@ -474,7 +474,7 @@ class Agent(Generic[DepsT, OutputT]):
                 if tracer is None:
                     response, streamed = await asking()
                 else:
-                    from ..tracing._spans import chat_span, record_response  # private: imports opentelemetry
+                    from ..tracing._internal import chat_span, record_response
 
                     with chat_span(tracer, self.model.name) as chat:
                         response, streamed = await asking()

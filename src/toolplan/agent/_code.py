@@ -17,7 +17,7 @@ from .._errors import ToolError, UnknownToolError
 from .._tasks import task_group
 from ..execute import EventHandler, PlanResult, PlanRun, RunLimits, RunStore, ToolInvoker
 from ..plan import META_TOOL_NAMES, CompiledStep, Step, compile_calls
-from ..plan._refs import literal
+from ..plan._internal import literal
 from ..tools import ToolAnnotations, ToolDefinition, ToolRegistry, ToolResult
 
 if TYPE_CHECKING:

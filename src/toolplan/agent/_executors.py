@@ -183,7 +183,7 @@ class ToolCallExecutor:
             on_event=on_event if emit else None,
         )
         if ctx.traced:
-            from ..tracing._spans import as_tool_call  # private: imports opentelemetry
+            from ..tracing._internal import as_tool_call
 
             with as_tool_call("", call_ids={sid: call.id for sid, (_, call) in by_step.items()}):
                 result = await run.run()
@@ -205,7 +205,7 @@ class ToolCallExecutor:
             ctx.emit(ToolExecutionStarted(call=call))
         try:
             if ctx.traced:
-                from ..tracing._spans import as_tool_call  # private: imports opentelemetry
+                from ..tracing._internal import as_tool_call
 
                 with as_tool_call(call.name, call.id):
                     content, is_error, result = await self._call_meta(meta, args, ctx)

@@ -10,9 +10,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from .._errors import PlanValidationError
 from ..execute import DEFAULT_MAX_VALUE_CHARS, EventHandler, PlanResult, RunLimits, RunStore, ToolInvoker
-from ..execute._api import run_compiled
+from ..execute._internal import run_compiled
 from ..plan import META_TOOL_NAMES, Budget, Dialect, compile_plan
-from ..plan._parse import BATCH_MAX_STEPS
+from ..plan._internal import BATCH_MAX_STEPS
 from ..tools import Tool, ToolAnnotations, ToolDefinition, ToolRegistry, ToolResult, ToolsLike
 
 __all__ = ("BATCH_TOOL_NAME", "PLAN_TOOL_NAME", "BatchTool", "MetaTool", "PlanTool", "planning_instructions")

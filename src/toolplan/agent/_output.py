@@ -21,7 +21,7 @@ from pydantic import TypeAdapter, create_model
 from .._errors import UserError
 from ..models import ToolCall, ToolReturnMessage
 from ..tools import ToolDefinition
-from ..tools._function import _strip_titles  # private: the tools' schema clean-up (titles cost tokens)
+from ..tools._internal import _strip_titles
 
 __all__ = ("MISSING", "OUTPUT_TOOL_NAME", "OutputSpec", "OutputValidationFailed", "final_result", "type_name")
 

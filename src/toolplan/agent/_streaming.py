@@ -7,7 +7,7 @@ from typing import Any
 
 from .._errors import PlanValidationError, ToolError
 from ..execute import PlanResult, StreamedPlanInvalid, StreamingPlan
-from ..execute._result import cap_text  # shared capping of model-facing text (private helper)
+from ..execute._internal import cap_text
 from ..models import ToolCall, ToolReturnMessage
 from ._executors import TurnContext, tool_content
 from ._metatools import PlanTool

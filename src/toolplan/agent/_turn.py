@@ -58,7 +58,7 @@ async def ask(
             elif isinstance(event, ToolCallStarted):
                 if stream_plans and event.name == PLAN_TOOL_NAME and isinstance(plan_tool, PlanTool):
                     if ctx.traced:
-                        from ..tracing._spans import as_tool_call  # private: imports opentelemetry
+                        from ..tracing._internal import as_tool_call
 
                         with as_tool_call(PLAN_TOOL_NAME, event.id):
                             plans[event.index] = StreamedPlan.start(plan_tool, ctx, tg)

@@ -26,9 +26,16 @@ from .._tasks import task_group
 from ..sandbox import CodeLimits, CodeResult, CodeRunner, ToolCaller
 
 # Private use (marked): the same bounded parser, value check, call check and JSON fallback as the sandbox.
-from ..sandbox._bounds import DataError, DataTooLarge, check_data, loads
-from ..sandbox._calls import call_problem, serve_call, unserialisable
-from ..sandbox._protocol import to_jsonable
+from ..sandbox._internal import (
+    DataError,
+    DataTooLarge,
+    call_problem,
+    check_data,
+    loads,
+    serve_call,
+    to_jsonable,
+    unserialisable,
+)
 from ._code_host import CodeHost
 
 __all__ = ("CodeChannel", "LocalCodeChannel", "WorkerGone", "drive")

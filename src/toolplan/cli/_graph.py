@@ -28,7 +28,7 @@ from ._common import (
 from ._render import say
 
 if TYPE_CHECKING:
-    from .._ui._picture import Outcome
+    from .._ui._internal import Outcome
 
 __all__ = ("graph_command",)
 
@@ -106,7 +106,7 @@ def graph_command(
             report_invalid(report, as_json=False, console=err)
         compiled = report.compiled
         outcome = _outcome_file(result, compiled) if result is not None else None
-    from .._ui._picture import render_picture
+    from .._ui._internal import render_picture
 
     tool_of = {sid: c.step.tool for sid, c in compiled.steps.items()}
     try:
@@ -142,7 +142,7 @@ def _write(body: bytes, output: Path | None, kind: PictureChoice) -> None:
 
 
 def _outcome_file(path: Path, compiled: CompiledPlan) -> Outcome:
-    from .._ui._picture import outcome_from_json
+    from .._ui._internal import outcome_from_json
 
     where = f"--result file {str(path)!r}"
     try:
@@ -167,7 +167,7 @@ def _outcome_file(path: Path, compiled: CompiledPlan) -> Outcome:
 
 
 def _stored(db: str, run_id: str) -> tuple[CompiledPlan, Outcome]:
-    from .._ui._picture import outcome_of
+    from .._ui._internal import outcome_of
 
     async def load(store: Any) -> Any:
         return await store.get_run(run_id)

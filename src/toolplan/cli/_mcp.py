@@ -228,7 +228,7 @@ def serve_command(
         fail("mcp serve needs tools: pass --tools FILE.py[:NAME], --mcp-upstream URL|CMD, or both.")
     try:
         from ..mcp import create_server, serve_http, serve_stdio
-        from ..mcp._server import is_loopback  # shared: the rule serve_http enforces, checked before anything starts
+        from ..mcp._internal import is_loopback
     except OptionalDependencyError as exc:
         fail(str(exc))
     if transport == "streamable-http" and not token and not is_loopback(host):

@@ -10,7 +10,7 @@ import typer
 
 from .._errors import PlanValidationError, ToolplanError, UserError
 from ..execute import DEFAULT_MAX_CONCURRENCY, Backend, EventHandler, PlanResult, RunLimits, execute_plan
-from ..execute._journal import check_run_id
+from ..execute._internal import check_run_id
 from ..plan import ValidationReport
 from ..tools import ToolRegistry
 from ._common import (

@@ -242,7 +242,7 @@ def serve_command(
 
 
 async def _any_key(store: Store) -> bool:
-    from ..service._store import ServiceStore
+    from ..service._internal import ServiceStore
 
     return any(k.revoked_at is None for k in await ServiceStore(store).list_keys())
 
@@ -254,7 +254,7 @@ KeyIdArg = Annotated[str, typer.Argument(metavar="KEY_ID", help="The key's id (t
 @keys_app.command("create", cls=Command, short_help="Make an API key; its secret is printed once.")
 def keys_create(name: NameArg, db: KeysDbOpt = None, as_json: JsonOpt = False) -> None:
     """Make an API key for the planner service. The secret is printed once; only its hash is stored."""
-    from ..service._store import ServiceStore
+    from ..service._internal import ServiceStore
 
     key, secret = with_store(db, lambda store: ServiceStore(store).create_key(name), what="API keys", existing=False)
     if as_json:
@@ -267,7 +267,7 @@ def keys_create(name: NameArg, db: KeysDbOpt = None, as_json: JsonOpt = False) -
 @keys_app.command("list", cls=Command, short_help="List the API keys (never their secrets).")
 def keys_list(db: KeysDbOpt = None, as_json: JsonOpt = False) -> None:
     """List the API keys, newest first."""
-    from ..service._store import ServiceStore
+    from ..service._internal import ServiceStore
 
     keys = with_store(db, lambda store: ServiceStore(store).list_keys(), what="API keys")
     if as_json:
@@ -286,7 +286,7 @@ def keys_list(db: KeysDbOpt = None, as_json: JsonOpt = False) -> None:
 @keys_app.command("revoke", cls=Command, short_help="Revoke an API key (refused from its next request).")
 def keys_revoke(key_id: KeyIdArg, db: KeysDbOpt = None) -> None:
     """Revoke an API key: the service refuses it from its next request."""
-    from ..service._store import ServiceStore
+    from ..service._internal import ServiceStore
 
     with_store(db, lambda store: ServiceStore(store).revoke_key(key_id), what="API keys")
     say(out, f"API key {key_id} revoked.")

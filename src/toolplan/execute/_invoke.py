@@ -21,10 +21,9 @@ from .._errors import InvalidArgumentsError, ToolError, ToolOutputError, Unknown
 from .._numbers import finite_number
 from .._records import fast_init, maker
 from ..plan import Budget
-from ..plan._fields import _show  # shared, private: the bounded rendering of a bad value in a message
+from ..plan._internal import _show
 from ..tools import Tool, ToolAnnotations, ToolRegistry, ToolResult
-from ..tools._result import owned
-from ..tools._schema import SchemaCheck, invalid_message
+from ..tools._internal import SchemaCheck, invalid_message, owned
 from ._backend import Backend
 from ._budget import BudgetMeter
 from ._choice import ToolChooser

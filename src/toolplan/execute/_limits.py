@@ -14,7 +14,7 @@ from typing import Any, TypedDict
 from .._errors import UserError
 from .._numbers import finite_number
 from ..plan import DEFAULT_MAX_STEPS, Budget, FailureMode, Plan
-from ..plan._fields import _show  # shared, private: the bounded rendering of a bad value in a message
+from ..plan._internal import _show
 from ._window import WindowCharge
 
 __all__ = ("DEFAULT_LIMITS", "DEFAULT_MAX_CONCURRENCY", "LimitOptions", "RunLimits", "limits_from")

@@ -19,8 +19,8 @@ from .. import _faults
 from .._context import abandoned_calls
 from .._errors import StoreError
 from ..plan import CompiledPlan, CompiledStep, Plan, Step
-from ..plan._ir import MissingField
-from ..tracing._config import get_tracer  # private: the one check whether this run is traced
+from ..plan._internal import MissingField
+from ..tracing._internal import get_tracer
 from ._budget import watch_budget
 from ._choice import Choice
 from ._events import EventHandler, PlanEvent, PlanFinished, PlanStarted, StepFinished
@@ -33,7 +33,7 @@ from ._scheduler import Scheduler, StepState
 from ._step import clock, new_step_result, run_step
 
 if TYPE_CHECKING:
-    from ..tracing._spans import PlanTrace
+    from ..tracing._internal import PlanTrace
 
 __all__ = ("PlanRun",)
 
@@ -126,7 +126,7 @@ class PlanRun:
         self.trace: PlanTrace | None = None
         tracer = get_tracer()
         if tracer is not None:  # traced: the plan's span, and an invoker whose calls make spans
-            from ..tracing._spans import PlanTrace  # private: imports opentelemetry, so only when tracing
+            from ..tracing._internal import PlanTrace
             from ._traced import traced
 
             self.trace = PlanTrace(tracer)

@@ -23,7 +23,7 @@ from .. import _faults
 from .._errors import StoreError, ToolplanError
 from .._records import maker
 from ..plan import CompiledStep
-from ..plan._refs import Ref, resolve_compiled
+from ..plan._internal import Ref, resolve_compiled
 from ._choice import FIXED_CHOOSER, Choice, ChoiceOutcome, ChoiceRequest
 from ._events import StepRetrying, StepStarted, ToolChosen
 from ._invoke import CallOutcome, ended

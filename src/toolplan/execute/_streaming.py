@@ -21,9 +21,7 @@ from typing_extensions import Unpack
 from .._errors import PlanIssue, PlanValidationError, ToolplanError
 from .._tasks import task_group
 from ..plan import META_TOOL_NAMES, CompiledStep, compile_plan
-from ..plan._parse import parse_source
-from ..plan._refs import compile_arguments
-from ..plan._validate import step_dependencies
+from ..plan._internal import compile_arguments, parse_source, step_dependencies
 from ..tools import ToolRegistry, ToolsLike
 from ._api import run_journaled
 from ._backend import Backend

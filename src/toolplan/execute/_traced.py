@@ -9,14 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..tracing._spans import (  # private: the span helpers
-    PlanTrace,
-    attempt_span,
-    cancel_attempt,
-    end_attempt,
-    restore_role,
-    tool_role_cleared,
-)
+from ..tracing._internal import PlanTrace, attempt_span, cancel_attempt, end_attempt, restore_role, tool_role_cleared
 from ._invoke import CallOutcome, ToolInvoker
 
 __all__ = ("TracedInvoker", "traced")

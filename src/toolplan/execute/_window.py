@@ -20,7 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .._errors import UserError
 from .._numbers import finite_number
-from ..plan._fields import _show  # shared, private: the bounded rendering of a bad value in a message
+from ..plan._internal import _show
 
 __all__ = ("BudgetWindow", "MemoryWindow", "WindowCharge", "WindowLimits", "WindowUsage", "window_refusal")
 

@@ -18,10 +18,10 @@ from typing import Any
 
 from .._errors import UserError
 from ..agent import PLAN_TOOL_NAME
-from ..agent._metatools import _PLAN_DESCRIPTION, _plan_schema  # private: one plan schema for every host
+from ..agent._internal import _PLAN_DESCRIPTION, _plan_schema
 from ..execute import DEFAULT_MAX_VALUE_CHARS, PlanEvent, RunLimits
 from ..tools import ToolRegistry
-from ..tools._foreign import LangChainTool  # private: the shared adapter of foreign tools
+from ..tools._internal import LangChainTool
 from ._common import require, run_plan
 
 require("langchain_core", "langchain", "LangChain")

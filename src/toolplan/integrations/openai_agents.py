@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..agent import PLAN_TOOL_NAME
-from ..agent._metatools import _PLAN_DESCRIPTION, _plan_schema  # private: one plan schema for every host
+from ..agent._internal import _PLAN_DESCRIPTION, _plan_schema
 from ..execute import DEFAULT_MAX_VALUE_CHARS, RunLimits
 from ..tools import ToolRegistry
-from ..tools._foreign import AgentsFunctionTool  # private: the shared adapter of foreign tools
+from ..tools._internal import AgentsFunctionTool
 from ._common import PlanOutcome, require, run_plan
 
 require("agents", "openai-agents", "the OpenAI Agents SDK")

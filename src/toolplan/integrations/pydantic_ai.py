@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..agent import PLAN_TOOL_NAME, planning_instructions
-from ..agent._metatools import _plan_schema  # private: the plan schema the model sees, shared with the agent
+from ..agent._internal import _plan_schema
 from ..execute import DEFAULT_MAX_VALUE_CHARS, RunLimits
 from ..tools import ToolAnnotations, ToolDefinition, ToolResult
 from ._common import PlanOutcome, require, run_plan
@@ -161,6 +161,6 @@ class ToolPlanning(AbstractCapability[Any]):
 
 
 def _plan_description() -> str:
-    from ..agent._metatools import _PLAN_DESCRIPTION  # private: one description for every host
+    from ..agent._internal import _PLAN_DESCRIPTION
 
     return _PLAN_DESCRIPTION

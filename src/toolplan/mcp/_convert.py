@@ -24,7 +24,7 @@ import mcp.types as mt
 from .._errors import InvalidToolSchemaError
 from ..plan import META_TOOL_NAMES
 from ..tools import ToolAnnotations, ToolDefinition, ToolResult
-from ..tools._schema import normalize_schema
+from ..tools._internal import normalize_schema
 
 __all__ = (
     "IDEMPOTENCY_ARGUMENTS",

@@ -27,7 +27,7 @@ from .._json import dumps
 from .._tasks import task_group
 from ..agent import PLAN_TOOL_NAME, PlanTool
 from ..execute import DEFAULT_MAX_VALUE_CHARS, PlanEvent, PlanResult, PlanStarted, RunLimits, StepFinished, ToolInvoker
-from ..execute._result import cap_text  # shared: the cap the model-facing text uses
+from ..execute._internal import cap_text
 from ..plan import META_TOOL_NAMES
 from ..tools import ToolDefinition, ToolRegistry, ToolsLike
 from ._convert import mcp_annotations

@@ -13,7 +13,7 @@ from typing import Any, cast
 from .._errors import PlanIssue
 from .._json import MAX_DEPTH, JSONTextError, loads, too_deep
 from .._records import maker
-from ..tools._group import inline_group_name
+from ..tools._internal import inline_group_name
 from ._fields import (
     ID_RE,
     _budget,

@@ -10,7 +10,7 @@ from typing import Any
 from .._errors import PlanIssue, PlanValidationError
 from .._records import fast_init, maker
 from ..tools import ToolRegistry, ToolsLike
-from ..tools._group import alternatives_problem, inline_group_name  # shared with the registry's groups
+from ..tools._internal import alternatives_problem, inline_group_name
 from ._graph import critical_path, find_cycles, mermaid, waves
 from ._ir import META_TOOL_NAMES, Dialect, Plan, Step
 from ._parse import _new_plan, _new_step, duplicate_positions, name_by_position, parse_source

@@ -27,7 +27,7 @@ from ..models import (
 from ..plan import DEFAULT_MAX_STEPS, META_TOOL_NAMES, Dialect, Plan, dump_plan, validate_plan
 from ..store import Store
 from ..tools import ToolAnnotations, ToolDefinition, ToolRegistry, ToolsLike
-from ..tracing._config import get_tracer  # private: whether this request is traced
+from ..tracing._internal import get_tracer
 from ._schema import plan_schema
 from ._store import PlanVersion, save_request
 
@@ -187,7 +187,7 @@ class Planner:
         tracer = get_tracer()
         if tracer is None:
             return await self._plan(query, request_id)
-        from ..tracing._spans import plan_span, record_draft  # private: imports opentelemetry
+        from ..tracing._internal import plan_span, record_draft
 
         with plan_span(tracer, self.model.name, request_id) as span:
             draft = await self._plan(query, request_id)
@@ -275,7 +275,7 @@ class Planner:
         if tracer is None:
             response = await self.model.request(messages, tools, settings)
         else:
-            from ..tracing._spans import chat_span, record_response  # private: imports opentelemetry
+            from ..tracing._internal import chat_span, record_response
 
             with chat_span(tracer, self.model.name) as chat:
                 response = await self.model.request(messages, tools, settings)

@@ -15,8 +15,7 @@ from ..execute import RunLimits
 from ..plan import Plan, compile_plan, parse_plan
 from ..planner import Planner
 from ..store import Store
-from ..tools import ToolAnnotations, ToolRegistry, Toolset, ToolsLike
-from ..tools._function import FunctionTool  # shared, private: a toolset is made of function tools
+from ..tools import FunctionTool, ToolAnnotations, ToolRegistry, Toolset, ToolsLike
 from ._store import ScheduleStore
 from ._when import next_after, parse_when, zone
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from .._errors import InvalidToolSchemaError, ToolError
 from .._json import dumps
-from ..tools._schema import normalize_schema  # shared, private: the one reading of a parameters schema
+from ..tools._internal import normalize_schema
 
 __all__ = ("declared", "fill", "sample_values", "used")
 

@@ -14,9 +14,8 @@ from .._json import dumps, loads
 from ..execute import PlanResult, RunLimits, execute_plan
 from ..plan import compile_plan
 from ..store import Store
-from ..tools import ToolAnnotations, ToolDefinition, ToolRegistry, ToolResult, Toolset, ToolsLike
-from ..tools._function import FunctionTool  # shared, private: a toolset is made of function tools
-from ..tools._schema import check_for  # shared, private: the one argument check of a JSON Schema
+from ..tools import FunctionTool, ToolAnnotations, ToolDefinition, ToolRegistry, ToolResult, Toolset, ToolsLike
+from ..tools._internal import check_for
 from ._search import Embedder, EmbedFunction, cosine, embed_texts, lexical_score, skill_text
 from ._store import SkillRow, SkillStore
 from ._template import declared, fill, sample_values, used

@@ -13,8 +13,7 @@ import sqlalchemy as sa
 
 from .._errors import RunConflictError
 from .._json import dumps
-from ..execute import RunLimits
-from ..execute._journal import StoredRun
+from ..execute import RunLimits, StoredRun
 from ..plan import Plan
 from . import _schema as t
 from ._codec import encode

@@ -16,8 +16,7 @@ from typing import Any
 from .._errors import PlanIssue
 from .._json import compact_encoder, dumps, encodable, json_safe, loads
 from ..execute import PlanResult, PlanStatus, RunLimits, StepResult
-from ..plan import Budget, Plan, Step
-from ..plan._ir import Fallback
+from ..plan import Budget, Fallback, Plan, Step
 
 __all__ = ("decode", "encode", "output_json", "plan_hash", "result_facts", "result_from_row", "step_from_row")
 

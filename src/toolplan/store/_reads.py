@@ -12,8 +12,7 @@ import sqlalchemy as sa
 
 from .._errors import PlanNotFoundError, StoreError
 from .._json import loads
-from ..execute import RunLimits, StepResult
-from ..execute._journal import StoredRun, StoredStep
+from ..execute import RunLimits, StepResult, StoredRun, StoredStep
 from ..plan import Plan, Step
 from . import _schema as t
 from ._codec import decode, result_from_row, step_from_row

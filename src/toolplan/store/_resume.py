@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..execute import EventHandler, PlanResult, WindowCharge, execute_plan
-from ..execute._backend import Backend
+from ..execute import Backend, EventHandler, PlanResult, WindowCharge, execute_plan
 from ..tools import ToolsLike
 from ._store import Store
 

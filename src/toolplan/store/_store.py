@@ -15,8 +15,8 @@ import sqlalchemy as sa
 from .._errors import RunConflictError, StoreError, UserError
 from .._json import dumps
 from .._paging import DEFAULT_PAGE_SIZE
-from ..execute import RunLimits
-from ..execute._journal import StoredRun, check_run_id
+from ..execute import RunLimits, StoredRun
+from ..execute._internal import check_run_id
 from ..plan import Plan, parse_plan
 from ..policy import ArmStats, Observation
 from . import _reads, _stats

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from .._errors import UserError
 from ..execute import WindowLimits, WindowUsage
-from ..execute._window import window_refusal  # shared, private: one message for every window
+from ..execute._internal import window_refusal
 from . import _schema as t
 from ._connect import dialect_insert
 

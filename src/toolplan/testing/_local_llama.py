@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import OptionalDependencyError, UserError
-from ..models._settings import ModelSettings, RetryConfig
+from ..models import ModelSettings, RetryConfig
 
 if TYPE_CHECKING:
-    from ..models._openai import OpenAIModel
+    from ..models import OpenAIModel
 
 __all__ = ("LocalLlamaServer", "find_smollm2_gguf", "local_llama_server")
 
@@ -76,7 +76,7 @@ class LocalLlamaServer:
         ``repeat_penalty=1.0`` is sent in the request body (llama.cpp's default penalty makes
         SmolLM2 garble JSON) and ``temperature=0`` keeps answers repeatable.
         """
-        from ..models._openai import OpenAIModel
+        from ..models import OpenAIModel
 
         base = ModelSettings(temperature=0.0, seed=0, extra_body={"repeat_penalty": 1.0})
         return OpenAIModel(

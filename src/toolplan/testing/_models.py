@@ -18,22 +18,25 @@ from typing import Any, Literal, TypeAlias
 from .._errors import UnexpectedModelBehavior, UserError
 from ..agent import BATCH_TOOL_NAME, CODE_TOOL_NAME, OUTPUT_TOOL_NAME, PLAN_TOOL_NAME
 from ..execute import set_retry_backoff
-from ..models._guard import set_model_requests_allowed
-from ..models._messages import (
+from ..models import (
     AssistantMessage,
+    Model,
     ModelMessage,
     ModelResponse,
+    ModelSettings,
     ModelStreamEvent,
     ResponseCompleted,
     ToolCall,
     ToolReturnMessage,
     Usage,
+)
+from ..models._internal import (
+    StreamBuilder,
     approximate_tokens,
     message_text,
+    response_events,
+    set_model_requests_allowed,
 )
-from ..models._model import Model
-from ..models._settings import ModelSettings
-from ..models._streaming import StreamBuilder, response_events
 from ..plan import DEFAULT_MAX_STEPS, META_TOOL_NAMES
 from ..tools import ToolDefinition
 from ._schema_args import schema_value

@@ -1,0 +1,20 @@
+"""What the test models may use of the model layer's internals: messages, streaming, the request guard.
+
+The layering test refuses any other import of a private module from outside the package.
+"""
+
+from __future__ import annotations
+
+from ._guard import set_model_requests_allowed as set_model_requests_allowed
+from ._messages import approximate_tokens as approximate_tokens
+from ._messages import message_text as message_text
+from ._streaming import StreamBuilder as StreamBuilder
+from ._streaming import response_events as response_events
+
+__all__ = (
+    "StreamBuilder",
+    "approximate_tokens",
+    "message_text",
+    "response_events",
+    "set_model_requests_allowed",
+)

@@ -1,0 +1,28 @@
+"""What sibling packages may use of the plan package's internals: reference resolution, parsing, field checks.
+
+The layering test refuses any other import of a private module from outside the package.
+"""
+
+from __future__ import annotations
+
+from ._fields import _show as _show
+from ._ir import MissingField as MissingField
+from ._parse import BATCH_MAX_STEPS as BATCH_MAX_STEPS
+from ._parse import parse_source as parse_source
+from ._refs import Ref as Ref
+from ._refs import compile_arguments as compile_arguments
+from ._refs import literal as literal
+from ._refs import resolve_compiled as resolve_compiled
+from ._validate import step_dependencies as step_dependencies
+
+__all__ = (
+    "BATCH_MAX_STEPS",
+    "MissingField",
+    "Ref",
+    "_show",
+    "compile_arguments",
+    "literal",
+    "parse_source",
+    "resolve_compiled",
+    "step_dependencies",
+)
