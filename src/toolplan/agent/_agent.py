@@ -36,7 +36,15 @@ from ..tracing._config import get_tracer  # private: whether this run is traced
 from ._declare import DECLARE_TOOL_NAME, DeclarePlanTool, declare_instructions
 from ._events import AgentEvent, ModelRequestStarted, RunFinished
 from ._executors import ExecutionStrategy, TurnContext, create_executor
-from ._metatools import PLAN_TOOL_NAME, MetaTool, PlanTool, planning_instructions
+from ._metatools import (
+    BATCH_TOOL_NAME,
+    PLAN_TOOL_NAME,
+    BatchTool,
+    MetaTool,
+    PlanTool,
+    batch_instructions,
+    planning_instructions,
+)
 from ._output import MISSING, OUTPUT_TOOL_NAME, OutputSpec, OutputValidationFailed, final_result, type_name
 from ._result import AgentResult, OutputT, RunStatus
 from ._run_state import RunState, budget_warner, tell_budget_warnings, usage_limit
@@ -70,6 +78,9 @@ class Agent(Generic[DepsT, OutputT]):
         instructions: The system prompt.
         tools: Typed functions, `@tool` objects, `Tool` implementations, or a `ToolRegistry`.
         tool_planning: Offer the model ``execute_tool_plan`` and tell it when to plan.
+        batch_calls: Offer the model ``execute_plan``: up to 50 independent calls in one parallel
+            batch (``{"steps": [{"tool", "args"}]}``, no references), answered by one JSON array
+            ``[{"step", "tool", "status": "ok"|"error", "result"|"error"}]`` in step order.
         code_execution: A code runner (see ``toolplan.sandbox``); offers the model ``execute_code``.
         max_iterations: Most model requests in one run.
         max_tool_calls_per_turn: Calls beyond this in one model turn are not run (the model is told).
@@ -124,6 +135,7 @@ class Agent(Generic[DepsT, OutputT]):
         instructions: str = "",
         tools: ToolsLike = (),
         tool_planning: bool = False,
+        batch_calls: bool = False,
         code_execution: CodeRunner | None = None,
         max_iterations: int = 25,
         max_tool_calls_per_turn: int = 50,
@@ -160,6 +172,7 @@ class Agent(Generic[DepsT, OutputT]):
             raise UserError(f"Tool name {clash[0]!r} is reserved for toolplan's meta-tools; rename your tool.")
         self.registry = registry
         self.tool_planning = tool_planning
+        self.batch_calls = batch_calls
         self.code_execution = code_execution
         self.max_iterations = max_iterations
         self.max_tool_calls_per_turn = max_tool_calls_per_turn
@@ -278,6 +291,8 @@ class Agent(Generic[DepsT, OutputT]):
         out: dict[str, MetaTool] = {}
         if self.tool_planning:
             out[PLAN_TOOL_NAME] = PlanTool(self.registry, limits=self._inner_limits())
+        if self.batch_calls:
+            out[BATCH_TOOL_NAME] = BatchTool(self.registry, limits=self._inner_limits())
         if self.code_execution is not None:
             from ._code import CodeTool, runner_for
 
@@ -295,6 +310,8 @@ class Agent(Generic[DepsT, OutputT]):
             parts.append(declare_instructions())
         if self.tool_planning:
             parts.append(planning_instructions(self.registry.names))
+        if self.batch_calls:
+            parts.append(batch_instructions())
         if self.code_execution is not None:
             from ._code import code_instructions
 
