@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import functools
 import os
@@ -328,6 +329,27 @@ class Agent(Generic[DepsT, OutputT]):
             out.append(self._output.definition)
         return out
 
+    def _with_turns(
+        self,
+        *,
+        strategy: ExecutionStrategy,
+        max_concurrent_tools: int | None,
+        max_tool_calls_per_turn: int | None,
+    ) -> Agent[DepsT, OutputT]:
+        """A copy of this agent (its model as of now) whose turns run as an executor says."""
+        if max_tool_calls_per_turn is not None and (
+            isinstance(max_tool_calls_per_turn, bool) or max_tool_calls_per_turn < 1
+        ):
+            raise UserError(f"max_tool_calls_per_turn must be >= 1, got {max_tool_calls_per_turn!r}.")
+        agent = copy.copy(self)
+        agent.model = self.model  # an `override` in force applies to the copy too
+        agent.strategy = strategy
+        if max_tool_calls_per_turn is not None:
+            agent.max_tool_calls_per_turn = max_tool_calls_per_turn
+        if max_concurrent_tools is not None:
+            agent.limits = RunLimits.of(self.limits, max_concurrency=max_concurrent_tools)
+        return agent
+
     # -- running ------------------------------------------------------------------------------------
 
     async def run(
@@ -344,6 +366,16 @@ class Agent(Generic[DepsT, OutputT]):
         """
         self._check_deps(deps)
         return await self._run(prompt, message_history, None, deps)
+
+    async def arun(
+        self,
+        prompt: str,
+        *,
+        message_history: Sequence[ModelMessage] = (),
+        deps: DepsT = None,  # type: ignore[assignment]  # None is DepsT's default
+    ) -> AgentResult[OutputT]:
+        """Another name for `run` (the asynchronous run), for code written for frameworks that say ``arun``."""
+        return await self.run(prompt, message_history=message_history, deps=deps)
 
     def run_sync(
         self,
