@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from toolplan import Agent, NativeExecutor, SequentialExecutor, UserError, tool
+from toolplan import Agent, NativeExecutor, RunContext, SequentialExecutor, UserError, tool
 from toolplan.agent import ExecutionStrategy
 from toolplan.models import AssistantMessage, ToolCall, ToolReturnMessage
 from toolplan.testing import ScriptedModel, TestModel
@@ -97,6 +97,24 @@ async def test_a_turn_executor_has_no_agent_to_run() -> None:
         await NativeExecutor(4).execute("go")
     with pytest.raises(UserError, match="need an agent"):
         NativeExecutor(4, max_concurrent_tools=2)
+
+
+def test_an_executor_wraps_only_an_agent() -> None:
+    with pytest.raises(UserError, match="takes a toolplan Agent"):
+        SequentialExecutor("agent")  # type: ignore[arg-type]
+    with pytest.raises(UserError, match="takes a toolplan Agent"):
+        NativeExecutor(object())  # type: ignore[arg-type]
+
+
+async def test_execute_passes_deps_and_history() -> None:
+    @tool
+    def whoami(ctx: RunContext[str]) -> str:
+        """The caller."""
+        return ctx.deps
+
+    agent = Agent(ScriptedModel([calls(("whoami", {})), "done"]), tools=[whoami], deps_type=str)
+    result = await SequentialExecutor(agent).run("go", deps="ada")
+    assert [m.content for m in result.messages if isinstance(m, ToolReturnMessage)] == ["ada"]
 
 
 def test_bad_per_turn_cap_is_refused() -> None:

@@ -312,6 +312,11 @@ class ToolCallExecutor:
         )
 
 
+def _check_agent(executor: str, agent: object) -> None:
+    if not callable(getattr(agent, "_with_turns", None)):
+        raise UserError(f"{executor}(agent) takes a toolplan Agent, got {type(agent).__name__}.")
+
+
 class NativeExecutor(ToolCallExecutor):
     """A turn's calls run concurrently, at most ``max_concurrency`` at once (default 20).
 
@@ -336,6 +341,7 @@ class NativeExecutor(ToolCallExecutor):
                 )
             super().__init__(max_concurrency=agent, resilience=resilience)
             return
+        _check_agent("NativeExecutor", agent)
         super().__init__(
             max_concurrency=agent.max_concurrent_tools if max_concurrent_tools is None else max_concurrent_tools,
             agent=agent,
@@ -360,6 +366,8 @@ class SequentialExecutor(ToolCallExecutor):
     ) -> None:
         if agent is None and max_tool_calls_per_turn is not None:
             raise UserError("max_tool_calls_per_turn needs an agent: SequentialExecutor(agent, ...).")
+        if agent is not None:
+            _check_agent("SequentialExecutor", agent)
         super().__init__(
             max_concurrency=1, agent=agent, max_tool_calls_per_turn=max_tool_calls_per_turn, resilience=resilience
         )
