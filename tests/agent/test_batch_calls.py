@@ -172,3 +172,14 @@ def test_a_tool_named_execute_plan_is_still_refused() -> None:
 
     with pytest.raises(UserError, match="reserved"):
         Agent(ScriptedModel(["ok"]), tools=[mine], batch_calls=True)
+
+
+def test_calls_over_the_turn_cap_are_pointed_at_the_batch() -> None:
+    over = AssistantMessage(
+        tool_calls=tuple(ToolCall(id=f"c{i}", name="double", arguments=json.dumps({"x": i})) for i in range(3))
+    )
+    agent = Agent(ScriptedModel([over, "done"]), tools=[double], batch_calls=True, max_tool_calls_per_turn=2)
+    last = replies(agent.run_sync("go").messages)[2]
+    assert last.is_error and "put them into one execute_plan" in last.content
+    plain = Agent(ScriptedModel([over, "done"]), tools=[double], max_tool_calls_per_turn=2)
+    assert "put them into" not in replies(plain.run_sync("go").messages)[2].content

@@ -189,10 +189,12 @@ class ToolCallExecutor:
         runnable: list[tuple[int, ToolCall, dict[str, Any]]] = []
         for i, call in enumerate(calls):
             if i >= limit:
+                through = [name for name in ("execute_tool_plan", "execute_plan") if name in ctx.meta_tools]
+                hint = f" (or put them into one {' or '.join(through)})" if through else ""
                 out[i] = _error_message(
                     call,
                     f"Not run: this turn made {len(calls)} tool calls and at most {limit} run per turn. "
-                    "Make the remaining calls in your next turn (or put them into one execute_tool_plan).",
+                    f"Make the remaining calls in your next turn{hint}.",
                 )
                 continue
             try:
