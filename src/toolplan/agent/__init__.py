@@ -26,6 +26,7 @@ from ._metatools import PLAN_TOOL_NAME as PLAN_TOOL_NAME
 from ._metatools import BatchTool as BatchTool
 from ._metatools import MetaTool as MetaTool
 from ._metatools import PlanTool as PlanTool
+from ._metatools import batch_instructions as batch_instructions
 from ._metatools import planning_instructions as planning_instructions
 from ._output import OUTPUT_TOOL_NAME as OUTPUT_TOOL_NAME
 from ._result import AgentResult as AgentResult
@@ -57,6 +58,7 @@ __all__ = (
     "ToolCallExecutor",
     "ToolExecutionFinished",
     "ToolExecutionStarted",
+    "batch_instructions",
     "code_instructions",
     "create_executor",
     "declare_instructions",

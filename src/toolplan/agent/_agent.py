@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import functools
 import os
@@ -36,7 +37,15 @@ from ..tracing._internal import get_tracer
 from ._declare import DECLARE_TOOL_NAME, DeclarePlanTool, declare_instructions
 from ._events import AgentEvent, ModelRequestStarted, RunFinished
 from ._executors import ExecutionStrategy, TurnContext, create_executor
-from ._metatools import PLAN_TOOL_NAME, MetaTool, PlanTool, planning_instructions
+from ._metatools import (
+    BATCH_TOOL_NAME,
+    PLAN_TOOL_NAME,
+    BatchTool,
+    MetaTool,
+    PlanTool,
+    batch_instructions,
+    planning_instructions,
+)
 from ._output import MISSING, OUTPUT_TOOL_NAME, OutputSpec, OutputValidationFailed, final_result, type_name
 from ._result import AgentResult, OutputT, RunStatus
 from ._run_state import RunState, budget_warner, tell_budget_warnings, usage_limit
@@ -70,6 +79,9 @@ class Agent(Generic[DepsT, OutputT]):
         instructions: The system prompt.
         tools: Typed functions, `@tool` objects, `Tool` implementations, or a `ToolRegistry`.
         tool_planning: Offer the model ``execute_tool_plan`` and tell it when to plan.
+        batch_calls: Offer the model ``execute_plan``: up to 50 independent calls in one parallel
+            batch (``{"steps": [{"tool", "args"}]}``, no references), answered by one JSON array
+            ``[{"step", "tool", "status": "ok"|"error", "result"|"error"}]`` in step order.
         code_execution: A code runner (see ``toolplan.sandbox``); offers the model ``execute_code``.
         max_iterations: Most model requests in one run.
         max_tool_calls_per_turn: Calls beyond this in one model turn are not run (the model is told).
@@ -124,6 +136,7 @@ class Agent(Generic[DepsT, OutputT]):
         instructions: str = "",
         tools: ToolsLike = (),
         tool_planning: bool = False,
+        batch_calls: bool = False,
         code_execution: CodeRunner | None = None,
         max_iterations: int = 25,
         max_tool_calls_per_turn: int = 50,
@@ -160,6 +173,7 @@ class Agent(Generic[DepsT, OutputT]):
             raise UserError(f"Tool name {clash[0]!r} is reserved for toolplan's meta-tools; rename your tool.")
         self.registry = registry
         self.tool_planning = tool_planning
+        self.batch_calls = batch_calls
         self.code_execution = code_execution
         self.max_iterations = max_iterations
         self.max_tool_calls_per_turn = max_tool_calls_per_turn
@@ -278,6 +292,8 @@ class Agent(Generic[DepsT, OutputT]):
         out: dict[str, MetaTool] = {}
         if self.tool_planning:
             out[PLAN_TOOL_NAME] = PlanTool(self.registry, limits=self._inner_limits())
+        if self.batch_calls:
+            out[BATCH_TOOL_NAME] = BatchTool(self.registry, limits=self._inner_limits())
         if self.code_execution is not None:
             from ._code import CodeTool, runner_for
 
@@ -295,6 +311,8 @@ class Agent(Generic[DepsT, OutputT]):
             parts.append(declare_instructions())
         if self.tool_planning:
             parts.append(planning_instructions(self.registry.names))
+        if self.batch_calls:
+            parts.append(batch_instructions())
         if self.code_execution is not None:
             from ._code import code_instructions
 
@@ -310,6 +328,27 @@ class Agent(Generic[DepsT, OutputT]):
         if self._output is not None:
             out.append(self._output.definition)
         return out
+
+    def _with_turns(
+        self,
+        *,
+        strategy: ExecutionStrategy,
+        max_concurrent_tools: int | None,
+        max_tool_calls_per_turn: int | None,
+    ) -> Agent[DepsT, OutputT]:
+        """A copy of this agent (its model as of now) whose turns run as an executor says."""
+        if max_tool_calls_per_turn is not None and (
+            isinstance(max_tool_calls_per_turn, bool) or max_tool_calls_per_turn < 1
+        ):
+            raise UserError(f"max_tool_calls_per_turn must be >= 1, got {max_tool_calls_per_turn!r}.")
+        agent = copy.copy(self)
+        agent.model = self.model  # an `override` in force applies to the copy too
+        agent.strategy = strategy
+        if max_tool_calls_per_turn is not None:
+            agent.max_tool_calls_per_turn = max_tool_calls_per_turn
+        if max_concurrent_tools is not None:
+            agent.limits = RunLimits.of(self.limits, max_concurrency=max_concurrent_tools)
+        return agent
 
     # -- running ------------------------------------------------------------------------------------
 
@@ -327,6 +366,16 @@ class Agent(Generic[DepsT, OutputT]):
         """
         self._check_deps(deps)
         return await self._run(prompt, message_history, None, deps)
+
+    async def arun(
+        self,
+        prompt: str,
+        *,
+        message_history: Sequence[ModelMessage] = (),
+        deps: DepsT = None,  # type: ignore[assignment]  # None is DepsT's default
+    ) -> AgentResult[OutputT]:
+        """Another name for `run` (the asynchronous run), for code written for frameworks that say ``arun``."""
+        return await self.run(prompt, message_history=message_history, deps=deps)
 
     def run_sync(
         self,

@@ -1,4 +1,8 @@
-"""How the tool calls of one model turn run: concurrently (native) or one at a time (sequential)."""
+"""How the tool calls of one model turn run: concurrently (native) or one at a time (sequential).
+
+`NativeExecutor` and `SequentialExecutor` also take an agent (``NativeExecutor(agent).execute(task)``):
+then they run that agent on a task with their strategy, as thin wrappers over `Agent.run`.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +10,11 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol, overload
+from typing import TYPE_CHECKING, Any, Protocol, overload
 
 from typing_extensions import deprecated
 
-from .._errors import ToolError, UnknownToolError
+from .._errors import ToolError, UnknownToolError, UserError
 from .._json import dumps, encodable
 from .._tasks import task_group
 from ..execute import (
@@ -27,11 +31,15 @@ from ..execute import (
     StepStarted,
     ToolInvoker,
 )
-from ..models import ToolCall, ToolReturnMessage
+from ..models import ModelMessage, ToolCall, ToolReturnMessage
 from ..plan import compile_calls
 from ..tools import ToolRegistry
 from ._events import AgentEvent, ToolExecutionFinished, ToolExecutionStarted
 from ._metatools import MetaTool
+
+if TYPE_CHECKING:
+    from ._agent import Agent
+    from ._result import AgentResult
 
 __all__ = (
     "ExecutionStrategy",
@@ -95,27 +103,98 @@ def _error_message(call: ToolCall, message: str) -> ToolReturnMessage:
 
 
 class ToolCallExecutor:
-    """Runs a turn's calls through the plan engine (same limits, retries, timeouts and budget as plans)."""
+    """Runs a turn's calls through the plan engine (same limits, retries, timeouts and budget as plans).
 
-    def __init__(self, *, max_concurrency: int) -> None:
+    Given an ``agent``, it also runs that agent on a task (`execute` with a string, `run`) with this
+    executor's strategy, ``max_concurrency`` and ``max_tool_calls_per_turn``; the agent is not changed.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_concurrency: int,
+        agent: Agent[Any, Any] | None = None,
+        max_tool_calls_per_turn: int | None = None,
+        resilience: bool = True,
+    ) -> None:
+        if resilience is not True:
+            raise UserError(
+                "resilience=False is not an executor option here: toolplan's models retry rate limits and other "
+                "transient failures themselves. To turn that off, give the model retry=RetryConfig(attempts=1) "
+                "(toolplan.models.RetryConfig)."
+            )
         self.max_concurrency = max_concurrency
+        self.agent = agent
+        self.max_tool_calls_per_turn = max_tool_calls_per_turn
 
     @property
     def sequential(self) -> bool:
         """True when calls run one at a time in the model's order."""
         return self.max_concurrency == 1
 
-    async def execute(self, calls: Sequence[ToolCall], ctx: TurnContext) -> list[ToolReturnMessage]:
+    @property
+    def strategy(self) -> ExecutionStrategy:
+        """The strategy this executor stands for."""
+        return ExecutionStrategy.SEQUENTIAL if self.sequential else ExecutionStrategy.NATIVE
+
+    async def run(
+        self,
+        task: str,
+        *,
+        deps: Any = None,
+        message_history: Sequence[ModelMessage] = (),
+    ) -> AgentResult[Any]:
+        """Run the executor's agent on ``task`` with this executor's options; the whole `AgentResult`."""
+        if self.agent is None:
+            raise UserError(
+                f"This {type(self).__name__} has no agent: build it as {type(self).__name__}(agent) to run tasks."
+            )
+        agent = self.agent._with_turns(  # a copy: the agent itself keeps its own options
+            strategy=self.strategy,
+            max_concurrent_tools=self.max_concurrency if not self.sequential else None,
+            max_tool_calls_per_turn=self.max_tool_calls_per_turn,
+        )
+        return await agent.run(task, deps=deps, message_history=message_history)
+
+    @overload
+    async def execute(self, calls: Sequence[ToolCall], ctx: TurnContext, /) -> list[ToolReturnMessage]: ...
+
+    @overload
+    async def execute(self, task: str, /, *, deps: Any = None, message_history: Sequence[ModelMessage] = ()) -> Any: ...
+
+    async def execute(
+        self,
+        calls: Sequence[ToolCall] | str,
+        ctx: TurnContext | None = None,
+        /,
+        *,
+        deps: Any = None,
+        message_history: Sequence[ModelMessage] = (),
+    ) -> Any:
+        """Run a turn's ``calls`` (one tool message per call, in order), or the agent on a task.
+
+        ``execute(task)`` (an executor built with an agent) runs the agent and returns its output,
+        ``result.output`` (use `run` for the whole result).
+        """
+        if isinstance(calls, str):
+            return (await self.run(calls, deps=deps, message_history=message_history)).output
+        if ctx is None:
+            raise UserError("execute(calls, ctx) needs the turn's context; to run an agent on a task, pass a string.")
+        return await self._execute_calls(calls, ctx)
+
+    async def _execute_calls(self, calls: Sequence[ToolCall], ctx: TurnContext) -> list[ToolReturnMessage]:
         """Run ``calls``; return one tool message per call, in the calls' order."""
         out: dict[int, ToolReturnMessage] = {}
         limit = ctx.max_tool_calls_per_turn
         runnable: list[tuple[int, ToolCall, dict[str, Any]]] = []
         for i, call in enumerate(calls):
             if i >= limit:
+                through = [name for name in ("execute_tool_plan", "execute_plan") if name in ctx.meta_tools]
+                hint = f" (or put them into one {' or '.join(through)})" if through else ""
                 out[i] = _error_message(
                     call,
                     f"Not run: this turn made {len(calls)} tool calls and at most {limit} run per turn. "
-                    "Make the remaining calls in your next turn (or put them into one execute_tool_plan).",
+                    f"Make the remaining calls in your next turn{hint}.",
                 )
                 continue
             try:
@@ -235,18 +314,65 @@ class ToolCallExecutor:
         )
 
 
-class NativeExecutor(ToolCallExecutor):
-    """A turn's calls run concurrently, at most ``max_concurrency`` at once (default 20)."""
+def _check_agent(executor: str, agent: object) -> None:
+    if not callable(getattr(agent, "_with_turns", None)):
+        raise UserError(f"{executor}(agent) takes a toolplan Agent, got {type(agent).__name__}.")
 
-    def __init__(self, max_concurrency: int = DEFAULT_MAX_CONCURRENCY) -> None:
-        super().__init__(max_concurrency=max_concurrency)
+
+class NativeExecutor(ToolCallExecutor):
+    """A turn's calls run concurrently, at most ``max_concurrency`` at once (default 20).
+
+    ``NativeExecutor(agent, max_tool_calls_per_turn=50, max_concurrent_tools=20, resilience=True)``
+    wraps an agent instead: ``await executor.execute(task)`` runs it with concurrent calls and returns
+    its output. Options left out are the agent's own; ``resilience=True`` is what toolplan's models
+    already do (they retry rate limits and transient failures, see `toolplan.models.RetryConfig`).
+    """
+
+    def __init__(
+        self,
+        agent: Agent[Any, Any] | int = DEFAULT_MAX_CONCURRENCY,
+        /,
+        max_tool_calls_per_turn: int | None = None,
+        max_concurrent_tools: int | None = None,
+        resilience: bool = True,
+    ) -> None:
+        if isinstance(agent, int):  # the executor of one agent run's turns
+            if max_tool_calls_per_turn is not None or max_concurrent_tools is not None:
+                raise UserError(
+                    "max_tool_calls_per_turn and max_concurrent_tools need an agent: NativeExecutor(agent, ...)."
+                )
+            super().__init__(max_concurrency=agent, resilience=resilience)
+            return
+        _check_agent("NativeExecutor", agent)
+        super().__init__(
+            max_concurrency=agent.max_concurrent_tools if max_concurrent_tools is None else max_concurrent_tools,
+            agent=agent,
+            max_tool_calls_per_turn=max_tool_calls_per_turn,
+            resilience=resilience,
+        )
 
 
 class SequentialExecutor(ToolCallExecutor):
-    """A turn's calls run one at a time, in the order the model made them."""
+    """A turn's calls run one at a time, in the order the model made them.
 
-    def __init__(self) -> None:
-        super().__init__(max_concurrency=1)
+    ``SequentialExecutor(agent)`` wraps an agent: ``await executor.execute(task)`` runs it with its
+    calls one at a time and returns its output.
+    """
+
+    def __init__(
+        self,
+        agent: Agent[Any, Any] | None = None,
+        /,
+        max_tool_calls_per_turn: int | None = None,
+        resilience: bool = True,
+    ) -> None:
+        if agent is None and max_tool_calls_per_turn is not None:
+            raise UserError("max_tool_calls_per_turn needs an agent: SequentialExecutor(agent, ...).")
+        if agent is not None:
+            _check_agent("SequentialExecutor", agent)
+        super().__init__(
+            max_concurrency=1, agent=agent, max_tool_calls_per_turn=max_tool_calls_per_turn, resilience=resilience
+        )
 
 
 @overload

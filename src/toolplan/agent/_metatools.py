@@ -15,7 +15,15 @@ from ..plan import META_TOOL_NAMES, Budget, Dialect, compile_plan
 from ..plan._internal import BATCH_MAX_STEPS
 from ..tools import Tool, ToolAnnotations, ToolDefinition, ToolRegistry, ToolResult, ToolsLike
 
-__all__ = ("BATCH_TOOL_NAME", "PLAN_TOOL_NAME", "BatchTool", "MetaTool", "PlanTool", "planning_instructions")
+__all__ = (
+    "BATCH_TOOL_NAME",
+    "PLAN_TOOL_NAME",
+    "BatchTool",
+    "MetaTool",
+    "PlanTool",
+    "batch_instructions",
+    "planning_instructions",
+)
 
 PLAN_TOOL_NAME = "execute_tool_plan"
 BATCH_TOOL_NAME = "execute_plan"
@@ -137,6 +145,17 @@ def _batch_schema(tool_names: Sequence[str]) -> dict[str, Any]:
         },
         "required": ["steps"],
     }
+
+
+def batch_instructions() -> str:
+    """The short system-prompt section that tells a model when to send a parallel batch."""
+    return (
+        "## Parallel batches\n"
+        f"When you need several calls that do not use each other's results, call `{BATCH_TOOL_NAME}` "
+        f"once with all of them (at most {BATCH_MAX_STEPS}): they run in parallel and you get one JSON "
+        'array back, an entry per call in your order. Example: {"steps": [{"tool": "get_weather", '
+        '"args": {"city": "Oslo"}}, {"tool": "get_weather", "args": {"city": "Rome"}}]}'
+    )
 
 
 @runtime_checkable

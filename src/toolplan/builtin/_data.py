@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from .._errors import OptionalDependencyError, ToolError, UserError
 from .._json import JSONTextError, loads
 from ..tools import FunctionTool, ToolAnnotations, Toolset
+from ._names import ToolNames, check_names
 from ._query import QueryBoundError, QueryLimits, bounded_interpreter
 
 if TYPE_CHECKING:
@@ -120,6 +121,18 @@ Operation = Annotated[
 _OPERATIONS: TypeAdapter[list[Operation]] = TypeAdapter(list[Operation])
 
 
+class Aggregate(_Op):
+    """One figure of `DataTools.aggregate`: ``{"op": "sum", "field": "price"}``."""
+
+    op: Literal["count", "sum", "avg", "min", "max", "count_distinct"] = Field(
+        description="count (rows, or rows where field is not null), sum, avg, min, max, count_distinct."
+    )
+    field: str | None = Field(default=None, description="The field it is computed over (count may leave it out).")
+
+
+_AGGREGATES: TypeAdapter[dict[str, Aggregate]] = TypeAdapter(dict[str, Aggregate])
+
+
 class DataTools(Toolset):
     """Pick fields and reshape data inside a plan: JMESPath queries, transforms, CSV and JSON.
 
@@ -128,7 +141,10 @@ class DataTools(Toolset):
     (many tools return JSON text) is parsed first. Needs ``pip install "toolplan[builtin]"`` (for
     ``jmespath``).
 
-    Functions: ``json_query``, ``json_transform``, ``csv_to_json``, ``json_to_csv``.
+    Functions: ``json_query``, ``json_transform``, ``csv_to_json``, ``json_to_csv``. With
+    ``names="oasis"``: ``data_parse`` (JSON or CSV text to data), ``data_filter`` (the items a
+    JMESPath condition holds for), ``data_aggregate`` (count, sum, avg, min, max by group) and
+    ``data_transform`` (``json_transform``); all pure as well.
 
     JMESPath queries run under bounds checked while they run (see the module ``_query``): no value a
     query builds may exceed ``max_query_items`` JSON values or ``max_query_chars`` characters of text
@@ -142,6 +158,7 @@ class DataTools(Toolset):
             each time) in any value a query builds, beyond its input's own.
         max_query_chars: Most characters of text in any value a query builds, beyond its input's own.
         query_timeout: Seconds the queries of one call may run (the call's deadline, when earlier, wins).
+        names: ``"toolplan"`` (the names above) or ``"oasis"`` (the ``data_*`` names).
         prefix: Put in front of every function name (see `Toolset`).
     """
 
@@ -153,8 +170,10 @@ class DataTools(Toolset):
         max_query_items: int = 1_000_000,
         max_query_chars: int = 16 * _MiB,
         query_timeout: float = 10.0,
+        names: ToolNames = "toolplan",
         prefix: str = "",
     ) -> None:
+        check_names("DataTools", names)
         if max_text_chars < 1 or max_rows < 1 or max_query_items < 1 or max_query_chars < 1:
             raise UserError(
                 "DataTools: max_text_chars, max_rows, max_query_items and max_query_chars must be at least 1."
@@ -166,15 +185,21 @@ class DataTools(Toolset):
         self.max_rows = max_rows
         self.query_limits = QueryLimits(max_query_items, max_query_chars, float(query_timeout))
         self._tool = f"{prefix}data"
-        super().__init__(
-            [
+        if names == "oasis":
+            functions = [
+                FunctionTool(self.parse, name="data_parse", annotations=_PURE),
+                FunctionTool(self.filter, name="data_filter", annotations=_PURE),
+                FunctionTool(self.aggregate, name="data_aggregate", annotations=_PURE),
+                FunctionTool(self.json_transform, name="data_transform", annotations=_PURE),
+            ]
+        else:
+            functions = [
                 FunctionTool(self.json_query, annotations=_PURE),
                 FunctionTool(self.json_transform, annotations=_PURE),
                 FunctionTool(self.csv_to_json, annotations=_PURE),
                 FunctionTool(self.json_to_csv, annotations=_PURE),
-            ],
-            prefix=prefix,
-        )
+            ]
+        super().__init__(functions, prefix=prefix)
 
     def _error(self, message: str) -> ToolError:
         return ToolError(message, tool=self._tool)
@@ -377,6 +402,117 @@ class DataTools(Toolset):
         else:
             raise self._error("rows must be all objects or all lists.")
         return out.getvalue()
+
+    # -- parse, filter, aggregate -------------------------------------------------------------------
+    def parse(
+        self,
+        text: str,
+        format: Literal["auto", "json", "csv"] = "auto",
+        delimiter: str = ",",
+        header: bool = True,
+        infer_types: bool = True,
+    ) -> Any:
+        """Parse JSON or CSV text into data (CSV rows become objects keyed by the header).
+
+        Args:
+            text: The JSON or CSV text.
+            format: 'json', 'csv', or 'auto': JSON when the text starts like JSON and parses, else CSV.
+            delimiter: The CSV field separator (one character).
+            header: The CSV's first row names the columns.
+            infer_types: Turn CSV numbers, true/false and empty fields into numbers, booleans and null.
+        """
+        if len(text) > self.max_text_chars:
+            raise self._error(f"The text is {len(text)} characters; the limit is {self.max_text_chars}.")
+        if format == "json" or (format == "auto" and text.lstrip()[:1] in ("{", "[", '"')):
+            try:
+                return loads(text, max_chars=self.max_text_chars)
+            except JSONTextError as exc:
+                if format == "json":
+                    raise self._error(f"The text is not JSON: {exc.message}. Send format='csv' for CSV.") from None
+        return self.csv_to_json(text, delimiter=delimiter, header=header, infer_types=infer_types)
+
+    def filter(self, data: Any, where: str) -> list[Any]:
+        """Keep the items of a list for which a JMESPath condition is true, e.g. "price > `10`".
+
+        Args:
+            data: A list (or a string holding a JSON list).
+            where: The condition, evaluated on each item: "status == 'open'", "contains(tags, 'x')".
+        """
+        items = self._list(_parsed(data), "data_filter")
+        test = self._compile(where)
+        interpreter = self._interpreter(items)
+        return [item for item in items if _truthy(self._search(test, item, interpreter))]
+
+    def aggregate(
+        self, data: Any, aggregates: dict[str, Aggregate], group_by: list[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """Sum, count, average, min and max over a list of objects, by group.
+
+        Returns one row per group (in first-seen order; one row in all without group_by): the group's
+        fields, then each figure under its name. Null and missing values are left out of every
+        figure but a count without field; sum and avg need numbers.
+
+        Args:
+            data: A list of objects (or a string holding one).
+            aggregates: The figures by name, e.g. {"total": {"op": "sum", "field": "price"},
+                "orders": {"op": "count"}}.
+            group_by: Fields whose values form the groups, e.g. ["region"].
+        """
+        rows = self._list(_parsed(data), "data_aggregate")
+        if len(rows) > self.max_rows:
+            raise self._error(f"There are {len(rows)} rows; the limit is {self.max_rows}.")
+        if not all(isinstance(a, Aggregate) for a in aggregates.values()):  # called from Python with dicts
+            try:
+                aggregates = _AGGREGATES.validate_python(aggregates)
+            except ValidationError as exc:
+                raise self._error(f"Invalid aggregates: {_one_line(exc)}") from None
+        if not aggregates:
+            raise self._error('aggregates is empty: name at least one figure, e.g. {"n": {"op": "count"}}.')
+        keys = list(group_by or ())
+        for name, agg in aggregates.items():
+            if agg.field is None and agg.op != "count":
+                raise self._error(f"Aggregate {name!r} ({agg.op}) needs a field.")
+        groups: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
+        for i, row in enumerate(rows):
+            if not isinstance(row, dict):
+                raise self._error(f"data_aggregate needs a list of objects; item {i} is {_kind(row)}.")
+            group = {k: row.get(k) for k in keys}
+            groups.setdefault(_canonical(list(group.values())), (group, []))[1].append(row)
+        if not groups and not keys:
+            groups[""] = ({}, [])
+        return [
+            {**group, **{name: self._figure(name, agg, members) for name, agg in aggregates.items()}}
+            for group, members in groups.values()
+        ]
+
+    def _figure(self, name: str, agg: Aggregate, rows: list[dict[str, Any]]) -> Any:
+        if agg.field is None:
+            return len(rows)
+        values = [row[agg.field] for row in rows if row.get(agg.field) is not None]
+        if agg.op == "count":
+            return len(values)
+        if agg.op == "count_distinct":
+            return len({_canonical(v) for v in values})
+        if agg.op in ("sum", "avg"):
+            bad = next((v for v in values if isinstance(v, bool) or not isinstance(v, int | float)), None)
+            if bad is not None:
+                raise self._error(
+                    f"Aggregate {name!r} ({agg.op} of {agg.field!r}) met {_kind(bad)} ({bad!r:.40}); "
+                    "it needs numbers. Parse CSV with infer_types=true, or filter those rows out."
+                )
+            total = sum(values)
+            if agg.op == "sum":
+                return total
+            return total / len(values) if values else None
+        if not values:
+            return None
+        try:
+            keyed = [(_sort_key(v), v) for v in values]
+            return (min if agg.op == "min" else max)(keyed, key=lambda pair: pair[0])[1]
+        except TypeError:
+            raise self._error(
+                f"Aggregate {name!r} ({agg.op} of {agg.field!r}) met values of different types; they must compare."
+            ) from None
 
     def _check_size(self, out: io.StringIO) -> None:
         if out.tell() > self.max_text_chars:

@@ -1,12 +1,14 @@
-"""`FileTools`: read, write, list and search files in one workspace directory."""
+"""`FileTools`: read, write, list, search, stat and delete files in one workspace directory."""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import codecs
+import errno
 import fnmatch
 import os
+import stat
 from collections import deque
 from typing import Any, Literal, NotRequired
 
@@ -14,9 +16,10 @@ from typing_extensions import TypedDict
 
 from .._errors import ToolError, UserError
 from ..tools import FunctionTool, ToolAnnotations, Toolset
+from ._names import ToolNames, check_names
 from ._paths import Workspace, kind_of
 
-__all__ = ("FileEntry", "FileTools", "ReadResult", "SearchMatch", "WriteResult")
+__all__ = ("DeleteResult", "FileEntry", "FileTools", "ReadResult", "SearchMatch", "StatResult", "WriteResult")
 
 _MiB = 1024 * 1024
 _READ = ToolAnnotations(read_only=True, idempotent=True, timeout=30.0)
@@ -73,6 +76,25 @@ class SearchMatch(TypedDict):
     text: str
 
 
+class StatResult(TypedDict):
+    """What `FileTools.stat_file` returns (``type``, ``size``... only when the path exists)."""
+
+    path: str
+    exists: bool
+    type: NotRequired[Literal["file", "directory", "symlink", "other"]]
+    size: NotRequired[int]
+    modified: NotRequired[float]
+    mode: NotRequired[str]
+    links: NotRequired[int]
+
+
+class DeleteResult(TypedDict):
+    """What `FileTools.delete_file` returns."""
+
+    path: str
+    deleted: Literal["file", "directory"]
+
+
 class SearchResult(TypedDict):
     """What `FileTools.search_files` returns."""
 
@@ -93,7 +115,9 @@ class FileTools(Toolset):
     file, a path outside the workspace) are business errors with a message saying what to do.
 
     Functions: ``read_file``, ``list_files`` and ``search_files`` (read-only, idempotent) and
-    ``write_file`` (destructive; left out with ``read_only=True``).
+    ``write_file`` (destructive; left out with ``read_only=True``). With ``names="oasis"``:
+    ``file_read``, ``file_list``, ``file_stat`` (read-only, idempotent), ``file_write`` and
+    ``file_delete`` (destructive; left out with ``read_only=True``).
 
     Args:
         workspace: The directory the tools work in; it must exist.
@@ -105,6 +129,7 @@ class FileTools(Toolset):
         max_search_matches: Most matches one ``search_files`` returns.
         max_search_bytes: Most bytes one ``search_files`` reads in all.
         max_depth: How deep ``list_files`` and ``search_files`` recurse.
+        names: ``"toolplan"`` (the names above) or ``"oasis"`` (the ``file_*`` names).
         prefix: Put in front of every function name (see `Toolset`).
     """
 
@@ -119,8 +144,10 @@ class FileTools(Toolset):
         max_search_matches: int = 200,
         max_search_bytes: int = 32 * _MiB,
         max_depth: int = 16,
+        names: ToolNames = "toolplan",
         prefix: str = "",
     ) -> None:
+        check_names("FileTools", names)
         for name, value in (
             ("max_read_bytes", max_read_bytes),
             ("max_write_bytes", max_write_bytes),
@@ -143,13 +170,24 @@ class FileTools(Toolset):
         self.max_search_matches = max_search_matches
         self.max_search_bytes = max_search_bytes
         self.max_depth = max_depth
-        functions: list[FunctionTool[Any]] = [
-            FunctionTool(self.read_file, annotations=_READ),
-            FunctionTool(self.list_files, annotations=_READ),
-            FunctionTool(self.search_files, annotations=_READ),
-        ]
-        if not read_only:
-            functions.append(FunctionTool(self.write_file, annotations=_WRITE))
+        functions: list[FunctionTool[Any]]
+        if names == "oasis":
+            functions = [
+                FunctionTool(self.read_file, name="file_read", annotations=_READ),
+                FunctionTool(self.list_files, name="file_list", annotations=_READ),
+                FunctionTool(self.stat_file, name="file_stat", annotations=_READ),
+            ]
+            if not read_only:
+                functions.append(FunctionTool(self.write_file, name="file_write", annotations=_WRITE))
+                functions.append(FunctionTool(self.delete_file, name="file_delete", annotations=_WRITE))
+        else:
+            functions = [
+                FunctionTool(self.read_file, annotations=_READ),
+                FunctionTool(self.list_files, annotations=_READ),
+                FunctionTool(self.search_files, annotations=_READ),
+            ]
+            if not read_only:
+                functions.append(FunctionTool(self.write_file, annotations=_WRITE))
         super().__init__(functions, prefix=prefix)
 
     @property
@@ -273,6 +311,82 @@ class FileTools(Toolset):
             return self.workspace.kind_at(fd, parts[-1]) is not None if parts else True
         finally:
             os.close(fd)
+
+    # -- stat and delete -----------------------------------------------------------------------------
+    def stat_file(self, path: str) -> StatResult:
+        """Say whether a workspace path exists and what it is (a symlink is described, not followed).
+
+        Args:
+            path: Path relative to the workspace, e.g. 'reports/q3.txt' ('.' for the workspace).
+        """
+        ws = self.workspace
+        parts = ws.parts(path)
+        fd = ws.open_dir(parts[:-1])
+        try:
+            try:
+                st = os.stat(parts[-1] if parts else ".", dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                return {"path": ws.show(parts), "exists": False}
+            except OSError as exc:
+                raise ws.error(f"{ws.show(parts)!r} cannot be examined: {exc.strerror}.") from None
+        finally:
+            os.close(fd)
+        return {
+            "path": ws.show(parts),
+            "exists": True,
+            "type": _kind(st.st_mode),
+            "size": st.st_size,
+            "modified": st.st_mtime,
+            "mode": f"{stat.S_IMODE(st.st_mode):04o}",
+            "links": st.st_nlink,
+        }
+
+    def delete_file(self, path: str) -> DeleteResult:
+        """Delete a file, or an empty directory, of the workspace.
+
+        Symbolic links and files with more than one hard link are not deleted; a directory must be
+        empty (delete what is in it first).
+
+        Args:
+            path: Path relative to the workspace, e.g. 'out/old.txt'.
+        """
+        ws = self.workspace
+        parts = ws.parts(path)
+        if not parts:
+            raise ws.error("The path names the workspace directory itself; give a file path.")
+        where = ws.show(parts)
+        fd = ws.open_dir(parts[:-1])  # every directory on the way: confined, no symlink followed
+        try:
+            try:
+                st = os.stat(parts[-1], dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                raise ws.error(f"No file {where!r} in the workspace.") from None
+            kind = kind_of(st.st_mode)
+            if kind == "symlink":
+                raise ws.error(f"{where!r} is a symbolic link; symlinks are not followed in the workspace.")
+            if kind == "other":
+                raise ws.error(f"{where!r} is not a regular file; only files and empty directories are deleted.")
+            if kind == "file" and st.st_nlink > 1:
+                raise ws.error(
+                    f"{where!r} has {st.st_nlink} hard links, and a link may lie outside the workspace, "
+                    "so it is not deleted."
+                )
+            try:
+                # unlink and rmdir act on the name in this directory and never follow a symlink, even
+                # one swapped in since the check.
+                if kind == "directory":
+                    os.rmdir(parts[-1], dir_fd=fd)
+                else:
+                    os.unlink(parts[-1], dir_fd=fd)
+            except FileNotFoundError:
+                raise ws.error(f"No file {where!r} in the workspace.") from None
+            except OSError as exc:
+                if kind == "directory" and exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise ws.error(f"The directory {where!r} is not empty; delete the files in it first.") from None
+                raise ws.error(f"{where!r} cannot be deleted: {exc.strerror}.") from None
+        finally:
+            os.close(fd)
+        return {"path": where, "deleted": "directory" if kind == "directory" else "file"}
 
     # -- list ----------------------------------------------------------------------------------------
     def list_files(

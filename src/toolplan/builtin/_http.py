@@ -9,6 +9,7 @@ from typing import Any
 
 from ..tools import FunctionTool, ToolAnnotations, Toolset
 from ._fetch import HttpPolicy, HttpResponse
+from ._names import ToolNames, check_names
 
 __all__ = ("HttpTools",)
 
@@ -41,6 +42,8 @@ class HttpTools(Toolset):
         max_redirects: Redirects followed per call.
         verify: TLS verification: True (the system's CAs), False, or an ``ssl.SSLContext``.
         read_only: Offer only ``http_get``.
+        names: ``"toolplan"`` (``http_get``, ``http_post``) or ``"oasis"``: ``http_fetch`` (the same
+            GET, read-only and idempotent) and ``http_post``.
         prefix: Put in front of every function name (see `Toolset`).
     """
 
@@ -57,8 +60,10 @@ class HttpTools(Toolset):
         max_redirects: int = 5,
         verify: ssl.SSLContext | bool = True,
         read_only: bool = False,
+        names: ToolNames = "toolplan",
         prefix: str = "",
     ) -> None:
+        check_names("HttpTools", names)
         self.policy = HttpPolicy(
             allow_hosts=tuple(allow_hosts) if not isinstance(allow_hosts, str) else (allow_hosts,),
             allow_private_networks=allow_private_networks,
@@ -74,7 +79,8 @@ class HttpTools(Toolset):
         # A call's own deadline is `timeout`; the tool's timeout is a backstop a little later.
         read = ToolAnnotations(read_only=True, idempotent=True, timeout=timeout + 5)
         write = ToolAnnotations(destructive=True, timeout=timeout + 5)
-        functions: list[FunctionTool[Any]] = [FunctionTool(self.http_get, annotations=read)]
+        get = "http_fetch" if names == "oasis" else "http_get"
+        functions: list[FunctionTool[Any]] = [FunctionTool(self.http_get, name=get, annotations=read)]
         if not read_only:
             functions.append(FunctionTool(self.http_post, annotations=write))
         super().__init__(functions, prefix=prefix)

@@ -20,6 +20,7 @@ from .._errors import SandboxError, ToolError, UserError
 from .._threads import run_in_thread
 from ..sandbox._internal import SHELL_LAUNCHER, LogBuffer, landlock_abi, prefix_layers, sandbox_prefix
 from ..tools import FunctionTool, ToolAnnotations, Toolset
+from ._names import ToolNames, check_names
 
 __all__ = ("ShellLimits", "ShellResult", "ShellTools", "shell_confinement_problem")
 
@@ -136,6 +137,7 @@ class ShellTools(Toolset):
             it, True requires it, False never (seccomp then refuses those calls everywhere, so
             commands cannot change file modes or times even in the workspace).
         max_parallel: Commands of this toolset run at once at most (the tool's ``concurrency``).
+        names: ``"toolplan"`` (``run_shell``) or ``"oasis"`` (the same function as ``shell_exec``).
         prefix: Put in front of the function name (see `Toolset`).
     """
 
@@ -150,8 +152,10 @@ class ShellTools(Toolset):
         network_namespace: bool | None = None,
         mount_namespace: bool | None = None,
         max_parallel: int = 4,
+        names: ToolNames = "toolplan",
         prefix: str = "",
     ) -> None:
+        check_names("ShellTools", names)
         self.workspace = os.path.realpath(os.fspath(workspace))
         if not os.path.isdir(self.workspace):
             raise UserError(
@@ -168,9 +172,10 @@ class ShellTools(Toolset):
         self.mount_namespace = mount_namespace
         self.layers: tuple[str, ...] = ()
         """The confinement layers the last command got (e.g. ``("netns", "rlimits", "landlock", ...)``)."""
-        self._tool = f"{prefix}run_shell"
+        name = "shell_exec" if names == "oasis" else "run_shell"
+        self._tool = f"{prefix}{name}"
         annotations = ToolAnnotations(destructive=True, timeout=self.limits.wall_time + 15, concurrency=max_parallel)
-        super().__init__([FunctionTool(self.run_shell, annotations=annotations)], prefix=prefix)
+        super().__init__([FunctionTool(self.run_shell, name=name, annotations=annotations)], prefix=prefix)
 
     async def run_shell(
         self, command: str, stdin: str | None = None, timeout: float | None = None, check: bool = True
