@@ -176,3 +176,11 @@ async def test_a_toolplan_agent_plans_over_langchain_tools() -> None:
     assert result.output == "15 degrees."
     assert result.plan_results[0].outputs == {"cmp": "15.0 degrees apart"}
     assert sorted(CALLS) == ["compare:4.0:19.0", "get_weather:Oslo", "get_weather:Rome"]
+
+
+def test_the_plan_schema_names_each_tool_with_its_arguments() -> None:
+    schema = make_plan_tool(TOOLS).args_schema
+    assert isinstance(schema, dict)
+    variants = schema["properties"]["steps"]["items"]["anyOf"]
+    assert [v["properties"]["tool"]["const"] for v in variants] == ["get_weather", "compare"]
+    assert variants[0]["properties"]["arguments"]["required"] == ["city"]
