@@ -313,9 +313,9 @@ async def _fall_back(
         await _observe_fallback(run, choice, alternatives[0], fb_outcome, time.perf_counter() - began)
     if fb_outcome.error is None:
         return fb_outcome, attempt, True
-    fb_outcome = _name_nulls(run, fb_outcome, cs.fallback_arguments)
-    message = f"{outcome.error.message} The fallback {fb_tool!r} failed too: {fb_outcome.error.message}"
-    return CallOutcome(error=StepError(kind=fb_outcome.error.kind, message=message)), attempt, False
+    fb_error = _name_nulls(run, fb_outcome, cs.fallback_arguments).error or fb_outcome.error
+    message = f"{outcome.error.message} The fallback {fb_tool!r} failed too: {fb_error.message}"
+    return CallOutcome(error=StepError(kind=fb_error.kind, message=message)), attempt, False
 
 
 async def _observe_fallback(
