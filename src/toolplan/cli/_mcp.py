@@ -14,6 +14,7 @@ import typer
 from rich.table import Table
 
 from .._errors import OptionalDependencyError, ToolplanError
+from ..plan import META_TOOL_NAMES
 from ..tools import ToolRegistry
 from ._app import JsonOpt, ToolsOpt, _Command, _fail, _out, command_group
 from ._loader import CliInputError, load_tools, owners_of
@@ -193,6 +194,8 @@ def tools_command(
         )
     _out.print(table)
     for remote, why in toolset.skipped.items():
+        if remote in META_TOOL_NAMES:  # a toolplan server's own plan tool: its tools above are what plans call
+            why = "the server's own plan tool; a plan cannot run a plan, so plans call the tools above directly"
         say(_out, f"Left out {remote!r}: {why}.", "yellow")
 
 
