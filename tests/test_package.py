@@ -259,3 +259,19 @@ def test_test_modules_have_unique_names() -> None:
     tests = Path(__file__).resolve().parent
     names = Counter(p.name for p in tests.rglob("*.py") if p.name not in ("__init__.py", "conftest.py"))
     assert [n for n, c in names.items() if c > 1] == []
+
+
+def test_the_meta_tools_are_exported_side_by_side() -> None:
+    from toolplan import agent
+
+    assert toolplan.PlanTool is agent.PlanTool and toolplan.BatchTool is agent.BatchTool
+
+
+@pytest.mark.skipif(not (ROOT / "pyproject.toml").exists(), reason="runs from a source tree")
+def test_the_classifiers_name_every_python_the_package_supports() -> None:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    prefix = "Programming Language :: Python :: "
+    versions = [c.removeprefix(prefix) for c in project["classifiers"] if c.startswith(f"{prefix}3.")]
+    assert project["requires-python"] == ">=3.11" and versions == ["3.11", "3.12", "3.13"]

@@ -34,6 +34,7 @@ from ._errors import WorkerDiedError as WorkerDiedError
 from ._version import __version__ as __version__
 from .agent import Agent as Agent
 from .agent import AgentResult as AgentResult
+from .agent import BatchTool as BatchTool
 from .agent import ExecutionStrategy as ExecutionStrategy
 from .agent import NativeExecutor as NativeExecutor
 from .agent import PlanTool as PlanTool
@@ -67,6 +68,7 @@ from .tools import tool as tool
 __all__ = (
     "Agent",
     "AgentResult",
+    "BatchTool",
     "Budget",
     "CallContext",
     "ConcurrencyLimitError",

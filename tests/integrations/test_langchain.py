@@ -197,3 +197,11 @@ async def test_a_wrong_value_through_a_reference_never_reaches_a_langchain_tool(
     assert error is not None and error.kind == "invalid_arguments", error
     assert "argument 'a'" in error.message and "'warm'" in error.message
     assert not any(c.startswith("compare") for c in CALLS)
+
+
+def test_the_plan_schema_names_each_tool_with_its_arguments() -> None:
+    schema = make_plan_tool(TOOLS).args_schema
+    assert isinstance(schema, dict)
+    variants = schema["properties"]["steps"]["items"]["anyOf"]
+    assert [v["properties"]["tool"]["const"] for v in variants] == ["get_weather", "compare"]
+    assert variants[0]["properties"]["arguments"]["required"] == ["city"]

@@ -181,3 +181,12 @@ async def test_agents_function_tools_plug_into_toolplan_directly() -> None:
     result = await execute_plan(PLAN, registry)
     assert result.status == "succeeded" and result.outputs == {"cmp": "15.0 degrees apart"}
     assert json.loads(json.dumps(registry.definition("compare").parameters_json_schema))["required"] == ["a", "b"]
+
+
+def test_a_fixed_tool_list_puts_each_tools_arguments_in_the_plan_schema() -> None:
+    schema = plan_tool([get_weather, compare]).params_json_schema
+    variants = schema["properties"]["steps"]["items"]["anyOf"]
+    assert [v["properties"]["tool"]["const"] for v in variants] == ["get_weather", "compare"]
+    assert variants[1]["properties"]["arguments"]["required"] == ["a", "b"]
+    step = plan_tool().params_json_schema["properties"]["steps"]["items"]  # the agent's tools: known at call time
+    assert "enum" not in step["properties"]["tool"]

@@ -6,6 +6,7 @@ import json
 from typing import Any, cast
 
 import pytest
+from pydantic import BaseModel
 
 pytest.importorskip("pydantic_ai")
 
@@ -16,6 +17,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import UsageLimits
 
 from toolplan import ToolRegistry, execute_plan
+from toolplan.agent._metatools import DETAILED_PLAN_SCHEMA_MAX_TOOLS
+from toolplan.integrations._common import PlanOutcome
 from toolplan.integrations.pydantic_ai import ToolPlanning
 
 CALLS: list[str] = []
@@ -168,3 +171,88 @@ async def test_host_hooks_see_the_nested_calls_under_the_plan_call() -> None:
     nested = sorted(name for name, call_id in hook.seen if call_id.startswith("p1."))
     assert nested == ["compare", "get_weather", "get_weather"]
     assert ("execute_tool_plan", "p1") in hook.seen
+
+
+class Place(BaseModel):
+    city: str
+    country: str
+
+
+def forecast(place: Place, days: int) -> str:
+    """A forecast (a nested model: its schema has $defs)."""
+    return f"{days} days of sun in {place.city}, {place.country}"
+
+
+async def test_pydantic_ais_own_test_model_sends_a_valid_plan() -> None:
+    from pydantic_ai.models.test import TestModel
+
+    outcomes: list[PlanOutcome] = []
+    agent = Agent(TestModel(), tools=[forecast], capabilities=[ToolPlanning(outcomes=outcomes)])
+
+    @agent.tool_plain
+    def weather(city: str) -> str:
+        return f"sunny in {city}"
+
+    result = await agent.run("hi")
+    assert [o.is_error for o in outcomes] == [False]
+    record = outcomes[0].result
+    assert record is not None and record.status == "succeeded"
+    assert [s.output for s in record.steps.values()] == ["0 days of sun in a, a"]  # the first tool, real arguments
+    plan_text = json.loads(result.output)["execute_tool_plan"]
+    assert plan_text == '{"status":"succeeded","outputs":{"a":"0 days of sun in a, a"}}'
+
+
+async def test_test_model_call_tools_leaves_the_plan_tool_out() -> None:
+    from pydantic_ai.models.test import TestModel
+
+    outcomes: list[PlanOutcome] = []
+    agent = Agent(TestModel(call_tools=["forecast"]), tools=[forecast], capabilities=[ToolPlanning(outcomes=outcomes)])
+    assert (await agent.run("hi")).output == '{"forecast":"0 days of sun in a, a"}' and outcomes == []
+
+
+async def test_the_plan_schema_names_the_run_tools_and_their_arguments() -> None:
+    seen: list[dict[str, Any]] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.extend(t.parameters_json_schema for t in info.function_tools if t.name == "execute_tool_plan")
+        return ModelResponse(parts=[TextPart("done")])
+
+    await Agent(FunctionModel(model), tools=[forecast, get_weather], capabilities=[ToolPlanning()]).run("hi")
+    (schema,) = seen
+    variants = schema["properties"]["steps"]["items"]["anyOf"]
+    assert [v["properties"]["tool"]["const"] for v in variants] == ["forecast", "get_weather"]
+    assert variants[1]["properties"]["arguments"]["required"] == ["city"]
+    place = variants[0]["properties"]["arguments"]["properties"]["place"]
+    assert place == {"$ref": "#/$defs/forecast__Place"} and "forecast__Place" in schema["$defs"]
+    assert variants[0]["properties"]["fallback"]["properties"]["tool"]["enum"] == ["forecast", "get_weather"]
+
+
+async def test_a_large_catalog_gets_the_tool_names_only() -> None:
+    seen: list[dict[str, Any]] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.extend(t.parameters_json_schema for t in info.function_tools if t.name == "execute_tool_plan")
+        return ModelResponse(parts=[TextPart("done")])
+
+    def make(i: int) -> Tool[Any]:
+        def f(x: int) -> int:
+            return x + i
+
+        return Tool(f, name=f"t{i}")
+
+    count = DETAILED_PLAN_SCHEMA_MAX_TOOLS + 1
+    await Agent(FunctionModel(model), tools=[make(i) for i in range(count)], capabilities=[ToolPlanning()]).run("hi")
+    step = seen[0]["properties"]["steps"]["items"]
+    assert step["properties"]["tool"]["enum"] == [f"t{i}" for i in range(count)]
+    assert step["properties"]["arguments"]["type"] == "object" and "$defs" not in seen[0]
+
+
+async def test_without_tools_the_plan_tool_is_not_offered() -> None:
+    offered: list[list[str]] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        offered.append([t.name for t in info.function_tools])
+        return ModelResponse(parts=[TextPart("done")])
+
+    await Agent(FunctionModel(model), capabilities=[ToolPlanning()]).run("hi")
+    assert offered == [[]]

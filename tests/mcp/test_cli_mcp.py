@@ -114,3 +114,59 @@ def test_serve_refuses_the_network_without_a_token() -> None:
     done = toolplan("mcp", "serve", "--mcp-upstream", KV, "--transport", "streamable-http", "--host", "0.0.0.0")
     assert done.returncode == 2 and "--token" in done.stderr and "Traceback" not in done.stderr
     assert "--transport" in toolplan("mcp", "serve", "--mcp-upstream", KV, "--transport", "sse").stderr
+
+
+def test_mcp_tools_on_a_toolplan_server_says_what_a_missing_or_wrong_token_is(tmp_path: Path) -> None:
+    import socket
+    import time
+
+    tools = tmp_path / "tools.py"
+    tools.write_text(
+        textwrap.dedent(
+            '''
+            from toolplan import tool
+
+            @tool(read_only=True)
+            def shout(text: str) -> str:
+                """Upper case."""
+                return text.upper()
+            '''
+        ),
+        encoding="utf-8",
+    )
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    serve = ["mcp", "serve", "--tools", str(tools), "--transport", "streamable-http", "--port", str(port)]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "toolplan", *serve, "--token", "s3cret"],
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # until it listens (or the bound for a slow machine passes)
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, "the MCP server did not start"
+                time.sleep(0.1)
+        url = f"http://127.0.0.1:{port}/mcp"
+        env = {k: v for k, v in os.environ.items() if k != "TOOLPLAN_MCP_TOKEN"}
+        missing = subprocess.run(
+            [sys.executable, "-m", "toolplan", "mcp", "tools", "--url", url],
+            capture_output=True, text=True, env={**env, "PYTHONPATH": ENV["PYTHONPATH"]}, timeout=90, check=False,
+        )  # fmt: skip
+        assert missing.returncode == 2 and "wants a token, and none was sent (HTTP 401)" in missing.stderr
+        assert "Check that it is running" not in missing.stderr
+        wrong = toolplan("mcp", "tools", "--url", url, "--token", "nope")
+        assert wrong.returncode == 2 and "refused the token it was sent (HTTP 401)" in wrong.stderr
+        listed = toolplan("mcp", "tools", "--url", url, "--token", "s3cret")
+        assert listed.returncode == 0, listed.stderr
+        assert "shout" in listed.stdout and "give the toolset a prefix" not in listed.stdout
+        assert "Left out 'execute_tool_plan': the server's own plan tool" in " ".join(listed.stdout.split())
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

@@ -151,8 +151,11 @@ async def test_streamable_http_with_a_bearer_token(loopback_socket: socket.socke
             refused = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
         assert refused.status_code == 401
         assert refused.json()["code"] == "unauthorized" and "Bearer" in refused.json()["message"]
-        with pytest.raises(MCPConnectionError, match="Cannot connect"):
+        with pytest.raises(MCPConnectionError, match=r"refused the token it was sent \(HTTP 401\)"):
             await MCPToolset(url, headers={"Authorization": "Bearer wrong"}).connect()
+        with pytest.raises(MCPConnectionError, match=r"wants a token, and none was sent \(HTTP 401\)") as info:
+            await MCPToolset(url).connect()
+        assert "TOOLPLAN_MCP_TOKEN" in str(info.value) and "running" not in str(info.value)
 
 
 async def test_streamable_http_on_loopback_without_a_token(loopback_socket: socket.socket) -> None:

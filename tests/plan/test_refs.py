@@ -309,3 +309,41 @@ def test_compiled_references_are_not_tracked_by_the_garbage_collector() -> None:
     for _ in range(20):  # each collection untracks one more level of nested tuples (5 here)
         gc.collect()
     assert not gc.is_tracked(report.compiled.steps["c"].arguments)
+
+
+def test_a_reference_that_gives_null_is_named_in_the_steps_error() -> None:
+    @tool
+    def source() -> dict[str, Any]:
+        return {"x": None, "city": "Oslo"}
+
+    @tool
+    def weather(city: str, days: int = 1) -> str:
+        return city
+
+    @tool
+    def fails() -> str:
+        raise RuntimeError("down")
+
+    result = execute_plan_sync(
+        {
+            "steps": [
+                {"id": "src", "tool": "source", "arguments": {}},
+                {"id": "missing", "tool": "weather", "arguments": {"city": "$ref:src.cty"}},
+                {"id": "null", "tool": "weather", "arguments": {"city": "Rome", "days": "{{src.x}}"}},
+                {"id": "fine", "tool": "weather", "arguments": {"city": "$ref:src.city", "days": "$ref:src.x"}},
+                {
+                    "id": "fb",
+                    "tool": "fails",
+                    "arguments": {},
+                    "fallback": {"tool": "weather", "arguments": {"city": "$ref:src.y"}},
+                },
+            ]
+        },
+        [source, weather, fails],
+    )
+    errors = {sid: s.error.message for sid, s in result.steps.items() if s.error is not None}
+    assert errors["missing"].endswith("('$ref:src.cty' resolved to null: the output of step 'src' has no such field.)")
+    assert errors["null"].endswith("('{{src.x}}' resolved to null: it is null in the output of step 'src'.)")
+    assert "'$ref:src.city'" not in errors["fine"] and "'$ref:src.x' resolved to null" in errors["fine"]
+    assert "'$ref:src.y' resolved to null" in errors["fb"]
+    assert "resolved to null" in result.to_model_text()

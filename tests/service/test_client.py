@@ -418,3 +418,12 @@ def test_the_client_imports_neither_the_service_nor_fastapi() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_a_base_url_ending_in_v1_reaches_the_same_api(server: ThreadServer) -> None:
+    stored = None
+    for base in (f"{server.url}/v1", f"{server.url}/v1/"):
+        with Client(base, server.key, retry=FAST) as c:
+            assert c.base_url == server.url
+            stored = c.create_plan(CHAIN)
+            assert c.get_plan(stored.plan_id).plan == CHAIN

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from toolplan import ToolError, execute_plan, tool
+from toolplan import PlanValidationError, ToolError, execute_plan, tool
 from toolplan.skills import SkillTools
 from toolplan.store import open_store
 
@@ -289,3 +289,25 @@ async def test_an_embedders_unusable_number_is_a_clear_value_error(bad: object) 
 
     with pytest.raises(ValueError, match="not all finite numbers"):
         await embed_texts(embed, ["a skill"])
+
+
+async def test_a_plan_step_saves_a_plan_with_references_escaped_or_as_text(store_url: str) -> None:
+    escaped = json.loads(json.dumps(PAIR).replace("$ref:", "$$ref:"))
+    async with open_store(store_url) as store:
+        skills = SkillTools(store, TOOLS)
+        unescaped = {"steps": [{"id": "s", "tool": "skill_create", "arguments": {
+            "name": "w1", "description": "Warmer", "plan": PAIR, "parameters": PARAMS}}]}  # fmt: skip
+        with pytest.raises(PlanValidationError, match="'\\$ref:a' refers to step 'a'"):
+            await execute_plan(unescaped, [*TOOLS, skills])  # the calling plan's references: nothing saved
+        assert await skills.skill_search() == []
+        save = {"steps": [
+            {"id": "s1", "tool": "skill_create", "arguments": {
+                "name": "w1", "description": "Warmer", "plan": escaped, "parameters": PARAMS}},
+            {"id": "s2", "tool": "skill_create", "arguments": {
+                "name": "w2", "description": "Warmer", "plan": json.dumps(PAIR), "parameters": PARAMS}},
+        ]}  # fmt: skip
+        assert (await execute_plan(save, [*TOOLS, skills])).ok
+        for name in ("w1", "w2"):
+            row = await skills.rows.get(name)
+            assert row is not None and row.plan == PAIR  # saved as written
+            assert await skills.skill_run(name, {"first": "Lima", "second": "Oslo"}) == {"w": "Lima"}

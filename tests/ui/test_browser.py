@@ -110,6 +110,8 @@ def test_the_service_page_follows_an_execution(page: Any, service: ServiceThread
     page.fill("#key-input", "tpk_not_a_key")
     page.click("#key-entry button")
     expect(page.locator("#key-message")).to_contain_text("holds no valid key")
+    expect(page.locator("#key-message code")).to_have_text("toolplan keys list")  # code, not `backticks`
+    expect(page.locator("#key-message")).not_to_contain_text("`")
     page.fill("#key-input", service.key)
     page.click("#key-entry button")
     expect(page.locator("#key-form")).to_be_hidden()

@@ -64,8 +64,25 @@ def planning_instructions(tool_names: Sequence[str] = ()) -> str:
     )
 
 
-def _plan_schema(tool_names: Sequence[str], *, alternatives: bool = False) -> dict[str, Any]:
-    """The native plan's JSON Schema; with ``alternatives``, a step's tool may be ``{"one_of": [...]}``."""
+#: Up to this many tools, the plan schema spells out each tool's arguments (a step is one of
+#: ``{"tool": NAME, "arguments": <NAME's parameters>}``), so test models that generate arguments from
+#: the schema (pydantic-ai's ``TestModel``) and models with structured outputs produce valid plans.
+#: With more tools the schema only names them (an enum) and leaves ``arguments`` open, to stay small.
+DETAILED_PLAN_SCHEMA_MAX_TOOLS = 8
+
+
+def _plan_schema(
+    tool_names: Sequence[str],
+    *,
+    alternatives: bool = False,
+    parameters: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The native plan's JSON Schema.
+
+    With ``alternatives``, a step's tool may be ``{"one_of": [...]}``. With ``parameters`` (each
+    tool's parameters schema) and at most `DETAILED_PLAN_SCHEMA_MAX_TOOLS` tools, a step is one of
+    the tools with that tool's arguments.
+    """
     tool_schema: dict[str, Any] = {"type": "string", "description": "Name of the tool to call."}
     if tool_names:
         tool_schema["enum"] = list(tool_names)
@@ -90,30 +107,51 @@ def _plan_schema(tool_names: Sequence[str], *, alternatives: bool = False) -> di
         },
         "required": ["tool", "arguments"],
     }
-    step = {
-        "type": "object",
-        "properties": {
-            "id": {"type": "string", "pattern": "^[A-Za-z0-9_-]+$", "description": "Unique step id."},
-            "tool": step_tool,
-            "arguments": {
-                "type": "object",
-                "description": 'The tool\'s arguments; values may be "$ref:ID.path" or contain "{{ID.path}}".',
-            },
-            "depends_on": {
-                "type": "array",
-                "items": {"type": "string"},
-                "description": "Steps that must succeed first even though no output is used.",
-            },
-            "timeout": {"type": "number", "description": "Seconds before the step fails."},
-            "retry": {"type": "integer", "description": "Extra attempts if the step fails."},
-            "fallback": {**call, "description": "A call whose result replaces the step's if it fails."},
+    options = {
+        "depends_on": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Steps that must succeed first even though no output is used.",
         },
-        "required": ["id", "tool", "arguments"],
+        "timeout": {"type": "number", "description": "Seconds before the step fails."},
+        "retry": {"type": "integer", "description": "Extra attempts if the step fails."},
+        "fallback": {**call, "description": "A call whose result replaces the step's if it fails."},
     }
-    return {
+
+    def step(tool: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "properties": {
+                "id": {"type": "string", "pattern": "^[A-Za-z0-9_-]+$", "description": "Unique step id."},
+                "tool": tool,
+                "arguments": arguments,
+                **options,
+            },
+            "required": ["id", "tool", "arguments"],
+        }
+
+    open_arguments = {
+        "type": "object",
+        "description": 'The tool\'s arguments; values may be "$ref:ID.path" or contain "{{ID.path}}".',
+    }
+    defs: dict[str, Any] = {}
+    if parameters is not None and 0 < len(tool_names) <= DETAILED_PLAN_SCHEMA_MAX_TOOLS:
+        variants = [
+            step(
+                {"type": "string", "const": name, "description": "Name of the tool to call."},
+                _tool_arguments_schema(name, parameters.get(name), defs) or open_arguments,
+            )
+            for name in tool_names
+        ]
+        if alternatives:
+            variants.append(step(step_tool, open_arguments))
+        items: dict[str, Any] = {"anyOf": variants}
+    else:
+        items = step(step_tool, open_arguments)
+    schema: dict[str, Any] = {
         "type": "object",
         "properties": {
-            "steps": {"type": "array", "items": step, "minItems": 1},
+            "steps": {"type": "array", "items": items, "minItems": 1},
             "output_steps": {
                 "type": "array",
                 "items": {"type": "string"},
@@ -123,6 +161,55 @@ def _plan_schema(tool_names: Sequence[str], *, alternatives: bool = False) -> di
         },
         "required": ["steps"],
     }
+    if defs:
+        schema["$defs"] = defs
+    return schema
+
+
+_LOCAL_DEFS = ("#/$defs/", "#/definitions/")
+
+
+def _tool_arguments_schema(
+    name: str, parameters: Mapping[str, Any] | None, defs: dict[str, Any]
+) -> dict[str, Any] | None:
+    """``name``'s parameters schema as a plan step's ``arguments``; its definitions move into ``defs``.
+
+    None when the schema cannot be embedded (a ``$ref`` other than into its own definitions).
+    """
+    if parameters is None:
+        return None
+    own = {**dict(parameters.get("definitions") or {}), **dict(parameters.get("$defs") or {})}
+    renamed = {key: f"{name}__{key}" for key in own}
+
+    def move(node: Any) -> Any:
+        if isinstance(node, Mapping):
+            out: dict[str, Any] = {}
+            for key, value in node.items():
+                if key == "$ref" and isinstance(value, str):
+                    prefix = next((p for p in _LOCAL_DEFS if value.startswith(p)), None)
+                    target = value[len(prefix) :] if prefix is not None else None
+                    if target not in renamed:
+                        raise LookupError(value)
+                    out[key] = f"#/$defs/{renamed[target]}"
+                else:
+                    out[key] = move(value)
+            return out
+        if isinstance(node, list):
+            return [move(v) for v in node]
+        return node
+
+    try:
+        body: dict[str, Any] = move({k: v for k, v in parameters.items() if k not in ("$defs", "definitions", "title")})
+        moved = {renamed[key]: move(value) for key, value in own.items()}
+    except LookupError:
+        return None
+    defs.update(moved)
+    body.setdefault("type", "object")
+    body["description"] = (
+        f'The arguments of {name}; any value may instead be a reference: "$ref:ID.path" (the whole value) '
+        'or "{{ID.path}}" inside a string.'
+    )
+    return body
 
 
 def _batch_schema(tool_names: Sequence[str]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from .._errors import OptionalDependencyError, ToolplanError
+from ..plan import META_TOOL_NAMES
 from ..tools import ToolRegistry
 from ._common import Command, JsonOpt, ToolsOpt, command_group, err, fail, out
 from ._loader import CliInputError, load_tools, owners_of
@@ -193,6 +194,8 @@ def tools_command(
     ]
     print_listing(out, ("tool", "read_only", "idempotent", "destructive", "open_world", "description"), listing)
     for remote, why in toolset.skipped.items():
+        if remote in META_TOOL_NAMES:  # a toolplan server's own plan tool: its tools above are what plans call
+            why = "the server's own plan tool; a plan cannot run a plan, so plans call the tools above directly"
         say(out, f"Left out {remote!r}: {why}.", "yellow")
 
 

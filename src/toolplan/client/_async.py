@@ -48,7 +48,8 @@ class AsyncClient:
     ```
 
     Args:
-        base_url: Where the service answers, e.g. ``http://127.0.0.1:8000``.
+        base_url: Where the service answers, e.g. ``http://127.0.0.1:8000`` (or its API root,
+            ``http://127.0.0.1:8000/v1``).
         api_key: A key of the service (``toolplan keys create``), sent as ``X-API-Key``.
         timeout: Seconds to connect, to send, and to wait for an answer (a call with ``wait=`` waits
             that much longer).

@@ -141,7 +141,8 @@ def http_options(base_url: str, api_key: str, timeout: float) -> dict[str, Any]:
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
         raise UserError(f"timeout must be seconds (more than 0), not {timeout!r}.")
     return {
-        "base_url": base_url.rstrip("/"),
+        # Every path starts with /v1: a base_url that names the API root itself ("…/v1") works too.
+        "base_url": base_url.rstrip("/").removesuffix("/v1"),
         "headers": {KEY_HEADER: api_key, "User-Agent": f"toolplan-client/{__version__}"},
         "timeout": httpx.Timeout(timeout),
     }

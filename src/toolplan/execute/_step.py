@@ -23,7 +23,7 @@ from .. import _faults
 from .._errors import StoreError, ToolplanError
 from .._records import maker
 from ..plan import CompiledStep
-from ..plan._internal import Ref, resolve_compiled
+from ..plan._internal import Ref, null_references, resolve_compiled
 from ._choice import FIXED_CHOOSER, Choice, ChoiceOutcome, ChoiceRequest
 from ._events import StepRetrying, StepStarted, ToolChosen
 from ._invoke import CallOutcome, ended
@@ -80,6 +80,18 @@ def _unresolvable(cs: CompiledStep, exc: BaseException) -> StepError:
     )
 
 
+def _name_nulls(run: PlanRun, outcome: CallOutcome, arguments: Any) -> CallOutcome:
+    """A call refused for its arguments: its error names each reference that gave null."""
+    error = outcome.error
+    if error is None or error.kind != "invalid_arguments":
+        return outcome
+    nulls = null_references(arguments, run.outputs)
+    if not nulls:
+        return outcome
+    named = dataclasses.replace(error, message=f"{error.message} ({'; '.join(nulls)}.)")
+    return dataclasses.replace(outcome, error=named)
+
+
 def _missed(missed: list[Ref]) -> tuple[str, ...]:
     return tuple(f"{r[3]} resolved to nothing (no such field in {r[1]!r}'s output)." for r in missed)
 
@@ -134,6 +146,7 @@ async def run_step(run: PlanRun, cs: CompiledStep) -> StepResult:
             warnings=_missed(missed) if missed else (),
         )
     run.hold_until_done(tool, outcome)
+    outcome = _name_nulls(run, outcome, cs.arguments)
     outcome, attempt, used_fallback = await _recover(run, cs, args, outcome, attempt, retries, timeout, missed)
     return _end(run, cs, outcome, attempt, args, used_fallback, missed)
 
@@ -301,8 +314,9 @@ async def _fall_back(
         await _observe_fallback(run, choice, alternatives[0], fb_outcome, time.perf_counter() - began)
     if fb_outcome.error is None:
         return fb_outcome, attempt, True
-    message = f"{outcome.error.message} The fallback {fb_tool!r} failed too: {fb_outcome.error.message}"
-    return CallOutcome(error=StepError(kind=fb_outcome.error.kind, message=message)), attempt, False
+    fb_error = _name_nulls(run, fb_outcome, cs.fallback_arguments).error or fb_outcome.error
+    message = f"{outcome.error.message} The fallback {fb_tool!r} failed too: {fb_error.message}"
+    return CallOutcome(error=StepError(kind=fb_error.kind, message=message)), attempt, False
 
 
 async def _observe_fallback(

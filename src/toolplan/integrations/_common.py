@@ -10,11 +10,12 @@ from typing import Any
 
 from .._errors import PlanValidationError
 from ..agent import PlanTool
+from ..agent._internal import _plan_schema
 from ..execute import EventHandler, PlanResult, RunLimits
 from ..plan import Budget
-from ..tools import ToolsLike
+from ..tools import ToolRegistry, ToolsLike
 
-__all__ = ("PlanOutcome", "require", "run_plan")
+__all__ = ("PlanOutcome", "plan_schema", "require", "run_plan")
 
 
 def require(module: str, extra: str, framework: str) -> ModuleType:
@@ -25,6 +26,19 @@ def require(module: str, extra: str, framework: str) -> ModuleType:
         raise ImportError(
             f"toolplan's {framework} integration needs {framework}: pip install 'toolplan[{extra}]'"
         ) from exc
+
+
+def plan_schema(registry: ToolRegistry | None) -> dict[str, Any]:
+    """The plan tool's schema over ``registry`` (None: tools known only at call time, so not named).
+
+    A small catalog's schema spells out each tool's arguments (see `DETAILED_PLAN_SCHEMA_MAX_TOOLS`).
+    """
+    if registry is None:
+        return _plan_schema(())
+    definitions = registry.definitions()
+    return _plan_schema(
+        [d.name for d in definitions], parameters={d.name: d.parameters_json_schema for d in definitions}
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -18,11 +18,11 @@ from typing import Any
 
 from .._errors import UserError
 from ..agent import PLAN_TOOL_NAME
-from ..agent._internal import _PLAN_DESCRIPTION, _plan_schema
+from ..agent._internal import _PLAN_DESCRIPTION
 from ..execute import DEFAULT_MAX_VALUE_CHARS, PlanEvent, RunLimits
 from ..tools import ToolRegistry
 from ..tools._internal import LangChainTool
-from ._common import require, run_plan
+from ._common import plan_schema, require, run_plan
 
 require("langchain_core", "langchain", "LangChain")
 
@@ -74,8 +74,7 @@ def make_plan_tool(
         name: The plan tool's name.
     """
     tools = list(tools)
-    names = [t.name for t in tools]
-    ToolRegistry([LangChainTool(t) for t in tools])  # fails now, not at the first call, on a duplicate name
+    known = ToolRegistry([LangChainTool(t) for t in tools])  # fails now, not at the first call, on a duplicate name
 
     async def execute_tool_plan(
         config: RunnableConfig, callbacks: Any = None, **plan: Any
@@ -108,6 +107,6 @@ def make_plan_tool(
         coroutine=execute_tool_plan,
         name=name,
         description=_PLAN_DESCRIPTION,
-        args_schema=_plan_schema(names),
+        args_schema=plan_schema(known),
         response_format="content_and_artifact",
     )

@@ -17,11 +17,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..agent import PLAN_TOOL_NAME
-from ..agent._internal import _PLAN_DESCRIPTION, _plan_schema
+from ..agent._internal import _PLAN_DESCRIPTION
 from ..execute import DEFAULT_MAX_VALUE_CHARS, RunLimits
 from ..tools import ToolRegistry
 from ..tools._internal import AgentsFunctionTool
-from ._common import PlanOutcome, require, run_plan
+from ._common import PlanOutcome, plan_schema, require, run_plan
 
 require("agents", "openai-agents", "the OpenAI Agents SDK")
 
@@ -53,8 +53,8 @@ def plan_tool(
         outcomes: A list to append each call's outcome to (every step's record), for inspection.
     """
     fixed = list(tools) if tools is not None else None
-    if fixed is not None:
-        ToolRegistry([AgentsFunctionTool(t) for t in fixed])  # a duplicate name fails now, not at the first call
+    # A duplicate name fails now, not at the first call; the schema names the tools (and their arguments).
+    known = ToolRegistry([AgentsFunctionTool(t) for t in fixed]) if fixed is not None else None
 
     async def invoke(ctx: ToolContext[Any], payload: str) -> str:
         if len(payload) > MAX_PLAN_CHARS:
@@ -87,7 +87,7 @@ def plan_tool(
     return FunctionTool(
         name=name,
         description=_PLAN_DESCRIPTION,
-        params_json_schema=_plan_schema([t.name for t in fixed] if fixed is not None else ()),
+        params_json_schema=plan_schema(known),
         on_invoke_tool=invoke,
         strict_json_schema=False,
     )

@@ -1,7 +1,9 @@
 """toolplan in pydantic-ai: ``Agent(..., capabilities=[ToolPlanning()])``.
 
 The capability adds ``execute_tool_plan`` over the agent's own tools and the planning section of the
-instructions. Every nested call goes through the run's pydantic-ai ``ToolManager`` (argument
+instructions; at each step the plan tool's schema names the tools the model may plan with (and,
+for a small catalog, their arguments), so pydantic-ai's ``TestModel`` sends valid plans. Every
+nested call goes through the run's pydantic-ai ``ToolManager`` (argument
 validation, ``args_validator``, capability hooks, tracing), each step reserves one unit of the
 run's ``UsageLimits.tool_calls_limit`` before it starts (steps beyond it end ``not_run``, and the
 model is told), and tools that need approval or are deferred make the plan fail validation.
@@ -12,7 +14,7 @@ Needs ``pip install 'toolplan[pydantic-ai]'``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..agent import PLAN_TOOL_NAME, planning_instructions
@@ -29,6 +31,7 @@ from pydantic_ai.capabilities import AbstractCapability  # noqa: E402
 from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry, ToolFailed  # noqa: E402
 from pydantic_ai.messages import ToolCallPart, ToolReturn  # noqa: E402
 from pydantic_ai.tools import Tool as PydanticTool  # noqa: E402
+from pydantic_ai.tools import ToolDefinition as PydanticToolDefinition  # noqa: E402
 from pydantic_ai.tools import ToolDenied  # noqa: E402
 from pydantic_ai.toolsets import FunctionToolset  # noqa: E402
 
@@ -140,6 +143,22 @@ class ToolPlanning(AbstractCapability[Any]):
             ]
         )
         return toolset
+
+    async def prepare_tools(
+        self, ctx: RunContext[Any], tool_defs: list[PydanticToolDefinition]
+    ) -> list[PydanticToolDefinition]:
+        """Name this step's tools in the plan schema (with their arguments, for a small catalog).
+
+        A model that builds arguments from the schema (pydantic-ai's ``TestModel``, structured
+        outputs) then sends a valid plan; with no tool a plan could call, the plan tool is left out.
+        """
+        plannable = [t for t in tool_defs if t.name != PLAN_TOOL_NAME and t.kind == "function" and not t.defer]
+        if not plannable:
+            return [t for t in tool_defs if t.name != PLAN_TOOL_NAME]
+        schema = _plan_schema(
+            [t.name for t in plannable], parameters={t.name: t.parameters_json_schema for t in plannable}
+        )
+        return [replace(t, parameters_json_schema=schema) if t.name == PLAN_TOOL_NAME else t for t in tool_defs]
 
     async def _execute(self, ctx: RunContext[Any], **arguments: Any) -> str:
         manager = ctx.tool_manager

@@ -213,6 +213,7 @@ class MCPToolset:
         self.skipped: dict[str, str] = {}
         """Tools of the server left out, by the server's name: why (an invalid or taken name)."""
         self._conn: _Connection | None = None
+        self._refused: int | None = None  # a 401/403 answer while connecting (a missing or wrong token)
         self._lock: asyncio.Lock | None = None  # the server's mutation lock (made in the running loop)
         self._lock_loop: asyncio.AbstractEventLoop | None = None
 
@@ -367,15 +368,35 @@ class MCPToolset:
         server = self.server
         if isinstance(server, Client):
             return server
-        if isinstance(server, str) and self.headers:
+        if isinstance(server, str) and server.startswith(("http://", "https://")):
             import httpx2
             from mcp.client.streamable_http import streamable_http_client
 
+            self._refused = None  # of this connection
+
+            async def note_refusal(response: httpx2.Response) -> None:
+                if response.status_code in (401, 403):  # the SDK's error says only "an error response"
+                    self._refused = response.status_code
+
             # The SDK's defaults for MCP over HTTP: 30 s to connect and write, 300 s to read a stream.
-            http = httpx2.AsyncClient(headers=self.headers, timeout=httpx2.Timeout(30.0, read=300.0))
+            http = httpx2.AsyncClient(
+                headers=self.headers,
+                timeout=httpx2.Timeout(30.0, read=300.0),
+                event_hooks={"response": [note_refusal]},
+            )
             stack.push_async_callback(http.aclose)  # a client handed to the transport is ours to close
             return Client(streamable_http_client(server, http_client=http), message_handler=self._on_message)
         return Client(server, message_handler=self._on_message)
+
+    def _refusal_message(self, status: int) -> str:
+        """The server answered 401/403: the token is missing or wrong (not a server that is down)."""
+        sent = any(k.lower() == "authorization" for k in self.headers)
+        what = "refused the token it was sent" if sent else "wants a token, and none was sent"
+        return (
+            f"The MCP server {self.name!r} {what} (HTTP {status}). Give it the server's bearer token: on the "
+            "command line, the TOOLPLAN_MCP_TOKEN variable (or `mcp tools --token TOKEN`); in Python, "
+            "MCPToolset(url, headers={'Authorization': 'Bearer TOKEN'})."
+        )
 
     async def _own(self, conn: _Connection) -> None:
         """The owner task: open, list, serve jobs until told to stop (or the server dies), close."""
@@ -395,16 +416,19 @@ class MCPToolset:
         except BaseException as exc:  # the owner reports every way it ends to its callers
             conn.dead = True
             leaf = _leaf(exc)
-            error = (
-                leaf
-                if isinstance(leaf, MCPConnectionError)
-                else MCPConnectionError(
-                    f"Cannot connect to the MCP server {self.name!r}: {_describe(exc)}. Check that it is running "
-                    "and reachable (the URL, or the command and its environment)."
-                    if not conn.ready.done()
-                    else f"The connection to the MCP server {self.name!r} failed: {_describe(exc)}."
-                )
-            )
+            if isinstance(leaf, MCPConnectionError):  # a deadline of ours, already a clear error
+                error = leaf
+            else:
+                if conn.ready.done():
+                    message = f"The connection to the MCP server {self.name!r} failed: {_describe(exc)}."
+                elif self._refused is not None:
+                    message = self._refusal_message(self._refused)
+                else:
+                    message = (
+                        f"Cannot connect to the MCP server {self.name!r}: {_describe(exc)}. Check that it is running "
+                        "and reachable (the URL, or the command and its environment)."
+                    )
+                error = MCPConnectionError(message)
             if not conn.ready.done():
                 conn.ready.set_exception(error)
                 conn.ready.exception()  # retrieved: a connection nobody waited for logs nothing

@@ -12,6 +12,7 @@ from ._parse import parse_source as parse_source
 from ._refs import Ref as Ref
 from ._refs import compile_arguments as compile_arguments
 from ._refs import literal as literal
+from ._refs import null_references as null_references
 from ._refs import resolve_compiled as resolve_compiled
 from ._validate import step_dependencies as step_dependencies
 
@@ -22,6 +23,7 @@ __all__ = (
     "_show",
     "compile_arguments",
     "literal",
+    "null_references",
     "parse_source",
     "resolve_compiled",
     "step_dependencies",

@@ -450,6 +450,40 @@ def resolve_compiled(
     return "".join(chunks)
 
 
+def null_references(compiled: Compiled, outputs: Mapping[str, Any]) -> list[str]:
+    """Why each whole-value reference in ``compiled`` gave null, one sentence each.
+
+    For the error of a step whose arguments failed validation: a null the model did not write is
+    the likely cause, and the error names the reference.
+    """
+    found: list[str] = []
+
+    def walk(c: Any) -> None:
+        if type(c) is not tuple:
+            return
+        tag = c[0]
+        if tag == REF:
+            if c[1] not in outputs:
+                return
+            try:
+                value = _field(c, outputs[c[1]]) if c[2] else outputs[c[1]]
+            except ReferenceResolutionError:
+                return
+            if value is _MISSING:
+                found.append(f"{c[3]!r} resolved to null: the output of step {c[1]!r} has no such field")
+            elif value is None:
+                found.append(f"{c[3]!r} resolved to null: it is null in the output of step {c[1]!r}")
+        elif tag == DICT:
+            for v in c[2::2]:
+                walk(v)
+        elif tag == LIST:
+            for v in c[1:]:
+                walk(v)
+
+    walk(compiled)
+    return found
+
+
 # Types whose values are handed over as they are: immutable, nothing inside to corrupt.
 _SHARED = frozenset({str, int, float, bool, type(None)})
 

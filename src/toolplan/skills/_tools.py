@@ -151,7 +151,8 @@ class SkillTools(Toolset):
         Args:
             name: The skill's name: letters, digits, _ and - (at most 48).
             description: What it does and when to use it (used to find it).
-            plan: The plan (execute_tool_plan's format); its arguments may use {{params.x}}.
+            plan: The plan (execute_tool_plan's format); its arguments may use {{params.x}}. As a step
+                of another plan, write $$ref: for each $ref: (or give the plan as JSON text).
             parameters: JSON Schema of the parameters ({"type": "object", "properties": {...}}),
                 or a map of parameter name to schema.
         """

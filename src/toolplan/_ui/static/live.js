@@ -55,10 +55,29 @@
     return sessionStorage.getItem(KEY_STORE) || "";
   }
 
+  // A server message as text, its `quoted` parts (commands, headers) as code.
+  function setMessage(element, message) {
+    element.replaceChildren();
+    const parts = String(message).split("`");
+    if (parts.length % 2 === 0) { // an unpaired backtick stays text
+      const last = parts.pop();
+      parts[parts.length - 1] += "`" + last;
+    }
+    parts.forEach((part, i) => {
+      if (i % 2 === 1) {
+        const code = document.createElement("code");
+        code.textContent = part;
+        element.append(code);
+      } else if (part) {
+        element.append(document.createTextNode(part));
+      }
+    });
+  }
+
   function askKey(message) {
     $("key-form").hidden = false;
     $("views").hidden = true;
-    if (message) $("key-message").textContent = message;
+    if (message) setMessage($("key-message"), message);
     $("key-input").focus();
   }
 
@@ -567,7 +586,7 @@
     }
     const box = $("problem");
     box.hidden = false;
-    box.textContent = error.message || String(error);
+    setMessage(box, error.message || String(error));
     if (!state.order.length) { state.status = "unavailable"; drawHeader(); }
   }
 
