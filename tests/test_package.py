@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
 import inspect
 import pickle
@@ -10,6 +11,7 @@ import pkgutil
 import subprocess
 import sys
 import traceback
+import types
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -20,34 +22,34 @@ import toolplan
 
 SRC = Path(toolplan.__file__).parent
 
-# DESIGN.md §1, bottom to top: a package may import only from packages at or below its level. One change
-# from the drawing there: store/ sits above execute/ and agent/ (it keeps their records, so it imports
-# them), not at the bottom; they reach a store only through the protocol execute/ owns (`RunStore`).
-# tracing/ is the bottom layer: the engine (execute/) and the agent both make spans through it, and it
+# DESIGN.md §1, bottom to top: a package may import only from packages below it. docs/architecture.md draws
+# this list (tests/test_docs_reference.py checks it). One change from DESIGN.md's drawing: tracing/ is the
+# bottom layer, not beside policy/: the engine (execute/) and the agent both make spans through it, and it
 # imports only the package's root modules (the call context). tools/builtin/ and sandbox's module
 # `__getattr__` are deprecated aliases of toolplan.builtin: they look its names up when asked, never at import.
 LAYERS = [
     "tracing",
     "tools",
     "plan",
+    "models",
     "sandbox",
     "builtin",
     "execute",
     "policy",
-    "models",
-    "agent",
-    "mcp",
-    "backends",
     "store",
+    "backends",
+    "agent",
     "knowledge",
     "planner",
     "skills",
     "schedules",
+    "mcp",
+    "integrations",
     "testing",
     "client",
+    "_ui",
     "service",
     "cli",
-    "integrations",
 ]
 
 
@@ -67,33 +69,133 @@ def test_subpackage_all(package: str) -> None:
         assert hasattr(module, name), f"toolplan.{package}.{name}"
 
 
-def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text())
-    found: set[str] = set()
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(p): p for p in SRC.rglob("*.py")}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Import:
+    module: str  # the importing module
+    target: str  # the module imported from (a name that is itself a module counts as the target)
+    line: int
+    type_only: bool  # inside ``if TYPE_CHECKING:``
+
+
+def _package(module: str) -> str:
+    """The subpackage of toolplan a module belongs to ("" for the root modules)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and (SRC / parts[1]).is_dir() else ""
+
+
+def _imports_of(module: str) -> list[_Import]:
+    path = MODULES[module]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    type_only = {
+        id(n)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for n in ast.walk(node)
+    }
+    found = []
     for node in ast.walk(tree):
+        targets: list[str] = []
         if isinstance(node, ast.ImportFrom):
-            if node.level == 2 and node.module:
-                found.add(node.module.split(".")[0])
-            elif node.level == 0 and node.module and node.module.startswith("toolplan."):
-                found.add(node.module.split(".")[1])
+            if node.level:
+                base = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            targets = [f"{source}.{a.name}" if f"{source}.{a.name}" in MODULES else source for a in node.names]
         elif isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name.startswith("toolplan."):
-                    found.add(alias.name.split(".")[1])
+            targets = [a.name for a in node.names]
+        for target in targets:
+            if target.split(".")[0] == "toolplan" and target != module:
+                found.append(_Import(module, target, node.lineno, id(node) in type_only))
     return found
+
+
+IMPORTS = [i for m in MODULES for i in _imports_of(m)]
+
+
+def test_every_subpackage_has_a_layer() -> None:
+    packages = {p.name for p in SRC.iterdir() if (p / "__init__.py").is_file()}
+    assert sorted(packages - set(LAYERS)) == [], "place each new package in LAYERS (and docs/architecture.md)"
+    assert sorted(set(LAYERS) - packages) == []
 
 
 def test_layers_only_import_downwards() -> None:
     problems = []
-    for package in LAYERS:
-        directory = SRC / package
-        if not directory.is_dir():
+    for i in IMPORTS:
+        mine, theirs = _package(i.module), _package(i.target)
+        if mine and theirs and LAYERS.index(theirs) > LAYERS.index(mine):
+            problems.append(f"{i.module}:{i.line} imports {i.target}")
+    assert problems == []
+
+
+def test_siblings_use_only_a_package_face_or_its_internal_seam() -> None:
+    # Another package's private module is reached only through that package's _internal.py (what it
+    # offers its siblings), never directly. The root modules (_errors, _json, ...) are the kernel: free to all.
+    problems = []
+    for i in IMPORTS:
+        mine, theirs = _package(i.module), _package(i.target)
+        if not theirs or theirs == mine:
             continue
-        level = LAYERS.index(package)
-        for path in directory.rglob("*.py"):
-            for imported in _imports(path):
-                if imported in LAYERS and LAYERS.index(imported) > level:
-                    problems.append(f"{path.relative_to(SRC)} imports toolplan.{imported}")
+        inner = i.target.split(".")[2:]  # below toolplan.<package>
+        if any(part.startswith("_") for part in inner) and inner != ["_internal"]:
+            problems.append(f"{i.module}:{i.line} imports {i.target}: use toolplan.{theirs}._internal")
+    assert problems == []
+
+
+def test_no_import_cycle_between_modules() -> None:
+    # Cycles through ``if TYPE_CHECKING:`` imports are allowed (they never run); package faces re-export.
+    graph: dict[str, set[str]] = {}
+    for i in IMPORTS:
+        if not i.type_only and MODULES[i.target].name != "__init__.py" and MODULES[i.module].name != "__init__.py":
+            graph.setdefault(i.module, set()).add(i.target)
+    seen: dict[str, int] = {}  # 1: on the path, 2: done
+    cycles: list[list[str]] = []
+
+    def visit(node: str, path: list[str]) -> None:
+        seen[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if seen.get(nxt) == 1:
+                cycles.append([*path[path.index(nxt) :], nxt])
+            elif nxt not in seen:
+                visit(nxt, [*path, nxt])
+        seen[node] = 2
+
+    for start in sorted(graph):
+        if start not in seen:
+            visit(start, [start])
+    assert cycles == []
+
+
+def test_subpackage_all_lists_every_public_name() -> None:
+    # Both ways: each name in __all__ exists (test_subpackage_all), and each public name a face defines or
+    # imports is in __all__ (submodules aside).
+    problems = []
+    for m in pkgutil.iter_modules([str(SRC)]):
+        if not m.ispkg:
+            continue
+        module = importlib.import_module(f"toolplan.{m.name}")
+        submodules = {s.name for s in pkgutil.iter_modules(module.__path__)}
+        public = {
+            n
+            for n, v in vars(module).items()
+            if not n.startswith("_")
+            and n not in submodules
+            and n != "annotations"
+            and not isinstance(v, types.ModuleType)
+            and getattr(v, "__module__", None) != "typing"
+        }
+        missing = sorted(public - set(module.__all__))
+        if missing:
+            problems.append(f"toolplan.{m.name}: {missing} not in __all__")
     assert problems == []
 
 

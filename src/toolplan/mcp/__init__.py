@@ -12,12 +12,12 @@ async with MCPToolset("http://127.0.0.1:8000/mcp") as remote, MCPToolset.stdio("
 Needs ``pip install "toolplan[mcp]"``. See docs/mcp.md.
 """
 
-from .._errors import OptionalDependencyError
+from .._errors import OptionalDependencyError as _OptionalDependencyError
 
 try:
     import mcp as _mcp  # noqa: F401
 except ImportError as _exc:  # pragma: no cover - depends on the environment
-    raise OptionalDependencyError("toolplan.mcp", "mcp", package=_exc.name) from _exc
+    raise _OptionalDependencyError("toolplan.mcp", "mcp", package=_exc.name) from _exc
 
 from ._convert import MCPHints as MCPHints
 from ._server import create_server as create_server

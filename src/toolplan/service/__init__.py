@@ -12,7 +12,7 @@ Needs ``pip install "toolplan[service]"``. See docs/service.md for the API (Grap
 docs/service-graphql.md).
 """
 
-from .._errors import OptionalDependencyError
+from .._errors import OptionalDependencyError as _OptionalDependencyError
 
 try:
     import fastapi as _fastapi  # noqa: F401
@@ -20,7 +20,7 @@ try:
     import strawberry as _strawberry  # noqa: F401
     import uvicorn as _uvicorn  # noqa: F401
 except ImportError as _exc:  # pragma: no cover - depends on the environment
-    raise OptionalDependencyError("toolplan.service", "service", package=_exc.name) from _exc
+    raise _OptionalDependencyError("toolplan.service", "service", package=_exc.name) from _exc
 
 from ._app import create_app as create_app
 from ._config import ServiceConfig as ServiceConfig
