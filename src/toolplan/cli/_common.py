@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 import typer
 from rich.console import Console
 
+from .._defaults import MAX_LEASE, MIN_LEASE
 from .._errors import PlanValidationError, ToolplanError
 from ..execute import Backend, PlanResult
 from ..plan import DEFAULT_MAX_STEPS, ValidationReport, validate_plan
@@ -427,8 +428,8 @@ def _lease() -> float | None:
         lease = float(text)
     except ValueError:
         lease = float("nan")
-    if not 0.1 <= lease <= 86_400:
-        fail(f"TOOLPLAN_LEASE must be a number of seconds from 0.1 to 86400, not {text[:40]!r}.")
+    if not MIN_LEASE <= lease <= MAX_LEASE:
+        fail(f"TOOLPLAN_LEASE must be a number of seconds from {MIN_LEASE} to {MAX_LEASE:.0f}, not {text[:40]!r}.")
     return lease
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
+from .._defaults import DEFAULT_PAGE_SIZE
 from .._errors import RunConflictError, ToolplanError
 from ..execute import PlanResult
 from ._common import (
@@ -64,7 +65,9 @@ def _summary_dict(s: RunSummary) -> dict[str, Any]:
 def list_runs(
     db: ListDbOpt = None,
     as_json: JsonOpt = False,
-    limit: Annotated[int, typer.Option("--limit", metavar="N", min=1, max=10_000, help="Most runs shown.")] = 50,
+    limit: Annotated[
+        int, typer.Option("--limit", metavar="N", min=1, max=10_000, help="Most runs shown.")
+    ] = DEFAULT_PAGE_SIZE,
     status: Annotated[
         str | None, typer.Option("--status", metavar="STATUS", help="Only runs with this status (e.g. running).")
     ] = None,

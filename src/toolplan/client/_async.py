@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import httpx
 from httpx_sse import aconnect_sse
 
-from .._paging import DEFAULT_PAGE_SIZE
+from .._defaults import DEFAULT_PAGE_SIZE
 from ..plan import Plan
 from . import _calls as calls
 from ._calls import DEFAULT_RETRY, DEFAULT_TIMEOUT, Call, Page, RetryPolicy

@@ -8,9 +8,9 @@ import time
 from collections.abc import Callable
 from typing import Any, Literal
 
+from .._defaults import DEFAULT_PAGE_SIZE
 from .._errors import PlanNotFoundError, PlanValidationError, ToolError, UserError
 from .._json import dumps, loads
-from .._paging import DEFAULT_PAGE_SIZE
 from ..execute import RunLimits
 from ..plan import Plan, compile_plan, parse_plan
 from ..planner import Planner

@@ -37,7 +37,7 @@ from strawberry.fastapi import router as _strawberry_router
 from strawberry.scalars import JSON
 from strawberry.types import ExecutionContext, Info
 
-from .._paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from .._defaults import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from ..planner import new_id
 from ._core import Service, execution_view
 from ._errors import ApiError, coded

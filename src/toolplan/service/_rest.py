@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse
 
-from .._paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from .._defaults import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from .._ui import graph_view
 from ._core import Service, execution_view
 from ._events import event_stream

@@ -26,11 +26,8 @@ import sqlalchemy as sa
 from .. import _faults
 from .._errors import RunConflictError, StoreError, ToolplanError
 
-__all__ = ("DEFAULT_LEASE", "MAX_LEASE", "MIN_LEASE", "Database", "Statement", "Writer")
+__all__ = ("Database", "Statement", "Writer")
 
-DEFAULT_LEASE = 30.0
-"""Seconds a process holds a run it runs without renewing its claim (renewed every third of it)."""
-MIN_LEASE, MAX_LEASE = 0.1, 86_400.0  # the leases a store accepts, in seconds
 
 Statement = tuple[str, Sequence[Any]]
 _RETRIES = (0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0)  # waits between tries of a failed transaction

@@ -12,9 +12,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from .._defaults import DEFAULT_LEASE, DEFAULT_PAGE_SIZE, MAX_LEASE, MIN_LEASE
 from .._errors import RunConflictError, StoreError, UserError
 from .._json import dumps
-from .._paging import DEFAULT_PAGE_SIZE
 from ..execute import RunLimits, StoredRun
 from ..execute._internal import check_run_id
 from ..plan import Plan, parse_plan
@@ -24,7 +24,7 @@ from . import _schema as t
 from ._claim import Claim, claim_next
 from ._codec import encode
 from ._connect import HOST, make_engine, masked, open_database
-from ._db import DEFAULT_LEASE, MAX_LEASE, MIN_LEASE, Database
+from ._db import Database
 from ._journal import KNOWN_PLANS, Journal, RunWrites
 from ._records import STREAMING, RunInfo, RunSummary, StoredEvent, new_run_id, plan_id
 
