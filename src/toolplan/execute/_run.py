@@ -27,6 +27,7 @@ from ._events import BudgetWarning, EventHandler, PlanEvent, PlanFinished, PlanS
 from ._invoke import BudgetMeter, CallOutcome, ToolInvoker, WarningHandler, when_done
 from ._journal import Decision, Journal, StoredRun, StoredStep, calls_made, decide
 from ._limits import DEFAULT_LIMITS, RunLimits
+from ._ordering import resource_of
 from ._result import ErrorKind, PlanResult, PlanStatus, StepError, StepResult, StepStatus
 from ._scheduler import Scheduler, StepState
 from ._step import clock, new_step_result, run_step
@@ -271,7 +272,7 @@ class PlanRun:
         if cs.step.tool not in self.tool_defaults:
             self._look_up(cs.step)
         self.steps[cs.step.id] = cs
-        self.sched.add(cs.step.id, cs.step.tool, cs.deps)
+        self.sched.add(cs.step.id, cs.step.tool, cs.deps, cs.after)
         if self._tg is not None:
             self._launch()
 
@@ -287,7 +288,7 @@ class PlanRun:
                 if cs.step.tool not in defaults:
                     self._look_up(cs.step)
             self.steps.update(steps)
-            self.sched.add_all(steps)
+            self.sched.add_all(steps, ordered=self.compiled is not None and bool(self.compiled.after))
             return
         for sid, cs in steps.items():
             if sid not in self.steps:
@@ -301,10 +302,14 @@ class PlanRun:
         alternatives = invoker.alternatives(tool, step.one_of)
         if alternatives is not None:  # a group: its members' own limits apply to the member chosen
             self.groups[tool] = alternatives
+            resource = resource_of(alternatives, invoker.annotations)
         else:
             concurrency = invoker.concurrency(tool)
             if concurrency is not None:
                 self.sched.tool_limits[tool] = concurrency
+            resource = invoker.annotations(tool).resource
+        if resource is not None:  # its steps run one at a time, in plan order
+            self.sched.resources[tool] = resource
 
     def tool_settings(self, tool: str) -> tuple[int, float | None]:
         """``(retries, timeout)`` of ``tool`` by its annotations and the run's defaults (a chosen member's)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,35 +33,58 @@ DEFAULT_MAX_STEPS = 50
 @fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompiledStep:
-    """A step with its arguments compiled and its dependencies (references plus depends_on) known."""
+    """A step with its arguments compiled and its dependencies (references plus depends_on) known.
+
+    ``after``: the steps it runs after whatever their outcome (its ``after`` less its ``deps``).
+    """
 
     step: Step
     arguments: Compiled
     fallback_arguments: Compiled | None
     deps: tuple[str, ...]
+    after: tuple[str, ...] = ()
 
 
 @fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompiledPlan:
-    """A valid plan, ready to execute."""
+    """A valid plan, ready to execute.
+
+    ``deps``: each step's dependencies (they must succeed); ``after``: the ordering edges of the steps
+    that have any (they need only end), usually empty.
+    """
 
     plan: Plan
     steps: Mapping[str, CompiledStep]
     warnings: tuple[PlanIssue, ...] = ()
     deps: Mapping[str, tuple[str, ...]] = field(default_factory=dict[str, tuple[str, ...]])
+    after: Mapping[str, tuple[str, ...]] = field(default_factory=dict[str, tuple[str, ...]])
+
+    @property
+    def order(self) -> Mapping[str, tuple[str, ...]]:
+        """What each step waits for: its ``deps`` and its ``after`` steps (just ``deps`` when no step has any)."""
+        return ordering(self.deps, self.after)
 
     def waves(self) -> list[list[str]]:
         """Kahn levels, for display and sequential mode."""
-        return waves(self.deps)
+        return waves(self.order)
 
     def critical_path(self, durations: Mapping[str, float] | None = None) -> tuple[list[str], float]:
         """The heaviest chain of dependencies (unit weights without ``durations``)."""
-        return critical_path(self.deps, durations)
+        return critical_path(self.order, durations)
 
     def mermaid(self) -> str:
         """Mermaid flowchart text of the DAG with its waves."""
-        return mermaid(self.deps, {s: f"{s}: {c.step.tool}" for s, c in self.steps.items()})
+        return mermaid(self.order, {s: f"{s}: {c.step.tool}" for s, c in self.steps.items()})
+
+
+def ordering(
+    deps: Mapping[str, tuple[str, ...]], after: Mapping[str, tuple[str, ...]]
+) -> Mapping[str, tuple[str, ...]]:
+    """``deps`` with each step's ``after`` steps added: what each step waits for."""
+    if not after:
+        return deps
+    return {sid: (*ds, *after[sid]) if sid in after else ds for sid, ds in deps.items()}
 
 
 @fast_init
@@ -253,6 +276,7 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
 
     compiled_steps: dict[str, CompiledStep] = {}
     deps: dict[str, tuple[str, ...]] = {}
+    after: dict[str, tuple[str, ...]] = {}  # of the steps with ordering edges (usually none)
     sid = ""  # the step being checked (read by warn and error)
 
     def warn(code: str, message: str) -> None:
@@ -326,15 +350,25 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
                 if d not in compiled_steps:
                     backward = True  # a dependency on a later step: there may be a cycle
                     break
+        if s.after:  # (rare: the common step pays for this test only)
+            step_after = _check_after(s, step_deps, id_set, error)
+            if not backward:
+                backward = any(d not in compiled_steps for d in step_after)
         if dups is not None and sid in dups:
             k = occurrences[sid] = occurrences.get(sid, -1) + 1
             issues[first_issue:] = name_by_position(issues[first_issue:], sid, dups[sid][k], dups[sid])
             if k:
                 continue  # checked, but the plan is invalid: the first step with the id stands for it
         deps[sid] = step_deps
-        compiled_steps[sid] = _new_compiled(step=s, arguments=args, fallback_arguments=fb_args, deps=step_deps)
+        if s.after and step_after:
+            after[sid] = step_after
+            compiled_steps[sid] = _new_compiled(
+                step=s, arguments=args, fallback_arguments=fb_args, deps=step_deps, after=step_after
+            )
+        else:
+            compiled_steps[sid] = _new_compiled(step=s, arguments=args, fallback_arguments=fb_args, deps=step_deps)
 
-    for cycle in find_cycles(deps) if backward else ():
+    for cycle in find_cycles(ordering(deps, after)) if backward else ():
         issues.append(
             PlanIssue(
                 code="cycle",
@@ -352,7 +386,24 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
                 )
             )
     warnings = tuple(i for i in issues if i.severity == "warning") if issues else ()
+    if after:
+        return _new_compiled_plan(plan=plan, steps=compiled_steps, warnings=warnings, deps=deps, after=after)
     return _new_compiled_plan(plan=plan, steps=compiled_steps, warnings=warnings, deps=deps)
+
+
+def _check_after(
+    s: Step, step_deps: tuple[str, ...], id_set: frozenset[str], error: Callable[[str, str], None]
+) -> tuple[str, ...]:
+    """A step's ``after`` ids, checked: each names another step of the plan. Those in ``step_deps`` are dropped."""
+    out: list[str] = []
+    for d in dict.fromkeys(s.after):
+        if d == s.id:
+            error("self_reference", f"Step {d!r} lists itself in 'after'; a step can only run after other steps.")
+        elif d not in id_set:
+            error("unknown_dependency", f"'after' names step {d!r}, which is not in the plan.")
+        elif d not in step_deps:
+            out.append(d)
+    return tuple(out)
 
 
 def compile_calls(calls: Sequence[tuple[str, str, Mapping[str, Any]]]) -> CompiledPlan:

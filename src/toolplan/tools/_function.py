@@ -410,6 +410,7 @@ def tool(
     retry: int | None = None,
     concurrency: int | None = None,
     general: bool = False,
+    resource: str | None = None,
     cost_of: Callable[[Mapping[str, Any]], float] | None = None,
 ) -> Callable[[Fn], FunctionTool[Fn]]: ...
 
@@ -428,6 +429,7 @@ def tool(
     retry: int | None = None,
     concurrency: int | None = None,
     general: bool = False,
+    resource: str | None = None,
     cost_of: Callable[[Mapping[str, Any]], float] | None = None,
 ) -> FunctionTool[Fn] | Callable[[Fn], FunctionTool[Fn]]:
     """Turn a typed function (sync or async) into a tool.
@@ -449,6 +451,7 @@ def tool(
         retry=retry,
         concurrency=concurrency,
         general=general,
+        resource=resource,
         cost_of=cost_of,
     )
 
