@@ -220,7 +220,7 @@ def test_after_that_repeats_a_dependency_is_the_dependency() -> None:
         }
     ).compiled
     assert compiled is not None
-    assert compiled.deps["b"] == ("a",) and compiled.after == {} and compiled.steps["b"].after == ()
+    assert compiled.deps["b"] == ("a",) and compiled.after == {}
 
 
 def test_the_plan_tool_tells_the_model_about_after_max_concurrency_and_shared_state() -> None:

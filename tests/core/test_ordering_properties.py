@@ -119,7 +119,7 @@ def test_add_all_orders_like_add(
         max_steps=len(deps),
     )
     sched = Scheduler(max_concurrency=limit, resources=RESOURCES)
-    sched.add_all(compiled.steps, ordered=bool(compiled.after))
+    sched.add_all(compiled.steps, compiled.after)
     started = drive(sched, deps, after, tools, failing, rnd)
     assert {i: sched.state(f"n{i}") for i in range(len(deps))} == reference_states(deps, failing)
     _in_plan_order(started, tools)
@@ -156,7 +156,7 @@ def test_shuffled_plans_never_stall(
             },
             max_steps=len(deps),
         )
-        sched.add_all(compiled.steps, ordered=bool(compiled.after))
+        sched.add_all(compiled.steps, compiled.after)
     else:
         for i in order:
             sched.add(f"n{i}", tools[i], [f"n{d}" for d in deps[i]], [f"n{a}" for a in after[i]])

@@ -267,12 +267,12 @@ class PlanRun:
 
     # -- building ---------------------------------------------------------------------------------
 
-    def add(self, cs: CompiledStep) -> None:
-        """Add a step; it starts as soon as its dependencies have succeeded."""
+    def add(self, cs: CompiledStep, after: tuple[str, ...] = ()) -> None:
+        """Add a step; it starts as soon as its dependencies have succeeded (and its ``after`` steps ended)."""
         if cs.step.tool not in self.tool_defaults:
             self._look_up(cs.step)
         self.steps[cs.step.id] = cs
-        self.sched.add(cs.step.id, cs.step.tool, cs.deps, cs.after)
+        self.sched.add(cs.step.id, cs.step.tool, cs.deps, after)
         if self._tg is not None:
             self._launch()
 
@@ -288,11 +288,12 @@ class PlanRun:
                 if cs.step.tool not in defaults:
                     self._look_up(cs.step)
             self.steps.update(steps)
-            self.sched.add_all(steps, ordered=self.compiled is not None and bool(self.compiled.after))
+            self.sched.add_all(steps, self.compiled.after if self.compiled is not None else {})
             return
+        after = self.compiled.after if self.compiled is not None else {}
         for sid, cs in steps.items():
             if sid not in self.steps:
-                self.add(cs)
+                self.add(cs, after.get(sid, ()) if after else ())
 
     def _look_up(self, step: Step) -> None:
         """A tool's own settings (retries, timeout, concurrency, alternatives), looked up once per run."""
@@ -309,7 +310,7 @@ class PlanRun:
                 self.sched.tool_limits[tool] = concurrency
             resource = invoker.annotations(tool).resource
         if resource is not None:  # its steps run one at a time, in plan order
-            self.sched.resources[tool] = resource
+            self.sched.set_resource(tool, resource)
 
     def tool_settings(self, tool: str) -> tuple[int, float | None]:
         """``(retries, timeout)`` of ``tool`` by its annotations and the run's defaults (a chosen member's)."""

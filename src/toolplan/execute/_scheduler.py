@@ -13,7 +13,7 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from ..plan import CompiledStep
@@ -23,6 +23,7 @@ __all__ = ("EndHandler", "Scheduler", "StepState")
 StepState = Literal["pending", "running", "succeeded", "failed", "skipped", "not_run", "cancelled"]
 #: Told of every step that ends without an outcome of its own: (step id, state, reason).
 EndHandler = Callable[[str, StepState, str], None]
+_NONE: dict[Any, Any] = {}  # the empty dict of every scheduler without ordering edges (never written to)
 
 
 class Scheduler:
@@ -101,12 +102,13 @@ class Scheduler:
         self._ready = 0  # steps in those queues (one number to look at, not every queue)
         self._awaited: dict[str, list[int]] = {}  # steps waiting on an id not added yet (streamed plans)
         self._open = 0  # steps not yet in a terminal state
-        # Ordering edges (plans with `after`, tools with a resource; otherwise all stay empty):
-        self.resources = dict(resources or {})  # tool -> resource
-        self._followers: dict[int, list[int]] = {}  # step -> the steps that run after it ends
-        self._awaited_after: dict[str, list[int]] = {}  # as _awaited, for ordering edges
-        self._chained: dict[int, int] = {}  # step -> the step before it on its resource
-        self._last: dict[str, int] = {}  # resource -> its last step so far
+        # Ordering edges (plans with `after`, tools with a resource). Without them these stay the
+        # one shared empty dict (no dicts to make per run); `_ordering_on` gives them their own.
+        self.resources: dict[str, str] = dict(resources) if resources else _NONE  # tool -> resource
+        self._followers: dict[int, list[int]] = _NONE  # step -> the steps that run after it ends
+        self._awaited_after: dict[str, list[int]] = _NONE  # as _awaited, for ordering edges
+        self._chained: dict[int, int] = _NONE  # step -> the step before it on its resource
+        self._last: dict[str, int] = _NONE  # resource -> its last step so far
 
     # -- building -------------------------------------------------------------------------------
 
@@ -135,18 +137,18 @@ class Scheduler:
         elif self._waiting[i] == 0 and not self._queued[i]:  # (queued already if its resource's chain was laid again)
             self._enqueue(i)
 
-    def add_all(self, steps: Mapping[str, CompiledStep], *, ordered: bool = False) -> None:
+    def add_all(self, steps: Mapping[str, CompiledStep], after: Mapping[str, Sequence[str]] = _NONE) -> None:
         """Add a plan's steps, in its order: what `add` does for each, in one loop.
 
         Into a scheduler that has steps already (or has stopped), each is added by `add` itself.
-        ``ordered``: some step has ``after`` steps (a compiled plan's ``after`` is not empty).
+        ``after``: the ``after`` steps of each step that has some (a compiled plan's ``after``).
         """
         if self._ids or self.stopped is not None:
             for step_id, cs in steps.items():
-                self.add(step_id, cs.step.tool, cs.deps, cs.after)
+                self.add(step_id, cs.step.tool, cs.deps, after.get(step_id, ()) if after else ())
             return
-        if ordered or self.resources:
-            self._add_all_ordered(steps)
+        if after or self.resources:
+            self._add_all_ordered(steps, after)
             return
         n = len(steps)
         self._ids = ids = list(steps)
@@ -420,12 +422,13 @@ class Scheduler:
 
     # -- ordering edges -------------------------------------------------------------------------
 
-    def _add_all_ordered(self, steps: Mapping[str, CompiledStep]) -> None:
+    def _add_all_ordered(self, steps: Mapping[str, CompiledStep], after: Mapping[str, Sequence[str]]) -> None:
         """`add_all` for a plan with ordering edges: wire every edge first, then queue what is ready.
 
         A resource's steps are chained in a topological order of the plan (its own order where the
         plan's edges allow), so a chain never closes a cycle.
         """
+        self._ordering_on()
         n = len(steps)
         self._ids = ids = list(steps)
         self.order = order = dict(zip(ids, range(n), strict=True))
@@ -438,11 +441,13 @@ class Scheduler:
         for i, cs in enumerate(steps.values()):
             if cs.deps:
                 self._wire(i, cs.deps)
-            for a in cs.after:
+        for sid, ids_after in after.items():
+            i = order[sid]
+            for a in ids_after:
                 self._follow(i, order[a])
         if self.resources:
             resources, tools = self.resources, self._tools
-            for i in _plan_order(ids, steps, order):
+            for i in _plan_order(ids, steps, order, after):
                 resource = resources.get(tools[i])
                 if resource is not None:
                     self._chain(i, resource)
@@ -451,8 +456,20 @@ class Scheduler:
             if waiting[i] == 0:
                 self._enqueue(i)
 
+    def set_resource(self, tool: str, resource: str) -> None:
+        """The steps of ``tool`` work on ``resource`` (its ``resource`` annotation): set before they are added."""
+        if self.resources is _NONE:
+            self.resources = {}
+        self.resources[tool] = resource
+
+    def _ordering_on(self) -> None:
+        """Dicts of its own for the ordering edges (the first time they are needed)."""
+        if self._followers is _NONE:
+            self._followers, self._awaited_after, self._chained, self._last = {}, {}, {}, {}
+
     def _order_added(self, i: int, step_id: str, tool: str, after: Sequence[str], awaited: bool) -> None:
         """A step `add` adds: its ``after`` steps, the steps that run after it, its resource's chain."""
+        self._ordering_on()
         if self._awaited_after:
             followers = self._awaited_after.pop(step_id, None)
             if followers is not None:
@@ -566,25 +583,27 @@ class Scheduler:
                 self._enqueue(n)
 
 
-def _plan_order(ids: list[str], steps: Mapping[str, CompiledStep], order: Mapping[str, int]) -> list[int]:
+def _plan_order(
+    ids: list[str], steps: Mapping[str, CompiledStep], order: Mapping[str, int], after: Mapping[str, Sequence[str]]
+) -> list[int]:
     """The steps in the topological order closest to the plan's: the first ready step in plan order each time.
 
     That is the plan's own order when no step waits for a later one.
     """
     waiting = [0] * len(ids)
-    after: list[list[int]] = [[] for _ in ids]
-    for i, cs in enumerate(steps.values()):
-        for d in (*cs.deps, *cs.after):
+    then: list[list[int]] = [[] for _ in ids]  # step -> the steps that wait for it
+    for i, (sid, cs) in enumerate(steps.items()):
+        for d in (*cs.deps, *after[sid]) if sid in after else cs.deps:
             j = order[d]
             waiting[i] += 1
-            after[j].append(i)
+            then[j].append(i)
     ready = [i for i, w in enumerate(waiting) if w == 0]
     heapq.heapify(ready)
     out: list[int] = []
     while ready:
         i = heapq.heappop(ready)
         out.append(i)
-        for child in after[i]:
+        for child in then[i]:
             waiting[child] -= 1
             if waiting[child] == 0:
                 heapq.heappush(ready, child)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from .._errors import PlanIssue, PlanValidationError
@@ -28,21 +29,18 @@ __all__ = (
 )
 
 DEFAULT_MAX_STEPS = 50
+_NO_AFTER: Mapping[str, tuple[str, ...]] = MappingProxyType({})  # a batch's ordering edges: none
 
 
 @fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompiledStep:
-    """A step with its arguments compiled and its dependencies (references plus depends_on) known.
-
-    ``after``: the steps it runs after whatever their outcome (its ``after`` less its ``deps``).
-    """
+    """A step with its arguments compiled and its dependencies (references plus depends_on) known."""
 
     step: Step
     arguments: Compiled
     fallback_arguments: Compiled | None
     deps: tuple[str, ...]
-    after: tuple[str, ...] = ()
 
 
 @fast_init
@@ -50,8 +48,8 @@ class CompiledStep:
 class CompiledPlan:
     """A valid plan, ready to execute.
 
-    ``deps``: each step's dependencies (they must succeed); ``after``: the ordering edges of the steps
-    that have any (they need only end), usually empty.
+    ``deps``: each step's dependencies (they must succeed); ``after``: for each step that has any,
+    the steps it runs after whatever their outcome (its ``after`` less its ``deps``); usually empty.
     """
 
     plan: Plan
@@ -352,21 +350,17 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
                     break
         if s.after:  # (rare: the common step pays for this test only)
             step_after = _check_after(s, step_deps, id_set, error)
-            if not backward:
-                backward = any(d not in compiled_steps for d in step_after)
+            if step_after:
+                after.setdefault(sid, step_after)  # (a duplicate id's later step: the plan is invalid anyway)
+                if not backward:
+                    backward = any(d not in compiled_steps for d in step_after)
         if dups is not None and sid in dups:
             k = occurrences[sid] = occurrences.get(sid, -1) + 1
             issues[first_issue:] = name_by_position(issues[first_issue:], sid, dups[sid][k], dups[sid])
             if k:
                 continue  # checked, but the plan is invalid: the first step with the id stands for it
         deps[sid] = step_deps
-        if s.after and step_after:
-            after[sid] = step_after
-            compiled_steps[sid] = _new_compiled(
-                step=s, arguments=args, fallback_arguments=fb_args, deps=step_deps, after=step_after
-            )
-        else:
-            compiled_steps[sid] = _new_compiled(step=s, arguments=args, fallback_arguments=fb_args, deps=step_deps)
+        compiled_steps[sid] = _new_compiled(step=s, arguments=args, fallback_arguments=fb_args, deps=step_deps)
 
     for cycle in find_cycles(ordering(deps, after)) if backward else ():
         issues.append(
@@ -386,9 +380,7 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
                 )
             )
     warnings = tuple(i for i in issues if i.severity == "warning") if issues else ()
-    if after:
-        return _new_compiled_plan(plan=plan, steps=compiled_steps, warnings=warnings, deps=deps, after=after)
-    return _new_compiled_plan(plan=plan, steps=compiled_steps, warnings=warnings, deps=deps)
+    return _new_compiled_plan(plan=plan, steps=compiled_steps, warnings=warnings, deps=deps, after=after)
 
 
 def _check_after(
@@ -418,5 +410,8 @@ def compile_calls(calls: Sequence[tuple[str, str, Mapping[str, Any]]]) -> Compil
         for sid, s in steps.items()
     }
     return _new_compiled_plan(
-        plan=_new_plan(steps=tuple(steps.values()), dialect="batch"), steps=compiled, deps=dict.fromkeys(steps, ())
+        plan=_new_plan(steps=tuple(steps.values()), dialect="batch"),
+        steps=compiled,
+        deps=dict.fromkeys(steps, ()),
+        after=_NO_AFTER,
     )
