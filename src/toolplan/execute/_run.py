@@ -299,8 +299,10 @@ class PlanRun:
         """A tool's own settings (retries, timeout, concurrency, alternatives), looked up once per run."""
         tool = step.tool
         invoker = self.invoker
-        self.tool_defaults[tool] = (invoker.annotations(tool).retries, invoker.timeout_for(tool))
+        annotations = invoker.annotations(tool)
+        self.tool_defaults[tool] = (annotations.retries, invoker.timeout_for(tool))
         alternatives = invoker.alternatives(tool, step.one_of)
+        resource = annotations.resource
         if alternatives is not None:  # a group: its members' own limits apply to the member chosen
             self.groups[tool] = alternatives
             resource = resource_of(alternatives, invoker.annotations)
@@ -308,7 +310,6 @@ class PlanRun:
             concurrency = invoker.concurrency(tool)
             if concurrency is not None:
                 self.sched.tool_limits[tool] = concurrency
-            resource = invoker.annotations(tool).resource
         if resource is not None:  # its steps run one at a time, in plan order
             self.sched.set_resource(tool, resource)
 
