@@ -274,7 +274,9 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
 
     compiled_steps: dict[str, CompiledStep] = {}
     deps: dict[str, tuple[str, ...]] = {}
-    after: dict[str, tuple[str, ...]] = {}  # of the steps with ordering edges (usually none)
+    # The steps with ordering edges: usually none, and then no dict of its own (one object fewer per
+    # plan for the garbage collector to count: a plan's run sits near a young collection's threshold).
+    after: dict[str, tuple[str, ...]] | None = None
     sid = ""  # the step being checked (read by warn and error)
 
     def warn(code: str, message: str) -> None:
@@ -351,6 +353,8 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
         if s.after:  # (rare: the common step pays for this test only)
             step_after = _check_after(s, step_deps, id_set, error)
             if step_after:
+                if after is None:
+                    after = {}
                 after.setdefault(sid, step_after)  # (a duplicate id's later step: the plan is invalid anyway)
                 if not backward:
                     backward = any(d not in compiled_steps for d in step_after)
@@ -362,7 +366,7 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
         deps[sid] = step_deps
         compiled_steps[sid] = _new_compiled(step=s, arguments=args, fallback_arguments=fb_args, deps=step_deps)
 
-    for cycle in find_cycles(ordering(deps, after)) if backward else ():
+    for cycle in find_cycles(ordering(deps, after or _NO_AFTER)) if backward else ():
         issues.append(
             PlanIssue(
                 code="cycle",
@@ -380,7 +384,9 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
                 )
             )
     warnings = tuple(i for i in issues if i.severity == "warning") if issues else ()
-    return _new_compiled_plan(plan=plan, steps=compiled_steps, warnings=warnings, deps=deps, after=after)
+    return _new_compiled_plan(
+        plan=plan, steps=compiled_steps, warnings=warnings, deps=deps, after=_NO_AFTER if after is None else after
+    )
 
 
 def _check_after(
