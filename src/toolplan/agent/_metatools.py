@@ -36,6 +36,11 @@ Reference an earlier step's output inside `arguments`:
 - "$ref:ID" as a whole value inserts step ID's output with its type; "$ref:ID.field.0.name" a field \
 (numbers index lists).
 - "{{ID.field}}" inside a string interpolates it, e.g. "Compare {{a.temp}} with {{b.temp}}".
+Order without data: "depends_on": [ids] runs a step after those steps and only if they succeeded; \
+"after": [ids] runs it after they ended, whatever their outcome (use it for calls on shared state, \
+e.g. `cd` then `ls`, so one failure does not skip the rest). "max_concurrency": 1 runs the whole plan \
+one step at a time, in plan order. Calls of tools that share state (a file system, a session) already \
+run one at a time in plan order.
 Ids use letters, digits, '_' and '-'. Invalid plans run nothing and list every problem to fix.\
 """
 
@@ -113,6 +118,12 @@ def _plan_schema(
             "items": {"type": "string"},
             "description": "Steps that must succeed first even though no output is used.",
         },
+        "after": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Steps that must have ended first, whatever their outcome: for calls on shared state "
+            "that must keep their order even when one fails.",
+        },
         "timeout": {"type": "number", "description": "Seconds before the step fails."},
         "retry": {"type": "integer", "description": "Extra attempts if the step fails."},
         "fallback": {**call, "description": "A call whose result replaces the step's if it fails."},
@@ -158,6 +169,11 @@ def _plan_schema(
                 "description": "Ids whose outputs you need back (default: all).",
             },
             "goal": {"type": "string", "description": "What the plan is for (for logs)."},
+            "max_concurrency": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "Most steps running at once; 1 runs the steps one at a time, in plan order.",
+            },
         },
         "required": ["steps"],
     }

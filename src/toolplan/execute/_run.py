@@ -28,6 +28,7 @@ from ._finish import plan_result
 from ._invoke import CallOutcome, ToolInvoker, when_done
 from ._journal import Decision, Journal, StoredRun, StoredStep, take_up
 from ._limits import DEFAULT_LIMITS, RunLimits
+from ._ordering import resource_of
 from ._result import ErrorKind, PlanResult, PlanStatus, StepError, StepResult, StepStatus
 from ._scheduler import Scheduler, StepState
 from ._step import clock, new_step_result, run_step
@@ -236,12 +237,12 @@ class PlanRun:
 
     # -- building ---------------------------------------------------------------------------------
 
-    def add(self, cs: CompiledStep) -> None:
-        """Add a step; it starts as soon as its dependencies have succeeded."""
+    def add(self, cs: CompiledStep, after: tuple[str, ...] = ()) -> None:
+        """Add a step; it starts as soon as its dependencies have succeeded (and its ``after`` steps ended)."""
         if cs.step.tool not in self.tool_defaults:
             self._look_up(cs.step)
         self.steps[cs.step.id] = cs
-        self.sched.add(cs.step.id, cs.step.tool, cs.deps)
+        self.sched.add(cs.step.id, cs.step.tool, cs.deps, after)
         if self._tg is not None:
             self._launch()
 
@@ -257,24 +258,30 @@ class PlanRun:
                 if cs.step.tool not in defaults:
                     self._look_up(cs.step)
             self.steps.update(steps)
-            self.sched.add_all(steps)
+            self.sched.add_all(steps, self.compiled.after if self.compiled is not None else {})
             return
+        after = self.compiled.after if self.compiled is not None else {}
         for sid, cs in steps.items():
             if sid not in self.steps:
-                self.add(cs)
+                self.add(cs, after.get(sid, ()) if after else ())
 
     def _look_up(self, step: Step) -> None:
         """A tool's own settings (retries, timeout, concurrency, alternatives), looked up once per run."""
         tool = step.tool
         invoker = self.invoker
-        self.tool_defaults[tool] = (invoker.annotations(tool).retries, invoker.timeout_for(tool))
+        annotations = invoker.annotations(tool)
+        self.tool_defaults[tool] = (annotations.retries, invoker.timeout_for(tool))
         alternatives = invoker.alternatives(tool, step.one_of)
+        resource = annotations.resource
         if alternatives is not None:  # a group: its members' own limits apply to the member chosen
             self.groups[tool] = alternatives
+            resource = resource_of(alternatives, invoker.annotations)
         else:
             concurrency = invoker.concurrency(tool)
             if concurrency is not None:
                 self.sched.tool_limits[tool] = concurrency
+        if resource is not None:  # its steps run one at a time, in plan order
+            self.sched.set_resource(tool, resource)
 
     def tool_settings(self, tool: str) -> tuple[int, float | None]:
         """``(retries, timeout)`` of ``tool`` by its annotations and the run's defaults (a chosen member's)."""

@@ -2,13 +2,18 @@
 
 No I/O and no asyncio here, so the rules can be property-tested. The executor asks `take_ready`
 for steps to start and reports each outcome with `finish`.
+
+Two kinds of edge: a dependency (the step starts once it succeeded, and is skipped if it did not) and
+an ordering edge (``after``: the step starts once the other has ended, whatever its outcome). A
+tool's ``resource`` adds ordering edges: the steps on one resource form one chain, in plan order.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from ..plan import CompiledStep
@@ -18,6 +23,7 @@ __all__ = ("EndHandler", "Scheduler", "StepState")
 StepState = Literal["pending", "running", "succeeded", "failed", "skipped", "not_run", "cancelled"]
 #: Told of every step that ends without an outcome of its own: (step id, state, reason).
 EndHandler = Callable[[str, StepState, str], None]
+_NONE: dict[Any, Any] = {}  # the empty dict of every scheduler without ordering edges (never written to)
 
 
 class Scheduler:
@@ -32,12 +38,18 @@ class Scheduler:
         tool_limits: Steps of one tool running at once (per-tool ``concurrency``).
         fail_fast: After the first failure, start nothing more (`stop` is called by `finish`).
         on_end: Called at once for each step that ends skipped, not run or cancelled, with the reason.
+        resources: The resource of each tool that has one (its ``resource`` annotation): the steps
+            of the tools on one resource run one at a time, in plan order, whatever their outcomes.
     """
 
     __slots__ = (
         "_awaited",
+        "_awaited_after",
+        "_chained",
         "_dependents",
+        "_followers",
         "_ids",
+        "_last",
         "_open",
         "_queued",
         "_queues",
@@ -51,6 +63,7 @@ class Scheduler:
         "on_end",
         "order",
         "reasons",
+        "resources",
         "running",
         "running_by_tool",
         "stopped",
@@ -64,6 +77,7 @@ class Scheduler:
         tool_limits: Mapping[str, int] | None = None,
         fail_fast: bool = False,
         on_end: EndHandler | None = None,
+        resources: Mapping[str, str] | None = None,
     ) -> None:
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be >= 1")
@@ -88,11 +102,18 @@ class Scheduler:
         self._ready = 0  # steps in those queues (one number to look at, not every queue)
         self._awaited: dict[str, list[int]] = {}  # steps waiting on an id not added yet (streamed plans)
         self._open = 0  # steps not yet in a terminal state
+        # Ordering edges (plans with `after`, tools with a resource). Without them these stay the
+        # one shared empty dict (no dicts to make per run); `_ordering_on` gives them their own.
+        self.resources: dict[str, str] = dict(resources) if resources else _NONE  # tool -> resource
+        self._followers: dict[int, list[int]] = _NONE  # step -> the steps that run after it ends
+        self._awaited_after: dict[str, list[int]] = _NONE  # as _awaited, for ordering edges
+        self._chained: dict[int, int] = _NONE  # step -> the step before it on its resource
+        self._last: dict[str, int] = _NONE  # resource -> its last step so far
 
     # -- building -------------------------------------------------------------------------------
 
-    def add(self, step_id: str, tool: str, deps: Sequence[str]) -> None:
-        """Add a step. Dependencies may name steps added later (streamed plans)."""
+    def add(self, step_id: str, tool: str, deps: Sequence[str], after: Sequence[str] = ()) -> None:
+        """Add a step. Dependencies and ``after`` steps may name steps added later (streamed plans)."""
         order = self.order
         if step_id in order:
             raise ValueError(f"duplicate step {step_id!r}")
@@ -103,24 +124,31 @@ class Scheduler:
         self._tools.append(tool)
         self._states.append("pending")
         self._queued.append(False)
-        self._dependents.append(self._awaited.pop(step_id, None) if self._awaited else None)
+        awaited = self._awaited.pop(step_id, None) if self._awaited else None
+        self._dependents.append(awaited)
         order[step_id] = i
         self._open += 1
+        if after or self._awaited_after or self.resources:
+            self._order_added(i, step_id, tool, after, awaited is not None)
         if failed_dep >= 0:
             self._skip_from(i, failed_dep)
         elif self.stopped is not None:
             self._end(i, "not_run", self.stopped)
-        elif self._waiting[i] == 0:
+        elif self._waiting[i] == 0 and not self._queued[i]:  # (queued already if its resource's chain was laid again)
             self._enqueue(i)
 
-    def add_all(self, steps: Mapping[str, CompiledStep]) -> None:
+    def add_all(self, steps: Mapping[str, CompiledStep], after: Mapping[str, Sequence[str]] = _NONE) -> None:
         """Add a plan's steps, in its order: what `add` does for each, in one loop.
 
         Into a scheduler that has steps already (or has stopped), each is added by `add` itself.
+        ``after``: the ``after`` steps of each step that has some (a compiled plan's ``after``).
         """
         if self._ids or self.stopped is not None:
             for step_id, cs in steps.items():
-                self.add(step_id, cs.step.tool, cs.deps)
+                self.add(step_id, cs.step.tool, cs.deps, after.get(step_id, ()) if after else ())
+            return
+        if after or self.resources:
+            self._add_all_ordered(steps, after)
             return
         n = len(steps)
         self._ids = ids = list(steps)
@@ -274,6 +302,8 @@ class Scheduler:
             return
         states[i] = "succeeded"  # what _end does, inlined for the common case
         self._open -= 1
+        if self._followers:
+            self._release(i)
         others = self._dependents[i]  # what _children does, inlined too
         if others is None:
             return
@@ -358,6 +388,8 @@ class Scheduler:
             self._queued[i] = False
         self._states[i] = state
         self._open -= 1
+        if self._followers:
+            self._release(i)
         if reason is not None:
             self.reasons[self._ids[i]] = reason
         if state != "succeeded" and state != "failed" and self.on_end is not None:
@@ -387,6 +419,195 @@ class Scheduler:
             )
             self._end(n, "skipped", f"Skipped because dependency {self._ids[why]!r} {verb}.")
             stack.extend((child, n) for child in self._children(n))
+
+    # -- ordering edges -------------------------------------------------------------------------
+
+    def _add_all_ordered(self, steps: Mapping[str, CompiledStep], after: Mapping[str, Sequence[str]]) -> None:
+        """`add_all` for a plan with ordering edges: wire every edge first, then queue what is ready.
+
+        A resource's steps are chained in a topological order of the plan (its own order where the
+        plan's edges allow), so a chain never closes a cycle.
+        """
+        self._ordering_on()
+        n = len(steps)
+        self._ids = ids = list(steps)
+        self.order = order = dict(zip(ids, range(n), strict=True))
+        self._tools = [cs.step.tool for cs in steps.values()]
+        self._states = ["pending"] * n
+        self._queued = [False] * n
+        self._waiting = [0] * n
+        self._dependents = [None] * n
+        self._open = n
+        for i, cs in enumerate(steps.values()):
+            if cs.deps:
+                self._wire(i, cs.deps)
+        for sid, ids_after in after.items():
+            i = order[sid]
+            for a in ids_after:
+                self._follow(i, order[a])
+        if self.resources:
+            resources, tools = self.resources, self._tools
+            for i in _plan_order(ids, steps, order, after):
+                resource = resources.get(tools[i])
+                if resource is not None:
+                    self._chain(i, resource)
+        waiting = self._waiting
+        for i in range(n):
+            if waiting[i] == 0:
+                self._enqueue(i)
+
+    def set_resource(self, tool: str, resource: str) -> None:
+        """The steps of ``tool`` work on ``resource`` (its ``resource`` annotation): set before they are added."""
+        if self.resources is _NONE:
+            self.resources = {}
+        self.resources[tool] = resource
+
+    def _ordering_on(self) -> None:
+        """Dicts of its own for the ordering edges (the first time they are needed)."""
+        if self._followers is _NONE:
+            self._followers, self._awaited_after, self._chained, self._last = {}, {}, {}, {}
+
+    def _order_added(self, i: int, step_id: str, tool: str, after: Sequence[str], awaited: bool) -> None:
+        """A step `add` adds: its ``after`` steps, the steps that run after it, its resource's chain."""
+        self._ordering_on()
+        if self._awaited_after:
+            followers = self._awaited_after.pop(step_id, None)
+            if followers is not None:
+                self._followers[i] = followers
+                awaited = True
+        order = self.order
+        for a in after:
+            j = order.get(a)
+            if j is None:  # not added yet: awaited
+                self._waiting[i] += 1
+                self._awaited_after.setdefault(a, []).append(i)
+            else:
+                self._follow(i, j)
+        resource = self.resources.get(tool) if self.resources else None
+        if resource is not None:
+            self._chain(i, resource)
+        if awaited and self._last:  # steps added earlier wait for this one: a chain may close a cycle
+            self._rechain()
+
+    def _follow(self, i: int, j: int) -> None:
+        """Step ``i`` starts only after step ``j`` has ended (if it has not yet)."""
+        state = self._states[j]
+        if state != "pending" and state != "running":
+            return
+        followers = self._followers.get(j)
+        if followers is None:
+            self._followers[j] = [i]
+        else:
+            followers.append(i)
+        self._waiting[i] += 1
+
+    def _chain(self, i: int, resource: str) -> None:
+        """Put step ``i`` last on ``resource``: it starts after the step before it there has ended."""
+        p = self._last.get(resource)
+        self._last[resource] = i
+        states, chained = self._states, self._chained
+        # A step before it that ended without running may still have one before it that runs.
+        while p is not None and states[p] != "pending" and states[p] != "running":
+            p = chained.get(p)
+        if p is not None:
+            chained[i] = p
+            self._follow(i, p)
+
+    def _release(self, i: int) -> None:
+        """Step ``i`` has ended: the steps that run after it wait for it no more.
+
+        The next step on its resource waits instead for the one before it, if that has not ended
+        (step ``i`` was skipped while it ran): one at a time on a resource, whatever ends how.
+        """
+        followers = self._followers.pop(i, None)
+        if followers is None:
+            return
+        states, waiting, chained = self._states, self._waiting, self._chained
+        before = chained.get(i)
+        if before is not None and states[before] != "pending" and states[before] != "running":
+            before = None
+        for child in followers:
+            if states[child] != "pending":
+                continue
+            if before is not None and chained.get(child) == i:
+                chained[child] = before  # waits for that one now (the count stays)
+                self._followers.setdefault(before, []).append(child)
+                continue
+            left = waiting[child] - 1
+            waiting[child] = left
+            if left == 0 and self.stopped is None:
+                self._enqueue(child)
+
+    def _rechain(self) -> None:
+        """Lay every resource's chain again, in the topological order closest to the order of adding.
+
+        `add` calls it when a step arrives that steps added before it wait for (a streamed plan's
+        step used by an earlier one): a chain laid in the order of adding could then close a cycle.
+        Running steps stay first on their resource; steps no longer ready leave the queues.
+        """
+        states, waiting, chained, followers = self._states, self._waiting, self._chained, self._followers
+        live = [i for i, state in enumerate(states) if state == "pending" or state == "running"]
+        for b in live:  # unlink the chains
+            a = chained.pop(b, None)
+            if a is not None and b in followers.get(a, ()):
+                followers[a].remove(b)
+                waiting[b] -= 1
+        # The plan's own edges among the steps not ended; running ones first, then by number.
+        count = dict.fromkeys(live, 0)
+        for n in live:
+            for child in (*self._children(n), *followers.get(n, ())):
+                if child in count:
+                    count[child] += 1
+        ready = [(state != "running", n) for n, state in ((n, states[n]) for n in live) if count[n] == 0]
+        heapq.heapify(ready)
+        self._last.clear()
+        resources, tools = self.resources, self._tools
+        while ready:
+            _, n = heapq.heappop(ready)
+            resource = resources.get(tools[n])
+            if resource is not None:
+                self._chain(n, resource)
+            for child in (*self._children(n), *followers.get(n, ())):
+                if child in count:
+                    count[child] -= 1
+                    if count[child] == 0:
+                        heapq.heappush(ready, (states[child] != "running", child))
+        for n in live:
+            if states[n] != "pending":
+                continue
+            if self._queued[n] and waiting[n] > 0:
+                self._queues[tools[n]].remove(n)
+                self._ready -= 1
+                self._queued[n] = False
+            elif not self._queued[n] and waiting[n] == 0 and self.stopped is None:
+                self._enqueue(n)
+
+
+def _plan_order(
+    ids: list[str], steps: Mapping[str, CompiledStep], order: Mapping[str, int], after: Mapping[str, Sequence[str]]
+) -> list[int]:
+    """The steps in the topological order closest to the plan's: the first ready step in plan order each time.
+
+    That is the plan's own order when no step waits for a later one.
+    """
+    waiting = [0] * len(ids)
+    then: list[list[int]] = [[] for _ in ids]  # step -> the steps that wait for it
+    for i, (sid, cs) in enumerate(steps.items()):
+        for d in (*cs.deps, *after[sid]) if sid in after else cs.deps:
+            j = order[d]
+            waiting[i] += 1
+            then[j].append(i)
+    ready = [i for i, w in enumerate(waiting) if w == 0]
+    heapq.heapify(ready)
+    out: list[int] = []
+    while ready:
+        i = heapq.heappop(ready)
+        out.append(i)
+        for child in then[i]:
+            waiting[child] -= 1
+            if waiting[child] == 0:
+                heapq.heappush(ready, child)
+    return out
 
 
 def _fail_fast_reason(step_id: str) -> str:

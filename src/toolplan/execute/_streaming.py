@@ -161,6 +161,8 @@ class StreamingPlan:
             deps = step_dependencies(step, refs)
             if step.id in deps or any(d not in ids for d in deps):
                 continue
+            if step.after or self.run.invoker.annotations(step.tool).resource is not None:
+                continue  # ordered: added with the whole plan, in its order
             self.run.add(CompiledStep(step=step, arguments=args, fallback_arguments=None, deps=deps))
             self.dispatched.append(step.id)
 

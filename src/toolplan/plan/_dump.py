@@ -18,7 +18,7 @@ from .._errors import PlanIssue, PlanValidationError, UserError
 from ._ir import Dialect, Plan, Step
 from ._parse import BATCH_MAX_STEPS
 from ._refs import ESCAPED_PREFIX, REF_PREFIX, TEMPLATE_RE, parse_path, unescape
-from ._validate import validate_plan
+from ._validate import ordering, validate_plan
 
 __all__ = ("NOT_EXPRESSIBLE", "dump_plan")
 
@@ -37,9 +37,9 @@ def dump_plan(plan: Plan, dialect: Dialect = "native") -> dict[str, Any]:
     ``search_k``, the first plain ``search``) and every reference follows: ``"$ref:a.temp"`` becomes
     ``"{{get_weather.temp}}"`` (the same value, of the same type), ``{{a.temp}}`` inside text
     ``{{get_weather.temp}}``. ``dependsOn`` lists each step's dependencies (references and
-    ``depends_on``); ``executionOrder`` is the order of ``tools``, which puts every step after its
-    dependencies; ``failure_mode`` and ``output_steps`` are written when they matter. What no
-    dialect runs differently is left out where the dialect has no place for it: ``goal``,
+    ``depends_on``), ``runAfter`` its ``after`` steps; ``executionOrder`` is the order of ``tools``,
+    which puts every step after its dependencies; ``failure_mode`` and ``output_steps`` are written
+    when they matter. What no dialect runs differently is left out where the dialect has no place for it: ``goal``,
     ``rationale``, ``expected_outcome``. One rule changes with the dialect, as documented for it:
     a reference to a field that is missing at run time gives null in native plans and keeps its
     template text in chaining plans.
@@ -58,12 +58,15 @@ def dump_plan(plan: Plan, dialect: Dialect = "native") -> dict[str, Any]:
     report = validate_plan(plan, max_steps=max(1, len(plan.steps)))
     if report.compiled is None:
         raise PlanValidationError([*report.errors, *report.warnings])
-    deps = report.compiled.deps
+    deps, after = report.compiled.deps, report.compiled.after
     if dialect == "native":
         return _native(plan)
     issues: list[PlanIssue] = []
     _unsayable_fields(plan, dialect, issues)
-    data = _chaining(plan, deps, issues) if dialect == "chaining" else _batch(plan, deps, issues)
+    if dialect == "chaining":
+        data = _chaining(plan, deps, after, issues)
+    else:
+        data = _batch(plan, report.compiled.order, issues)
     if issues:
         raise PlanValidationError(issues)
     return data
@@ -130,8 +133,10 @@ def _order(steps: tuple[Step, ...], deps: Mapping[str, tuple[str, ...]]) -> list
     return out
 
 
-def _chaining(plan: Plan, deps: Mapping[str, tuple[str, ...]], issues: list[PlanIssue]) -> dict[str, Any]:
-    ordered = _order(plan.steps, deps)
+def _chaining(
+    plan: Plan, deps: Mapping[str, tuple[str, ...]], after: Mapping[str, tuple[str, ...]], issues: list[PlanIssue]
+) -> dict[str, Any]:
+    ordered = _order(plan.steps, ordering(deps, after))
     rename: dict[str, str] = {}
     owner: dict[str, str] = {}  # chaining name -> the step that has it
     counts: dict[str, int] = {}
@@ -156,6 +161,8 @@ def _chaining(plan: Plan, deps: Mapping[str, tuple[str, ...]], issues: list[Plan
         entry: dict[str, Any] = {"name": s.tool, "parameters": writer.value(dict(s.arguments))}
         if deps[s.id]:
             entry["dependsOn"] = [rename[d] for d in deps[s.id]]
+        if s.id in after:
+            entry["runAfter"] = [rename[d] for d in after[s.id]]
         tools.append(entry)
     data: dict[str, Any] = {"tools": tools, "executionOrder": [s.tool for s in ordered]}
     if plan.output_steps:

@@ -89,6 +89,9 @@ class Budget:
 class Step:
     """One tool call of a plan. ``arguments`` is the JSON object as written, references included.
 
+    ``depends_on`` steps must succeed before this one starts (if one does not, this one is skipped);
+    ``after`` steps must only have ended, whatever their outcome: an ordering without a condition.
+
     A step with alternatives (``"tool": {"one_of": [...]}``) has them in ``one_of``, in the order
     written, and ``tool`` is their group's name (the names sorted, joined by ``|``); which one
     runs is chosen when the step is dispatched.
@@ -99,6 +102,7 @@ class Step:
     tool: str
     arguments: Mapping[str, Any] = field(default_factory=dict[str, Any])
     depends_on: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
     timeout: float | None = None
     retry: int | None = None
     fallback: Fallback | None = None
@@ -154,6 +158,8 @@ class Plan:
             }
             if s.depends_on:
                 d["depends_on"] = list(s.depends_on)
+            if s.after:
+                d["after"] = list(s.after)
             for name in ("timeout", "retry", "rationale", "expected_outcome"):
                 value = getattr(s, name)
                 if value is not None:

@@ -38,7 +38,7 @@ _new_step = maker(Step)  # a Step per step of every plan: the cheaper way to mak
 _new_plan = maker(Plan)
 
 _NATIVE_STEP_KEYS = frozenset(
-    {"id", "tool", "arguments", "depends_on", "timeout", "retry", "fallback", "rationale", "expected_outcome"}
+    {"id", "tool", "arguments", "depends_on", "after", "timeout", "retry", "fallback", "rationale", "expected_outcome"}
 )
 _BASIC_STEP_KEYS = frozenset({"id", "tool", "arguments"})  # a step with these keys only has no optional field
 
@@ -217,7 +217,7 @@ def _parse_native(data: dict[str, Any], issues: _Issues) -> Plan:
         args_raw = get("arguments")
         fallback = None
         if _BASIC_STEP_KEYS.issuperset(s):  # the common step, with no optional field: none to look up
-            depends_on = timeout = retry = rationale = expected = None
+            depends_on = after = timeout = retry = rationale = expected = None
         else:
             if args_raw is None and "args" in s:
                 issues.warn("alias", "'args' was read as 'arguments'; write 'arguments' in native plans.", sid)
@@ -239,7 +239,7 @@ def _parse_native(data: dict[str, Any], issues: _Issues) -> Plan:
                         "invalid_field", '\'fallback\' must be an object {"tool": ..., "arguments": {...}}.', sid
                     )
             # Optional fields are usually absent: the helpers run only for the ones present.
-            depends_on, timeout, retry = get("depends_on"), get("timeout"), get("retry")
+            depends_on, after, timeout, retry = get("depends_on"), get("after"), get("timeout"), get("retry")
             rationale, expected = get("rationale"), get("expected_outcome")
             rationale = rationale if isinstance(rationale, str) else None
             expected = expected if isinstance(expected, str) else None
@@ -256,6 +256,7 @@ def _parse_native(data: dict[str, Any], issues: _Issues) -> Plan:
                 tool=tool,
                 arguments=args_raw if type(args_raw) is dict else _arguments(args_raw, "'arguments'", sid, issues),
                 depends_on=() if depends_on is None else _str_list(depends_on, "depends_on", sid, issues),
+                after=() if after is None else _str_list(after, "after", sid, issues),
                 timeout=None if timeout is None else _positive(timeout, "timeout", sid, issues),
                 retry=None if retry is None else _retry(retry, sid, issues),
                 fallback=fallback,
@@ -352,6 +353,7 @@ def _parse_chaining(data: dict[str, Any], issues: _Issues) -> Plan:
                 tool=name,
                 arguments=_arguments(t.get("parameters"), "'parameters'", sid, issues),
                 depends_on=_str_list(t.get("dependsOn"), "dependsOn", sid, issues),
+                after=_str_list(t.get("runAfter"), "runAfter", sid, issues),
             )
         )
     order = data.get("executionOrder")
@@ -388,11 +390,11 @@ def _check_execution_order(order: Any, steps: list[Step], issues: _Issues) -> No
         return
     position = {sid: i for i, sid in enumerate(resolved)}
     for s in steps:
-        for dep in s.depends_on:
+        for dep in (*s.depends_on, *s.after):
             if dep in position and position[dep] > position[s.id]:
                 issues.error(
                     "invalid_execution_order",
-                    f"'executionOrder' runs {s.id!r} before {dep!r}, which it depends on. "
+                    f"'executionOrder' runs {s.id!r} before {dep!r}, which it depends on or runs after. "
                     "List every step after its dependencies.",
                     s.id,
                 )

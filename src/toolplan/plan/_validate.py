@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from .._errors import PlanIssue, PlanValidationError
@@ -28,6 +29,7 @@ __all__ = (
 )
 
 DEFAULT_MAX_STEPS = 50
+_NO_AFTER: Mapping[str, tuple[str, ...]] = MappingProxyType({})  # a batch's ordering edges: none
 
 
 @fast_init
@@ -44,24 +46,43 @@ class CompiledStep:
 @fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompiledPlan:
-    """A valid plan, ready to execute."""
+    """A valid plan, ready to execute.
+
+    ``deps``: each step's dependencies (they must succeed); ``after``: for each step that has any,
+    the steps it runs after whatever their outcome (its ``after`` less its ``deps``); usually empty.
+    """
 
     plan: Plan
     steps: Mapping[str, CompiledStep]
     warnings: tuple[PlanIssue, ...] = ()
     deps: Mapping[str, tuple[str, ...]] = field(default_factory=dict[str, tuple[str, ...]])
+    after: Mapping[str, tuple[str, ...]] = field(default_factory=dict[str, tuple[str, ...]])
+
+    @property
+    def order(self) -> Mapping[str, tuple[str, ...]]:
+        """What each step waits for: its ``deps`` and its ``after`` steps (just ``deps`` when no step has any)."""
+        return ordering(self.deps, self.after)
 
     def waves(self) -> list[list[str]]:
         """Kahn levels, for display and sequential mode."""
-        return waves(self.deps)
+        return waves(self.order)
 
     def critical_path(self, durations: Mapping[str, float] | None = None) -> tuple[list[str], float]:
         """The heaviest chain of dependencies (unit weights without ``durations``)."""
-        return critical_path(self.deps, durations)
+        return critical_path(self.order, durations)
 
     def mermaid(self) -> str:
         """Mermaid flowchart text of the DAG with its waves."""
-        return mermaid(self.deps, {s: f"{s}: {c.step.tool}" for s, c in self.steps.items()})
+        return mermaid(self.order, {s: f"{s}: {c.step.tool}" for s, c in self.steps.items()})
+
+
+def ordering(
+    deps: Mapping[str, tuple[str, ...]], after: Mapping[str, tuple[str, ...]]
+) -> Mapping[str, tuple[str, ...]]:
+    """``deps`` with each step's ``after`` steps added: what each step waits for."""
+    if not after:
+        return deps
+    return {sid: (*ds, *after[sid]) if sid in after else ds for sid, ds in deps.items()}
 
 
 @fast_init
@@ -253,6 +274,9 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
 
     compiled_steps: dict[str, CompiledStep] = {}
     deps: dict[str, tuple[str, ...]] = {}
+    # The steps with ordering edges: usually none, and then no dict of its own (one object fewer per
+    # plan for the garbage collector to count: a plan's run sits near a young collection's threshold).
+    after: dict[str, tuple[str, ...]] | None = None
     sid = ""  # the step being checked (read by warn and error)
 
     def warn(code: str, message: str) -> None:
@@ -326,6 +350,14 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
                 if d not in compiled_steps:
                     backward = True  # a dependency on a later step: there may be a cycle
                     break
+        if s.after:  # (rare: the common step pays for this test only)
+            step_after = _check_after(s, step_deps, id_set, error)
+            if step_after:
+                if after is None:
+                    after = {}
+                after.setdefault(sid, step_after)  # (a duplicate id's later step: the plan is invalid anyway)
+                if not backward:
+                    backward = any(d not in compiled_steps for d in step_after)
         if dups is not None and sid in dups:
             k = occurrences[sid] = occurrences.get(sid, -1) + 1
             issues[first_issue:] = name_by_position(issues[first_issue:], sid, dups[sid][k], dups[sid])
@@ -334,7 +366,7 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
         deps[sid] = step_deps
         compiled_steps[sid] = _new_compiled(step=s, arguments=args, fallback_arguments=fb_args, deps=step_deps)
 
-    for cycle in find_cycles(deps) if backward else ():
+    for cycle in find_cycles(ordering(deps, after or _NO_AFTER)) if backward else ():
         issues.append(
             PlanIssue(
                 code="cycle",
@@ -352,7 +384,24 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
                 )
             )
     warnings = tuple(i for i in issues if i.severity == "warning") if issues else ()
-    return _new_compiled_plan(plan=plan, steps=compiled_steps, warnings=warnings, deps=deps)
+    return _new_compiled_plan(
+        plan=plan, steps=compiled_steps, warnings=warnings, deps=deps, after=_NO_AFTER if after is None else after
+    )
+
+
+def _check_after(
+    s: Step, step_deps: tuple[str, ...], id_set: frozenset[str], error: Callable[[str, str], None]
+) -> tuple[str, ...]:
+    """A step's ``after`` ids, checked: each names another step of the plan. Those in ``step_deps`` are dropped."""
+    out: list[str] = []
+    for d in dict.fromkeys(s.after):
+        if d == s.id:
+            error("self_reference", f"Step {d!r} lists itself in 'after'; a step can only run after other steps.")
+        elif d not in id_set:
+            error("unknown_dependency", f"'after' names step {d!r}, which is not in the plan.")
+        elif d not in step_deps:
+            out.append(d)
+    return tuple(out)
 
 
 def compile_calls(calls: Sequence[tuple[str, str, Mapping[str, Any]]]) -> CompiledPlan:
@@ -367,5 +416,8 @@ def compile_calls(calls: Sequence[tuple[str, str, Mapping[str, Any]]]) -> Compil
         for sid, s in steps.items()
     }
     return _new_compiled_plan(
-        plan=_new_plan(steps=tuple(steps.values()), dialect="batch"), steps=compiled, deps=dict.fromkeys(steps, ())
+        plan=_new_plan(steps=tuple(steps.values()), dialect="batch"),
+        steps=compiled,
+        deps=dict.fromkeys(steps, ()),
+        after=_NO_AFTER,
     )

@@ -31,6 +31,10 @@ class ToolAnnotations:
             idempotent tools and 0 otherwise.
         concurrency: At most this many calls of the tool run at once; None for no per-tool limit.
         general: A general-purpose tool (policies may prefer it when a budget is tight).
+        resource: The name of the state the tool shares with other tools (``"fs"`` for tools that
+            work in one file system, a session, a device): within a run, the calls of all tools on
+            one resource run one at a time, in plan order, whatever the plan's concurrency, and a
+            call that fails does not stop the ones after it. None for no shared state.
         cost_of: A cost function: the budget units of one call from its arguments (the JSON object
             as the call got it, before validation). When set, it prices each call at dispatch and
             ``cost`` is only the estimate used where no call is at hand (a group's price, the
@@ -46,6 +50,7 @@ class ToolAnnotations:
     retry: int | None = None
     concurrency: int | None = None
     general: bool = False
+    resource: str | None = None
     cost_of: Callable[[Mapping[str, Any]], float] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -57,6 +62,8 @@ class ToolAnnotations:
             )
         if self.timeout is not None and self.timeout <= 0:
             raise UserError(f"Tool timeout must be a positive number of seconds, got {self.timeout}.")
+        if self.resource is not None and (not isinstance(self.resource, str) or not self.resource.strip()):
+            raise UserError(f"Tool resource must be a non-empty name (such as 'fs'), got {self.resource!r}.")
         if self.concurrency is not None and self.concurrency < 1:
             raise UserError(f"Tool concurrency must be >= 1 (or None for no limit), got {self.concurrency}.")
         if self.retry is not None:

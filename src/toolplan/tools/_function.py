@@ -453,6 +453,7 @@ def tool(
     retry: int | None = None,
     concurrency: int | None = None,
     general: bool = False,
+    resource: str | None = None,
     cost_of: Callable[[Mapping[str, Any]], float] | None = None,
     strict: bool = False,
 ) -> Callable[[Fn], FunctionTool[Fn]]: ...
@@ -472,6 +473,7 @@ def tool(
     retry: int | None = None,
     concurrency: int | None = None,
     general: bool = False,
+    resource: str | None = None,
     cost_of: Callable[[Mapping[str, Any]], float] | None = None,
     strict: bool = False,
 ) -> FunctionTool[Fn] | Callable[[Fn], FunctionTool[Fn]]:
@@ -499,6 +501,7 @@ def tool(
         retry=retry,
         concurrency=concurrency,
         general=general,
+        resource=resource,
         cost_of=cost_of,
     )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, cast
 
 from .._errors import UnknownToolError, UserError
@@ -33,17 +34,24 @@ class Toolset:
         functions: The functions the toolset offers.
         prefix: Put in front of every function name (``"fs_"`` makes ``fs_read_file``), so two
             toolsets of one kind, or a toolset and a tool of your own, can share a registry.
+        resource: The state the functions share (see `ToolAnnotations.resource`), for each function
+            that names none itself: their calls run one at a time, in plan order.
     """
 
-    def __init__(self, functions: Iterable[FunctionTool[Any]], *, prefix: str = "") -> None:
+    def __init__(
+        self, functions: Iterable[FunctionTool[Any]], *, prefix: str = "", resource: str | None = None
+    ) -> None:
         self._functions: dict[str, FunctionTool[Any]] = {}
         for function in functions:
-            if prefix:
+            annotations = function.definition.annotations
+            if resource is not None and annotations.resource is None:
+                annotations = replace(annotations, resource=resource)
+            if prefix or annotations is not function.definition.annotations:
                 function = FunctionTool(
                     function.function,
                     name=prefix + function.name,
                     description=function.definition.description,
-                    annotations=function.definition.annotations,
+                    annotations=annotations,
                     strict=function.strict,
                 )
             if function.name in self._functions:
