@@ -9,10 +9,3 @@ from ._picture import Outcome as Outcome
 from ._picture import outcome_from_json as outcome_from_json
 from ._picture import outcome_of as outcome_of
 from ._picture import render_picture as render_picture
-
-__all__ = (
-    "Outcome",
-    "outcome_from_json",
-    "outcome_of",
-    "render_picture",
-)

@@ -7,8 +7,3 @@ from __future__ import annotations
 
 from ._metatools import _PLAN_DESCRIPTION as _PLAN_DESCRIPTION
 from ._metatools import _plan_schema as _plan_schema
-
-__all__ = (
-    "_PLAN_DESCRIPTION",
-    "_plan_schema",
-)

@@ -2,5 +2,3 @@
 
 # The workspace confinement of FileTools, reused by KnowledgeTools so ingesting a file is as safe as reading one.
 from ._paths import Workspace as Workspace
-
-__all__ = ("Workspace",)

@@ -198,20 +198,18 @@ def list_plans(page_size: int, cursor: str | None, request_id: str | None) -> Ca
 
 
 def execute(plan_id: str, wait: float, idempotency_key: str | None) -> Call[Execution]:
-    return Call(
-        method="POST",
-        path=f"/v1/plans/{_id(plan_id, 'plan_id')}/executions",
-        read=Execution.from_json,
-        params=_wait(wait),
-        idempotency_key=_key(idempotency_key),
-        wait=wait,
-    )
+    return _start(f"/v1/plans/{_id(plan_id, 'plan_id')}/executions", wait, idempotency_key)
 
 
 def execute_request(request_id: str, wait: float, idempotency_key: str | None) -> Call[Execution]:
+    return _start(f"/v1/requests/{_id(request_id, 'request_id')}/executions", wait, idempotency_key)
+
+
+def _start(path: str, wait: float, idempotency_key: str | None) -> Call[Execution]:
+    """Start an execution (of a plan or a request's plan) at ``path``."""
     return Call(
         method="POST",
-        path=f"/v1/requests/{_id(request_id, 'request_id')}/executions",
+        path=path,
         read=Execution.from_json,
         params=_wait(wait),
         idempotency_key=_key(idempotency_key),

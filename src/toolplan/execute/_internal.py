@@ -9,10 +9,3 @@ from ._api import run_compiled as run_compiled
 from ._journal import check_run_id as check_run_id
 from ._result import cap_text as cap_text
 from ._window import window_refusal as window_refusal
-
-__all__ = (
-    "cap_text",
-    "check_run_id",
-    "run_compiled",
-    "window_refusal",
-)

@@ -6,5 +6,3 @@ The layering test refuses any other import of a private module from outside the 
 from __future__ import annotations
 
 from ._server import is_loopback as is_loopback
-
-__all__ = ("is_loopback",)

@@ -10,11 +10,3 @@ from ._messages import approximate_tokens as approximate_tokens
 from ._messages import message_text as message_text
 from ._streaming import StreamBuilder as StreamBuilder
 from ._streaming import response_events as response_events
-
-__all__ = (
-    "StreamBuilder",
-    "approximate_tokens",
-    "message_text",
-    "response_events",
-    "set_model_requests_allowed",
-)

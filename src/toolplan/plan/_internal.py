@@ -15,16 +15,3 @@ from ._refs import literal as literal
 from ._refs import null_references as null_references
 from ._refs import resolve_compiled as resolve_compiled
 from ._validate import step_dependencies as step_dependencies
-
-__all__ = (
-    "BATCH_MAX_STEPS",
-    "MissingField",
-    "Ref",
-    "_show",
-    "compile_arguments",
-    "literal",
-    "null_references",
-    "parse_source",
-    "resolve_compiled",
-    "step_dependencies",
-)

@@ -11,10 +11,7 @@ See docs/policy.md. (Agent Client Protocol export: `toolplan.integrations.acp`.)
 
 from __future__ import annotations
 
-import importlib
-import warnings
-from typing import Any
-
+from .._moved import moved_names as _moved_names
 from ._audit import Finding as Finding
 from ._audit import FindingKind as FindingKind
 from ._audit import audit as audit
@@ -61,18 +58,6 @@ __all__ = (
     "trace_of",
 )
 
-_MOVED = frozenset({"AcpExporter", "acp_updates"})
-
-
-def __getattr__(name: str) -> Any:
-    # Deprecated aliases, kept for one release: the ACP export moved to toolplan.integrations.acp.
-    # Resolved at call time, by name: the policy layer does not import the integrations above it.
-    if name not in _MOVED:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"toolplan.policy.{name} is deprecated; import it from toolplan.integrations.acp "
-        "(the old path goes away in the next release).",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(importlib.import_module("toolplan.integrations.acp"), name)
+# Deprecated aliases, kept for one release: the ACP export moved to toolplan.integrations.acp.
+# Resolved at call time, by name: the policy layer does not import the integrations above it.
+__getattr__ = _moved_names(__name__, dict.fromkeys(("AcpExporter", "acp_updates"), "toolplan.integrations.acp"))

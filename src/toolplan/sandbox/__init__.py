@@ -10,10 +10,7 @@ live in `toolplan.builtin` (see ``docs/builtin-tools.md``).
 
 from __future__ import annotations
 
-import importlib
-import warnings
-from typing import Any
-
+from .._moved import moved_names as _moved_names
 from ._monty import MontyRunner as MontyRunner
 from ._subprocess import SubprocessRunner as SubprocessRunner
 from ._types import CodeLimits as CodeLimits
@@ -30,17 +27,10 @@ __all__ = (
     "ToolCaller",
 )
 
-_MOVED = frozenset({"PythonTool", "ShellLimits", "ShellResult", "ShellTools", "shell_confinement_problem"})
-
-
-def __getattr__(name: str) -> Any:
-    # Deprecated aliases, kept for one release: the shell and Python toolsets moved to toolplan.builtin.
-    if name not in _MOVED:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"toolplan.sandbox.{name} is deprecated; import it from toolplan.builtin "
-        "(the old path goes away in the next release).",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(importlib.import_module("toolplan.builtin"), name)
+# Deprecated aliases, kept for one release: the shell and Python toolsets moved to toolplan.builtin.
+__getattr__ = _moved_names(
+    __name__,
+    dict.fromkeys(
+        ("PythonTool", "ShellLimits", "ShellResult", "ShellTools", "shell_confinement_problem"), "toolplan.builtin"
+    ),
+)

@@ -13,19 +13,3 @@ from ._platform import prefix_layers as prefix_layers
 from ._platform import sandbox_prefix as sandbox_prefix
 from ._protocol import to_jsonable as to_jsonable
 from ._types import LogBuffer as LogBuffer
-
-__all__ = (
-    "DataError",
-    "DataTooLarge",
-    "LogBuffer",
-    "SHELL_LAUNCHER",
-    "call_problem",
-    "check_data",
-    "landlock_abi",
-    "loads",
-    "prefix_layers",
-    "sandbox_prefix",
-    "serve_call",
-    "to_jsonable",
-    "unserialisable",
-)

@@ -6,5 +6,3 @@ The layering test refuses any other import of a private module from outside the 
 from __future__ import annotations
 
 from ._store import ServiceStore as ServiceStore
-
-__all__ = ("ServiceStore",)

@@ -21,23 +21,3 @@ from ._schema import requests as requests
 from ._schema import schedule_firings as schedule_firings
 from ._schema import schedules as schedules
 from ._schema import skills as skills
-
-__all__ = (
-    "api_keys",
-    "chunks",
-    "decode",
-    "encode",
-    "events",
-    "executions",
-    "idempotency",
-    "insert_queued",
-    "not_found",
-    "plan_hash",
-    "plan_id",
-    "plan_row",
-    "plans",
-    "requests",
-    "schedule_firings",
-    "schedules",
-    "skills",
-)

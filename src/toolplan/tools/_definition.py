@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -110,3 +110,19 @@ class ToolDefinition:
         if self.output_json_schema is not None:
             out["output"] = dict(self.output_json_schema)
         return out
+
+
+class OneDefinition:
+    """Base of the tools that expose one function, described by their ``definition``."""
+
+    __slots__ = ()
+    definition: ToolDefinition
+
+    @property
+    def name(self) -> str:
+        """The tool's name as the model sees it."""
+        return self.definition.name
+
+    def definitions(self) -> Sequence[ToolDefinition]:
+        """The one function this tool exposes."""
+        return (self.definition,)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, get_type_hints, overload
 
@@ -14,7 +14,7 @@ from .._errors import InvalidArgumentsError, ToolOutputError, UserError
 from .._records import maker
 from .._threads import run_in_thread
 from ._context import is_run_context, make_run_context
-from ._definition import ToolAnnotations, ToolDefinition
+from ._definition import OneDefinition, ToolAnnotations, ToolDefinition
 from ._result import ToolResult
 
 __all__ = ("FunctionTool", "tool", "to_jsonable", "wrap_output")
@@ -79,7 +79,7 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     return "\n".join(description).strip(), params
 
 
-class FunctionTool(Generic[FunctionT]):
+class FunctionTool(OneDefinition, Generic[FunctionT]):
     """A tool made from one typed Python function (sync or async). Build it with `@tool`.
 
     It stays that function: calling it calls the function with the same arguments and returns what
@@ -152,15 +152,6 @@ class FunctionTool(Generic[FunctionT]):
             output_json_schema=_output_schema(function),
             annotations=annotations or ToolAnnotations(),
         )
-
-    @property
-    def name(self) -> str:
-        """The tool's name as the model sees it."""
-        return self.definition.name
-
-    def definitions(self) -> Sequence[ToolDefinition]:
-        """The one function this tool exposes."""
-        return (self.definition,)
 
     def validate_arguments(self, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Validate (and coerce) arguments; raise `ToolError` naming every bad field."""

@@ -15,16 +15,3 @@ from ._schema import SchemaCheck as SchemaCheck
 from ._schema import check_for as check_for
 from ._schema import invalid_message as invalid_message
 from ._schema import normalize_schema as normalize_schema
-
-__all__ = (
-    "AgentsFunctionTool",
-    "LangChainTool",
-    "SchemaCheck",
-    "_strip_titles",
-    "alternatives_problem",
-    "check_for",
-    "inline_group_name",
-    "invalid_message",
-    "normalize_schema",
-    "owned",
-)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
 from .._errors import InvalidArgumentsError, UserError
 from .._threads import run_in_thread
-from ._definition import ToolAnnotations, ToolDefinition
+from ._definition import OneDefinition, ToolAnnotations, ToolDefinition
 from ._function import TOOL_NAME_RE, wrap_output
 from ._result import ToolResult
 from ._schema import SchemaCheck, invalid_message, normalize_schema
@@ -16,7 +16,7 @@ from ._schema import SchemaCheck, invalid_message, normalize_schema
 __all__ = ("SchemaTool", "schema_tools")
 
 
-class SchemaTool:
+class SchemaTool(OneDefinition):
     """A tool made from a name, a description, a JSON Schema of its parameters and a callable.
 
     Build it with `Tool.from_schema`. The schema is normalised to JSON Schema 2020-12 when the tool
@@ -60,15 +60,6 @@ class SchemaTool:
             output_json_schema=dict(output_schema) if output_schema is not None else None,
             annotations=annotations or ToolAnnotations(),
         )
-
-    @property
-    def name(self) -> str:
-        """The tool's name as the model sees it."""
-        return self.definition.name
-
-    def definitions(self) -> Sequence[ToolDefinition]:
-        """The one function this tool exposes."""
-        return (self.definition,)
 
     def argument_problems(self, name: str, arguments: Mapping[str, Any], deferred: frozenset[str]) -> list[str]:
         """Problems with the literal ``arguments``; keys in ``deferred`` are filled in later (references)."""

@@ -28,6 +28,8 @@ __all__ = (
     "chat_span",
     "end_attempt",
     "in_agent",
+    "plan_span",
+    "record_draft",
     "record_response",
     "record_run",
     "restore_role",

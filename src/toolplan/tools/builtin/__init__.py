@@ -5,36 +5,25 @@ Each name still resolves, to the very same object, with a `DeprecationWarning` s
 
 from __future__ import annotations
 
-import importlib
-import warnings
-from typing import Any
+from ..._moved import moved_names as _moved_names
 
-__all__ = (
-    "BraveSearch",
-    "DataTools",
-    "FileTools",
-    "HttpPolicy",
-    "HttpResponse",
-    "HttpTools",
-    "SearchHit",
-    "SearchProvider",
-    "SearchProviderError",
-    "SearxNG",
-    "Toolset",
-    "WebSearchTools",
-    "search_provider_from_env",
-)
+# Resolved at call time, by name: the tools layer does not import the built-in toolsets above it.
+_MOVED = {
+    "BraveSearch": "toolplan.builtin",
+    "DataTools": "toolplan.builtin",
+    "FileTools": "toolplan.builtin",
+    "HttpPolicy": "toolplan.builtin",
+    "HttpResponse": "toolplan.builtin",
+    "HttpTools": "toolplan.builtin",
+    "SearchHit": "toolplan.builtin",
+    "SearchProvider": "toolplan.builtin",
+    "SearchProviderError": "toolplan.builtin",
+    "SearxNG": "toolplan.builtin",
+    "Toolset": "toolplan.tools",
+    "WebSearchTools": "toolplan.builtin",
+    "search_provider_from_env": "toolplan.builtin",
+}
 
+__all__ = tuple(_MOVED)
 
-def __getattr__(name: str) -> Any:
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    # Resolved at call time, by name: the tools layer does not import the built-in toolsets above it.
-    new = "toolplan.tools" if name == "Toolset" else "toolplan.builtin"
-    warnings.warn(
-        f"toolplan.tools.builtin.{name} is deprecated; import it from {new} "
-        "(the old path goes away in the next release).",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(importlib.import_module(new), name)
+__getattr__ = _moved_names(__name__, _MOVED)
