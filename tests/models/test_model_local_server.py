@@ -260,5 +260,5 @@ def test_serve_with_the_local_model_plans_a_question_and_stops_its_server(
     if draft["repaired"]:
         assert draft["usage"]["input_tokens"] > 2048  # more than llama.cpp's default context holds
     service.send_signal(signal.SIGTERM)
-    assert service.wait(timeout=60) == 0
+    assert service.wait(timeout=60) in (0, -signal.SIGTERM)  # uvicorn shuts down, then re-raises the signal
     _wait_until(lambda: _gone(server_pid), "the llama.cpp server outlived toolplan serve", 30)
