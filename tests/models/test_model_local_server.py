@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -100,6 +101,19 @@ def test_without_the_extra_the_error_names_the_install_line(without_llama_cpp: N
     model = infer_model("local:smollm2")  # creating it needs nothing
     with pytest.raises(ImportError, match=r"toolplan\[local\]"):
         model.check_credentials()
+
+
+def test_the_models_the_service_recommends_exist(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("fastapi")
+    import inspect
+
+    from toolplan.service._core import Service
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # "with OPENAI_API_KEY set", as the message says
+    named = set(re.findall(r"--model ([a-z]+:[\w.-]+)", inspect.getsource(Service.need_planner))) - {"provider:name"}
+    assert "local:smollm2" in named
+    for spec in named:
+        infer_model(spec).check_credentials() if spec.startswith("openai:") else infer_model(spec)
 
 
 @pytest.mark.parametrize("command", ["serve", "demo"])
