@@ -56,6 +56,7 @@ __all__ = (
     "print_result",
     "read_inputs",
     "report_invalid",
+    "running_model",
     "show_result",
     "start_backend",
     "stdout_to_stderr",
@@ -293,6 +294,28 @@ def parse_model(spec: str | None) -> Model | None:
     except Exception as exc:  # any provider's refusal of the name or key: one line, never a traceback
         fail(f"--model {spec!r}: {' '.join(str(exc).split())}")
     return model
+
+
+@contextlib.contextmanager
+def running_model(model: Model | None, spec: str | None) -> Iterator[None]:
+    """A local model's llama.cpp server: started before the command's work, stopped after it.
+
+    A server that cannot start is one error line; other models need nothing.
+    """
+    from ..models import LocalModel
+
+    if not isinstance(model, LocalModel):
+        yield
+        return
+    say(err, f"Starting the local model {model.name} (llama.cpp server, context {model.n_ctx} tokens)...", "dim")
+    try:
+        model.start()
+    except ToolplanError as exc:
+        fail(f"--model {spec!r}: {exc.message}")
+    try:
+        yield
+    finally:
+        model.stop()
 
 
 RAY_PROBE_SECONDS = 5.0  # how long a Ray address has to accept a connection

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from .._errors import ToolplanError
-from ._common import fail, out
+from ._common import fail, out, running_model
 from ._demo import run_demo
 
 __all__ = ("demo_command",)
@@ -19,7 +19,8 @@ def demo_command(
         typer.Option(
             "--model",
             metavar="PROVIDER:NAME",
-            help="Run the agent part with a real model, e.g. openai:gpt-4o-mini (default: the built-in demo model).",
+            help="Run the agent part with a real model, e.g. openai:gpt-4o-mini or local:smollm2 "
+            "(default: the built-in demo model).",
         ),
     ] = None,
 ) -> None:
@@ -33,8 +34,9 @@ def demo_command(
         except ToolplanError as exc:
             fail(exc.message)
     code = run_demo(out)
-    try:
-        run_agent_demo(out, real)
-    except ToolplanError as exc:
-        fail(f"The agent demo failed: {exc.message}")
+    with running_model(real, model):  # a local model's server runs for the agent part only
+        try:
+            run_agent_demo(out, real)
+        except ToolplanError as exc:
+            fail(f"The agent demo failed: {exc.message}")
     raise typer.Exit(code)

@@ -24,6 +24,7 @@ from ._common import (
     fail,
     out,
     parse_model,
+    running_model,
     start_backend,
     when,
     with_store,
@@ -115,8 +116,8 @@ def serve_command(
         typer.Option(
             "--model",
             metavar="PROVIDER:NAME",
-            help="The planner's model (e.g. openai:gpt-4o-mini); it plans task schedules too. Without it "
-            "POST /v1/requests answers 503; plans posted by clients still run.",
+            help="The planner's model (e.g. openai:gpt-4o-mini, or local:smollm2 with toolplan[local]); it plans "
+            "task schedules too. Without it POST /v1/requests answers 503; plans posted by clients still run.",
         ),
     ] = None,
     api_key_file: Annotated[
@@ -236,7 +237,8 @@ def serve_command(
 
     try:
         _check_port(host, port)  # before the banner: a busy port is an error line, not a banner and a traceback
-        with_store(db, run, what="service", existing=False)
+        with running_model(model_obj, model):  # a local model's server: started now, stopped with the service
+            with_store(db, run, what="service", existing=False)
     finally:
         close_backend(backend_obj)
 

