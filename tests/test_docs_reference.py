@@ -276,7 +276,7 @@ def test_service_and_live_view_list_every_stored_event_type() -> None:
 def test_service_md_lists_every_error_code_the_service_answers() -> None:
     # Read from the code: the service's own codes (ApiError, error_body, the HTTP errors' map), and
     # every ToolplanError's code, which the one error mapping answers as it is (service/_errors.py).
-    import toolplan.client  # noqa: F401  (its ServiceError is the client's, not an answer)
+    import toolplan.client  # (its ServiceError is the client's, not an answer)
     import toolplan.service  # noqa: F401
     from toolplan._errors import ServiceError, ToolplanError
 
