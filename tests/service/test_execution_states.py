@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import itertools
 import secrets
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -100,8 +101,20 @@ def status_of_events(kinds: list[str], payloads: list[Any]) -> str:
     return status
 
 
+ALL_OPS = [(op, w) for op in ("cancel", "resume", "claim", "begin", "stop", "expire") for w in range(WORKERS)]
+
+
+def test_the_model_keeps_its_invariants_in_every_interleaving_of_four() -> None:
+    for ops in itertools.product(ALL_OPS, repeat=4):
+        check_model(list(ops))
+
+
 @given(OPS)
 def test_the_model_keeps_its_invariants(ops: list[tuple[str, int]]) -> None:
+    check_model(ops)
+
+
+def check_model(ops: list[tuple[str, int]]) -> None:
     s, kinds = State(), ["plan_started", "run_queued"]
     payloads: list[Any] = [{}, {}]
     for op, w in ops:
@@ -113,6 +126,9 @@ def test_the_model_keeps_its_invariants(ops: list[tuple[str, int]]) -> None:
         if s.status != "running" or s.begun:  # the events tell the status (a claim not taken up: not yet)
             assert status_of_events(kinds, payloads) == s.status
         assert not (s.cancel_requested and s.status == "queued")  # a queued execution is cancelled at once
+        if s.status == "running":  # its holder stopping it ends it as the last client asked: never stuck
+            after, _ = transition(s, "stop", s.owner or 0)
+            assert after.status == ("cancelled" if s.cancel_requested else "queued")
 
 
 # -- the store against the model ---------------------------------------------------------------------
