@@ -271,3 +271,32 @@ def test_service_and_live_view_list_every_stored_event_type() -> None:
     live_view = _text("docs/live-view.md")
     missing = sorted(t for t in written if f"`{t}`" not in live_view)
     assert missing == [], f"docs/live-view.md: list {missing} among the event types"
+
+
+def test_service_md_lists_every_error_code_the_service_answers() -> None:
+    # Read from the code: the service's own codes (ApiError, error_body, the HTTP errors' map), and
+    # every ToolplanError's code, which the one error mapping answers as it is (service/_errors.py).
+    import toolplan.client  # (its ServiceError is the client's, not an answer)
+    import toolplan.service  # noqa: F401
+    from toolplan._errors import ServiceError, ToolplanError
+
+    source = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "src/toolplan/service").glob("*.py"))
+    codes = set(re.findall(r"""ApiError\(\s*\w+\s*,\s*["'](\w+)["']""", source))
+    codes |= set(re.findall(r"""error_body\(\s*["'](\w+)["']""", source))
+    codes |= set(re.findall(r"""\b[45]\d\d: ["'](\w+)["']""", source))  # the HTTP errors' codes
+    codes |= set(re.findall(r"""\bcode(?:, \w+)* = ["'](\w+)["']""", source))  # GraphQL's own
+    assert {"unauthorized", "request_too_large", "not_found", "internal_error", "invalid_request"} <= codes
+
+    def walk(kind: type[ToolplanError]) -> None:
+        for sub in kind.__subclasses__():
+            walk(sub)
+            code = sub.__dict__.get("code")
+            # The kernel's error tree (the CLI's and MCP's own errors never reach the service's answers).
+            if isinstance(code, str) and sub is not ServiceError and sub.__module__ in ("toolplan", "toolplan._errors"):
+                codes.add(code)
+
+    walk(ToolplanError)
+    assert {"user_error", "model_http_error", "run_conflict"} <= codes
+    text = _text("docs/service.md")
+    missing = sorted(c for c in codes if f"`{c}`" not in text)
+    assert missing == [], f"docs/service.md: list the error codes {missing}"

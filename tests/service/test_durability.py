@@ -77,7 +77,7 @@ def test_kill_9_mid_execution_then_a_new_server_finishes_it_without_charging_aga
     assert steps["first"]["status"] == "succeeded" and steps["first"]["attempts"] == 1
     assert count(seen, "step_started", "wait") == 2  # read-only: called again after the crash
     assert {sid: s["reused"] for sid, s in steps.items()} == {"first": True, "wait": False, "last": False}
-    owners = [e["payload"]["owner"] for e in seen if e["type"] == "run_resumed"]
+    owners = [e["payload"]["owner"] for e in seen if e["type"] in ("run_started", "run_resumed")]
     assert len(owners) == 2 and owners[0] != owners[1]
     assert [int(o.split(":")[1]) for o in owners] == [a.pid, b.pid]
 

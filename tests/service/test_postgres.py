@@ -30,8 +30,8 @@ CHAIN: dict[str, Any] = {
 
 
 def owner_pid(seen: list[Event]) -> int:
-    """The process id of the server that took the execution up last (its ``run_resumed`` event)."""
-    owner = [e["payload"]["owner"] for e in seen if e["type"] == "run_resumed"][-1]
+    """The process id of the server that took the execution up last (its ``run_started`` or ``run_resumed`` event)."""
+    owner = [e["payload"]["owner"] for e in seen if e["type"] in ("run_started", "run_resumed")][-1]
     return int(owner.split(":")[1])
 
 
@@ -102,7 +102,7 @@ def test_two_servers_on_one_database_share_the_work(
             seen = read_events(c, execution_id)
             assert seen[-1]["payload"] == {"status": "succeeded"}, seen[-1]
             assert [e["event_id"] for e in seen] == list(range(1, len(seen) + 1))
-            owners += [e["payload"]["owner"] for e in seen if e["type"] == "run_resumed"]
+            owners += [e["payload"]["owner"] for e in seen if e["type"] in ("run_started", "run_resumed")]
             body = c.get(f"/v1/executions/{execution_id}").json()
             assert body["status"] == "succeeded" and body["outputs"] == {"last": 2}
     assert sorted(int(n) for n in ledger(tmp_path / "ledger.txt")) == list(range(1, 21))  # each charged once

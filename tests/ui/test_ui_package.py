@@ -32,6 +32,8 @@ def test_the_page_ships_its_files_and_the_layout_librarys_license() -> None:
     names = {p.relative_to(static).as_posix() for p in static.rglob("*") if p.is_file()}
     assert names == {
         "index.html",
+        "home.html",
+        "home.js",
         "live.js",
         "live.css",
         "vendor/dagre.min.js",
@@ -41,3 +43,5 @@ def test_the_page_ships_its_files_and_the_layout_librarys_license() -> None:
     assert "Permission is hereby granted, free of charge" in license_text  # MIT
     page = (static / "index.html").read_text(encoding="utf-8")
     assert "http" not in page.replace("http-equiv", "")  # nothing from elsewhere: no CDN
+    home = (static / "home.html").read_text(encoding="utf-8")
+    assert "http" not in home  # the service's home page: likewise

@@ -10,10 +10,11 @@ This package imports only the layers below it (``plan``, ``execute``), never the
 from ._assets import ASSETS as ASSETS
 from ._assets import PAGE_HEADERS as PAGE_HEADERS
 from ._assets import asset as asset
+from ._assets import home_page as home_page
 from ._assets import page as page
 from ._feed import LiveFeed as LiveFeed
 from ._feed import graph_view as graph_view
 from ._feed import record_of as record_of
 from ._server import LiveServer as LiveServer
 
-__all__ = ("ASSETS", "PAGE_HEADERS", "LiveFeed", "LiveServer", "asset", "graph_view", "page", "record_of")
+__all__ = ("ASSETS", "PAGE_HEADERS", "LiveFeed", "LiveServer", "asset", "graph_view", "home_page", "page", "record_of")

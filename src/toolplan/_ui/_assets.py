@@ -5,12 +5,13 @@ from __future__ import annotations
 import functools
 from importlib import resources
 
-__all__ = ("ASSETS", "PAGE_HEADERS", "asset", "page")
+__all__ = ("ASSETS", "PAGE_HEADERS", "asset", "home_page", "page")
 
 # The files under static/ the servers hand out, by the name in /ui/static/{name}, with their type.
 ASSETS = {
     "live.js": "text/javascript; charset=utf-8",
     "live.css": "text/css; charset=utf-8",
+    "home.js": "text/javascript; charset=utf-8",
     "dagre.min.js": "text/javascript; charset=utf-8",
     "dagre.LICENSE": "text/plain; charset=utf-8",
 }
@@ -36,6 +37,11 @@ def _read(path: str) -> bytes:
 def page() -> bytes:
     """The page (HTML): the same for every execution; its script reads the id from the address."""
     return _read("index.html")
+
+
+def home_page() -> bytes:
+    """The planner service's home page (HTML): its recent executions, linked to their live pages."""
+    return _read("home.html")
 
 
 def asset(name: str) -> tuple[bytes, str] | None:

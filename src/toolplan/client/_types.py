@@ -301,7 +301,7 @@ class Event:
 
     Attributes:
         seq: Its number: 1, 2, 3, ... with no gap, per execution (the stream's event id).
-        type: ``plan_started``, ``run_queued``, ``run_resumed``, ``step_started``, ``step_finished``,
+        type: ``plan_started``, ``run_queued``, ``run_started``, ``run_resumed``, ``step_started``, ``step_finished``,
             ``plan_finished``, ...
         step_id: The step it concerns, if any.
         payload: What the event says (a finished step's status, the plan's final status, ...).

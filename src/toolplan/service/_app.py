@@ -10,11 +10,12 @@ from fastapi import Depends, FastAPI
 
 from .._version import __version__
 from ._core import Service
+from ._docs import docs_router
 from ._errors import install_error_handlers
 from ._graphql import graphql_router
 from ._limits import BodyLimit
 from ._rest import router
-from ._ui import ui_router
+from ._ui import home_router, ui_router
 
 __all__ = ("create_app",)
 
@@ -23,7 +24,9 @@ def create_app(service: Service) -> FastAPI:
     """The ASGI app of ``service``. Its lifespan runs the service's executions (see `Runner`).
 
     Every route under ``/v1`` and ``/graphql`` needs an API key (``X-API-Key``); ``/docs``,
-    ``/openapi.json``, ``/healthz`` and the live page's files (``/ui/...``) do not.
+    ``/openapi.json``, ``/healthz``, the home page ``/`` and the live page's files (``/ui/...``) do
+    not (the pages ask for a key and send it with their API calls). ``/docs`` loads Swagger UI's
+    files from this server (the ``swagger-ui-bundle`` package), never from a CDN.
     """
 
     @asynccontextmanager
@@ -40,6 +43,8 @@ def create_app(service: Service) -> FastAPI:
         version=__version__,
         description="Natural language to a validated plan, stored and run by id. Send X-API-Key on every call.",
         lifespan=lifespan,
+        docs_url=None,  # served below, with files from this server
+        redoc_url=None,  # ReDoc would load from a CDN
     )
     app.state.service = service
     install_error_handlers(app)
@@ -47,6 +52,8 @@ def create_app(service: Service) -> FastAPI:
     app.include_router(router, dependencies=guard)
     app.include_router(graphql_router(service), prefix="/graphql", dependencies=guard)
     app.include_router(ui_router)  # the live page asks for a key and sends it with each API call
+    app.include_router(home_router)
+    app.include_router(docs_router)
 
     @app.get("/healthz", tags=["service"])
     async def healthz() -> dict[str, str]:

@@ -64,6 +64,7 @@ class Service:
 
     def check_query(self, query: str) -> Planner:
         """The planner for ``query``, once it is known that there is one and the question fits."""
+        check_text(query, "query")
         planner = self.need_planner()
         if not query:
             raise UserError("query is empty: send the question to plan, in natural language.")
@@ -114,6 +115,7 @@ class Service:
 
     async def post_plan(self, plan_ref: str, source: Any, dialect: str | None) -> dict[str, Any]:
         """Validate ``source`` against the catalogue and store it as ``plan_ref``."""
+        check_text(source, "plan")
         report = validate_plan(source, self.tools, dialect=dialect)  # type: ignore[arg-type]
         if report.plan is None or report.errors:
             raise PlanValidationError(report.errors)
@@ -184,6 +186,42 @@ class Service:
         status = await self.data.requeue(execution_id)
         self.runner.wake()
         return {"execution_id": execution_id, "status": status}
+
+
+def check_text(value: Any, where: str) -> None:
+    r"""Refuse text that is not Unicode (a lone surrogate such as ``\\ud800``): nothing could store or send it.
+
+    Raises:
+        ApiError: 400 ``invalid_text``, naming where the first such text is.
+    """
+    bad = _first_bad_text(value, where)
+    if bad is not None:
+        raise ApiError(
+            400,
+            "invalid_text",
+            f"{bad} holds a lone surrogate (an escape such as \\ud800 with no pair), which is not Unicode: "
+            "send valid text. Nothing was stored.",
+        )
+
+
+def _first_bad_text(value: Any, where: str) -> str | None:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return where
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _first_bad_text(key, f"{where} (a key)") or _first_bad_text(item, f"{where}.{key}")
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found = _first_bad_text(item, f"{where}[{i}]")
+            if found is not None:
+                return found
+    return None
 
 
 def execution_view(info: RunInfo) -> dict[str, Any]:

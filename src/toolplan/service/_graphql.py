@@ -672,13 +672,22 @@ class _Router(GraphQLRouter[Context, None]):
         def context() -> Context:
             return Context(service)
 
-        super().__init__(SCHEMA, context_getter=context, subscription_protocols=())
+        # No GraphiQL page: it loads its files from a CDN (blank offline); any GraphQL client works.
+        super().__init__(SCHEMA, context_getter=context, subscription_protocols=(), graphql_ide=None)
         self.service = service
         # No subscriptions: no websocket route (the API key check reads an HTTP request).
         self.routes = [r for r in self.routes if not isinstance(r, APIWebSocketRoute)]
 
     async def run(self, request: Any, context: Any = None, root_value: Any = None) -> Any:
         assert isinstance(context, Context)
+        if request.method == "GET" and "query" not in request.query_params:
+            raise ApiError(
+                400,
+                "invalid_request",
+                "GET /graphql takes a query (?query=...; queries only): POST /graphql a JSON object with query "
+                "and variables for mutations. This service serves no GraphQL IDE page: use any GraphQL client "
+                "with the X-API-Key header, or the REST API's /docs.",
+            )
         if request.method != "POST" or IDEMPOTENCY_HEADER not in request.headers:
             return await self._answer(request, context, root_value)
 
@@ -718,6 +727,6 @@ class _Router(GraphQLRouter[Context, None]):
 def graphql_router(service: Service) -> APIRouter:
     """The GraphQL endpoint of ``service``: mount it with a prefix (``/graphql``) behind the API key check.
 
-    GET serves GraphiQL (send X-API-Key with it) and queries; POST takes queries and mutations.
+    GET takes queries (``?query=...``); POST takes queries and mutations. No in-browser IDE is served.
     """
     return _Router(service)

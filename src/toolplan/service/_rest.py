@@ -11,11 +11,14 @@ from sse_starlette import EventSourceResponse
 
 from .._defaults import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from .._ui import graph_view
-from ._core import Service, execution_view
+from ._core import Service, check_text, execution_view
+from ._errors import ApiError
 from ._events import event_stream
 from ._idem import Outcome, idempotent
 
 __all__ = ("router",)
+
+MAX_EVENT_ID = 2**63 - 1  # the largest number a store's integer column holds
 
 
 class RequestIn(BaseModel):
@@ -94,6 +97,7 @@ async def execute_request(
 @router.post("/plans", status_code=201, tags=["plans"])
 async def create_plan(body: PlanIn, request: Request, svc: Svc, _key: IdemHeader = None) -> JSONResponse:
     """Validate a plan against the catalogue and store it (422 with every issue if invalid)."""
+    check_text(body.plan, "plan")  # before anything is kept, idempotency records too
 
     async def action(reserved: str) -> Outcome:
         return 201, await svc.post_plan(reserved, body.plan, body.dialect)
@@ -198,4 +202,11 @@ async def execution_events(
     """Server-sent events of an execution; each event's id is its number. Reconnect with Last-Event-ID."""
     await svc.data.status_of(execution_id)  # 404 before the stream starts
     start = last_event_id if last_event_id is not None else after
+    if start > MAX_EVENT_ID:
+        raise ApiError(
+            400,
+            "invalid_event_id",
+            f"Event number {start} is past the largest an execution can have ({MAX_EVENT_ID}): send the id of "
+            "the last event received (Last-Event-ID or ?after=), or 0 for all.",
+        )
     return EventSourceResponse(event_stream(svc, execution_id, start), ping=15)

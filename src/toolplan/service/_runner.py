@@ -2,8 +2,11 @@
 
 One loop claims work from the store (an execution posted here, one queued by another process, one
 whose process died: the store's leases decide), up to ``slots`` at a time, and passes on cancels asked
-of this process. Executions it still holds when the service stops are handed back to the queue
-(`Store.hand_back`): stored ``queued``, in the transaction that ends their run here.
+of this process. An execution it stops, for a client's cancel or because the service stops, is handed
+back (`Store.hand_back`): in the transaction that ends its run here it is stored ``cancelled`` if a
+cancel is still asked then, else ``queued`` for any process to take up (a resume withdrew the cancel).
+A claim it stops before the run began is let go the same way (`ServiceStore.let_go`), never left
+``running`` with nothing running until its lease ends. docs/service.md draws the states.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ class Runner:
         self.tools = tools
         self.config = config
         self.tasks: dict[str, asyncio.Task[None]] = {}
-        self._cancelled: set[str] = set()  # by a client: they stay cancelled
+        self._cancelled: set[str] = set()  # stopped here before their run began (`_execute` lets go)
+        self._started: set[str] = set()  # whose task has begun
         self._ended: dict[str, asyncio.Event] = {}
         self._wake = asyncio.Event()
         self._group: asyncio.TaskGroup | None = None
@@ -66,11 +70,15 @@ class Runner:
                     # The service stops (the group cancels the executions next): each is queued again
                     # for the next process as it stops, not stored cancelled (a client's cancel stays one).
                     for run_id in self.tasks:
-                        if run_id not in self._cancelled:
-                            self.store.hand_back(run_id)
+                        self.store.hand_back(run_id)
                     raise
         finally:
             self._group = None
+            # Claims whose task never began (cancelled before its first step): let go of them here.
+            for run_id in [r for r in self.tasks if r not in self._started]:
+                self.tasks.pop(run_id, None)
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self.data.let_go(run_id, self.store.owner))
 
     async def _fill(self, group: asyncio.TaskGroup) -> None:
         loop = asyncio.get_running_loop()
@@ -93,26 +101,41 @@ class Runner:
         task = self.tasks.get(run_id)
         if task is None:
             return False
-        self._cancelled.add(run_id)
+        if run_id not in self._started:  # cancelled before its first step, the task would never let go
+            self._cancelled.add(run_id)
+            return True
+        self.store.hand_back(run_id)  # stored cancelled as it stops, unless a resume withdrew the cancel
         task.cancel()
         return True
 
     async def _execute(self, run_id: str) -> None:
+        self._started.add(run_id)
+        closed = False  # the run's journal let go of it (resume returned)
         try:
+            if run_id in self._cancelled:
+                return  # `finally` lets go of the claim
             window = None
             if self.window is not None:
                 key = await self.data.api_key_of(run_id)
                 window = WindowCharge(self.window, key or "(no key)")
             await resume(run_id, self.tools, store=self.store, backend=self.config.backend, window=window)
+            closed = True
         except Exception:
             log.exception("toolplan service: execution %s stopped with an error", run_id)
         finally:
-            self.tasks.pop(run_id, None)
-            self._cancelled.discard(run_id)
-            ended = self._ended.pop(run_id, None)
-            if ended is not None:
-                ended.set()
-            self._wake.set()
+            try:
+                if not closed:  # held still if the run never began, or was stopped while it claimed
+                    with contextlib.suppress(Exception):
+                        await asyncio.shield(self.data.let_go(run_id, self.store.owner))
+            finally:
+                self.store.keep(run_id)
+                self.tasks.pop(run_id, None)
+                self._started.discard(run_id)
+                self._cancelled.discard(run_id)
+                ended = self._ended.pop(run_id, None)
+                if ended is not None:
+                    ended.set()
+                self._wake.set()
 
     async def wait(self, run_id: str, timeout: float) -> str:
         """Wait up to ``timeout`` seconds for the execution to finish; returns its status then."""

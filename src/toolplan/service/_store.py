@@ -182,7 +182,10 @@ class ServiceStore:
         return await self._read(read)  # type: ignore[no-any-return]
 
     async def request_cancel(self, run_id: str) -> str:
-        """Cancel an execution: a queued one at once; a running one by asking its process (its next poll).
+        """Cancel an execution (the ``cancel`` transition); its process stops a running one.
+
+        A queued one is cancelled at once; a running one has its cancel asked, and its process
+        stores it cancelled as it stops (``stop``).
 
         Returns the status now: ``cancelled``, or ``running`` with the cancel asked.
 
@@ -193,29 +196,25 @@ class ServiceStore:
         e = t.executions
 
         def write(engine: sa.Engine) -> str:
-            now = time.time()
-            with engine.begin() as conn:
-                row = conn.execute(sa.select(e.c.status, e.c.owner).where(e.c.id == run_id)).first()
-                if row is None:
-                    raise not_found(run_id)
-                status, owner = row
-                if status in ("succeeded", "failed"):
-                    raise RunConflictError(
-                        f"Execution {run_id!r} has finished ({status}); there is nothing to cancel.", run_id=run_id
-                    )
-                if status == "cancelled":
-                    return "cancelled"
-                if owner is None:  # queued, or released: nobody to ask
-                    done = conn.execute(
-                        sa.update(e)
-                        .where(e.c.id == run_id, e.c.owner.is_(None), e.c.status == status)
-                        .values(status="cancelled", cancel_requested=0, updated_at=now)
-                    ).rowcount
-                    if done == 1:
-                        _append_event(conn, run_id, "plan_finished", {"status": "cancelled"}, now)
+            while True:  # each change is a compare-and-set on the status read: read again if it moved
+                now = time.time()
+                with engine.begin() as conn:
+                    row = conn.execute(sa.select(e.c.status, e.c.owner).where(e.c.id == run_id)).first()
+                    if row is None:
+                        raise not_found(run_id)
+                    status, owner = row
+                    if status in ("succeeded", "failed"):
+                        raise RunConflictError(
+                            f"Execution {run_id!r} has finished ({status}); there is nothing to cancel.", run_id=run_id
+                        )
+                    if status == "cancelled":
                         return "cancelled"
-                conn.execute(sa.update(e).where(e.c.id == run_id).values(cancel_requested=1, updated_at=now))
-                return "running"
+                    if status == "queued":  # nobody holds it: cancelled now
+                        if _move(conn, run_id, "queued", status="cancelled", cancel_requested=0, updated_at=now):
+                            _append_event(conn, run_id, "plan_finished", {"status": "cancelled"}, now)
+                            return "cancelled"
+                    elif _move(conn, run_id, "running", owner=owner, cancel_requested=1, updated_at=now):
+                        return "running"  # its process stops it (at once, or at its next look)
 
         return await self._call(write)  # type: ignore[no-any-return]
 
@@ -235,10 +234,13 @@ class ServiceStore:
         return await self._read(read)  # type: ignore[no-any-return]
 
     async def requeue(self, run_id: str) -> str:
-        """Queue a cancelled execution again (resume), for a worker to take up where it stopped.
+        """Resume an execution (the ``resume`` transition): queue a cancelled one, withdraw a cancel asked.
 
-        Returns the status now: ``queued``; or ``running``/``queued`` unchanged when it needs no help
-        (a running execution whose process died is taken up when its lease ends).
+        A cancelled one is queued again, for a worker to take up where it stopped; a running one whose
+        cancel was asked goes on (if its process stops it meanwhile, it is queued again, not cancelled).
+
+        Returns the status now: ``queued``, or ``running`` (a running execution whose process died is
+        taken up when its lease ends).
 
         Raises:
             RunNotFoundError: no execution has that id.
@@ -247,26 +249,56 @@ class ServiceStore:
         e = t.executions
 
         def write(engine: sa.Engine) -> str:
-            now = time.time()
-            with engine.begin() as conn:
-                row = conn.execute(sa.select(e.c.status, e.c.owner).where(e.c.id == run_id)).first()
-                if row is None:
-                    raise not_found(run_id)
-                status, owner = row
-                if status in ("succeeded", "failed"):
-                    raise RunConflictError(
-                        f"Execution {run_id!r} has finished ({status}); resume takes up only a cancelled or "
-                        "stopped execution. Start a new one: POST /v1/plans/{plan_id}/executions.",
-                        run_id=run_id,
-                    )
-                conn.execute(sa.update(e).where(e.c.id == run_id).values(cancel_requested=0, updated_at=now))
-                if status == "cancelled" and owner is None:
-                    conn.execute(sa.update(e).where(e.c.id == run_id).values(status="queued"))
-                    _append_event(conn, run_id, "run_queued", {"status": "queued"}, now)
-                    return "queued"
-                return str(status)
+            while True:  # each change is a compare-and-set on the status read: read again if it moved
+                now = time.time()
+                with engine.begin() as conn:
+                    row = conn.execute(sa.select(e.c.status, e.c.owner).where(e.c.id == run_id)).first()
+                    if row is None:
+                        raise not_found(run_id)
+                    status, owner = row
+                    if status in ("succeeded", "failed"):
+                        raise RunConflictError(
+                            f"Execution {run_id!r} has finished ({status}); resume takes up only a cancelled or "
+                            "stopped execution. Start a new one: POST /v1/plans/{plan_id}/executions.",
+                            run_id=run_id,
+                        )
+                    if status == "cancelled":
+                        if _move(conn, run_id, "cancelled", status="queued", cancel_requested=0, updated_at=now):
+                            _append_event(conn, run_id, "run_queued", {"status": "queued"}, now)
+                            return "queued"
+                    elif _move(conn, run_id, status, owner=owner, cancel_requested=0, updated_at=now):
+                        return str(status)
 
         return await self._call(write)  # type: ignore[no-any-return]
+
+    async def let_go(self, run_id: str, owner: str) -> str | None:
+        """The ``stop`` transition of a claim ``owner`` holds but no run took up.
+
+        For a claim cancelled, or whose process stops, before its run began: stored ``cancelled`` if
+        a cancel was asked, else ``queued``.
+
+        Returns the status it was left in; None when ``owner`` does not hold it (the run let go of it).
+        """
+        e = t.executions
+
+        def write(engine: sa.Engine) -> str | None:
+            now = time.time()
+            with engine.begin() as conn:
+                asked = conn.execute(
+                    sa.select(e.c.cancel_requested).where(e.c.id == run_id, e.c.owner == owner, e.c.status == "running")
+                ).scalar()
+                if asked is None:
+                    return None
+                status = "cancelled" if asked else "queued"
+                if not _move(conn, run_id, "running", owner=owner, status=status, owner_to=None, updated_at=now):
+                    return None
+                kind = "plan_finished" if status == "cancelled" else "run_queued"
+                _append_event(conn, run_id, kind, {"status": status}, now)
+                return status
+
+        # On the database thread, behind the journal's writes: a run stopped just after it claimed
+        # may have queued some (its first event), which commit first, in their order.
+        return await self.store.db.call(lambda engine, _raw: write(engine))  # type: ignore[no-any-return]
 
     async def api_key_of(self, run_id: str) -> str | None:
         """The API key that started an execution (None: none, or no such execution)."""
@@ -487,6 +519,25 @@ class ServiceStore:
                 )
 
         await self._call(write)
+
+
+_UNSET: Any = object()
+
+
+def _move(
+    conn: sa.Connection, run_id: str, expected: str, *, owner: Any = _UNSET, owner_to: Any = _UNSET, **values: Any
+) -> bool:
+    """Compare-and-set: change an execution's row if its status is still ``expected``; True if changed.
+
+    With ``owner``, its holder must be that one too; ``owner_to`` sets the holder (and drops its lease).
+    """
+    e = t.executions
+    where = [e.c.id == run_id, e.c.status == expected]
+    if owner is not _UNSET:
+        where.append(e.c.owner.is_(None) if owner is None else e.c.owner == owner)
+    if owner_to is not _UNSET:
+        values |= {"owner": owner_to, "lease_until": None}
+    return bool(conn.execute(sa.update(e).where(*where).values(**values)).rowcount == 1)
 
 
 def _append_event(conn: sa.Connection, run_id: str, kind: str, payload: Mapping[str, Any], now: float) -> None:

@@ -115,6 +115,7 @@ class RunWrites:
         "plans_stored",
         "sql_blob",
         "sql_close",
+        "sql_close_event",
         "sql_ended",
         "sql_event",
         "sql_finished",
@@ -181,17 +182,32 @@ class RunWrites:
             "UPDATE toolplan_executions SET status = ?, result = ?, owner = NULL, lease_until = NULL, updated_at = ?, "
             "calls = ?, cost = ? WHERE id = ? AND owner = ?"
         )
+        # A run's last writes change its row first, then add its event only if that change was made
+        # (the row holds this process's token, ``updated_at``, with no owner): a process that lost the
+        # run (its lease expired, another took it) writes no event, and the event always tells the
+        # status the row was left in (on PostgreSQL too, where a statement sees others' commits).
+        self.sql_close = sql(
+            "UPDATE toolplan_executions SET status = ?, result = ?, owner = NULL, lease_until = NULL, updated_at = ?, "
+            "calls = ?, cost = ? WHERE id = ? AND owner = ?"
+        )
+        self.sql_close_event = sql(
+            "INSERT INTO toolplan_events (execution_id, seq, type, step_id, payload, at) "
+            "SELECT id, ?, ?, NULL, ?, ? FROM toolplan_executions "
+            "WHERE id = ? AND owner IS NULL AND updated_at = ? AND status = ?"
+        )
         # A run handed back (`Store.hand_back`) is queued again, unless a cancel was asked for it meanwhile.
-        asked = "CASE WHEN cancel_requested = 1 THEN"
+        self.sql_hand_back = sql(
+            "UPDATE toolplan_executions SET status = CASE WHEN cancel_requested = 1 THEN 'cancelled' ELSE 'queued' "
+            "END, result = NULL, owner = NULL, lease_until = NULL, updated_at = ?, calls = ?, cost = ? "
+            "WHERE id = ? AND owner = ?"
+        )
+        cancelled = "CASE WHEN status = 'cancelled' THEN"
         self.sql_hand_back_event = sql(
             "INSERT INTO toolplan_events (execution_id, seq, type, step_id, payload, at) "
-            f"SELECT id, ?, {asked} 'plan_finished' ELSE 'run_queued' END, NULL, "
-            f"{asked} '{dumps({'status': 'cancelled'})}' ELSE '{dumps({'status': 'queued'})}' END, ? "
-            "FROM toolplan_executions WHERE id = ? AND owner = ?"
-        )
-        self.sql_hand_back = sql(
-            f"UPDATE toolplan_executions SET status = {asked} 'cancelled' ELSE 'queued' END, result = NULL, "
-            "owner = NULL, lease_until = NULL, updated_at = ?, calls = ?, cost = ? WHERE id = ? AND owner = ?"
+            f"SELECT id, ?, {cancelled} 'plan_finished' ELSE 'run_queued' END, NULL, "
+            f"{cancelled} '{dumps({'status': 'cancelled'})}' ELSE '{dumps({'status': 'queued'})}' END, ? "
+            "FROM toolplan_executions WHERE id = ? AND owner IS NULL AND updated_at = ? "
+            "AND status IN ('cancelled', 'queued')"
         )
 
     def plan_stored(self, done: asyncio.Future[None], plan_ref: str) -> None:
@@ -398,16 +414,17 @@ class Journal:
         writes = self._writes
         kind = "plan_finished" if status in ("succeeded", "failed", "cancelled") else f"run_{status}"
         now = time.time()
-        end = self._event(kind, None, {"status": status}, now)
+        self.seq += 1
         close = (writes.sql_close, (status, facts, now, self.calls, self.cost, self.run_id, self.owner))
-        await self._last([end, close])
+        end = (writes.sql_close_event, (self.seq, kind, dumps({"status": status}), now, self.run_id, now, status))
+        await self._last([close, end])
 
     async def _hand_back(self) -> None:
         writes = self._writes
         now = time.time()
         self.seq += 1
-        end = (writes.sql_hand_back_event, (self.seq, now, self.run_id, self.owner))
-        await self._last([end, (writes.sql_hand_back, (now, self.calls, self.cost, self.run_id, self.owner))])
+        back = (writes.sql_hand_back, (now, self.calls, self.cost, self.run_id, self.owner))
+        await self._last([back, (writes.sql_hand_back_event, (self.seq, now, self.run_id, now))])
 
     async def _last(self, statements: list[Statement]) -> None:
         """Write the run's last ``statements`` (its end and its release) and close the journal."""

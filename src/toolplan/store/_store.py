@@ -79,6 +79,10 @@ class Store:
         """
         self.writes.handed_back.add(run_id)
 
+    def keep(self, run_id: str) -> None:
+        """Undo `hand_back`: a cancel of ``run_id`` stores it ``cancelled`` again."""
+        self.writes.handed_back.discard(run_id)
+
     @property
     def url_shown(self) -> str:
         """The URL with any password hidden."""
@@ -127,6 +131,8 @@ class Store:
             if stored is None:
                 steps = list(plan.step_ids) if plan is not None else []
                 journal.event("plan_started", None, {"plan_id": claim.plan_id, "steps": steps})
+            elif claim.session == 1:  # the first claim of a queued run (the service's, a schedule's) starts it
+                journal.event("run_started", None, {"owner": self.owner})
             else:
                 journal.event("run_resumed", None, {"owner": self.owner})
         return journal, stored

@@ -185,6 +185,7 @@
         if (!FINISHED_PLAN.has(state.status)) state.status = "running";
         (p.steps || []).forEach(step);
         break;
+      case "run_started":
       case "run_resumed":
         if (!FINISHED_PLAN.has(state.status)) state.status = "running";
         break;
