@@ -25,8 +25,9 @@ from ._budget import watch_budget
 from ._choice import Choice
 from ._events import EventHandler, PlanEvent, PlanFinished, PlanStarted, StepFinished
 from ._finish import plan_result
-from ._invoke import CallOutcome, ToolInvoker, when_done
+from ._invoke import CallOutcome, ToolInvoker
 from ._journal import Decision, Journal, StoredRun, StoredStep, take_up
+from ._keeper import SlotKeeper
 from ._limits import DEFAULT_LIMITS, RunLimits
 from ._ordering import resource_of
 from ._result import ErrorKind, PlanResult, PlanStatus, StepError, StepResult, StepStatus
@@ -69,7 +70,7 @@ class PlanRun:
     # the instructions of a whole 10-step run, `bench instructions`).
     __slots__ = (
         "_ending",
-        "_holds",
+        "_keeper",
         "_loop0",
         "_outer",
         "_own",
@@ -78,7 +79,6 @@ class PlanRun:
         "_spawn_handle",
         "_tg",
         "_timeout",
-        "_unheld",
         "_waiters",
         "_yielding",
         "aborted",
@@ -176,8 +176,7 @@ class PlanRun:
         self._run_task: asyncio.Task[Any] | None = None
         self._spawn_handle: asyncio.Handle | None = None  # a `_spawn` waiting for its turn
         self._yielding = 0  # workers in their periodic yield (not waiting on a tool)
-        self._holds = 0  # abandoned threads holding slots
-        self._unheld: asyncio.Future[None] | None = None  # done when no thread holds a slot any more
+        self._keeper = SlotKeeper()
         if compiled is not None:
             self.apply(compiled.plan)
         elif on_event is not None:
@@ -488,38 +487,13 @@ class PlanRun:
             self.sched.stop(f"Not started: {exc.message}")
 
     def hold_until_done(self, tool: str, outcome: CallOutcome) -> None:
-        """A timed-out sync tool's thread runs on: it keeps its slots until it ends.
+        """A timed-out sync tool's thread runs on: it keeps its slots until it ends (see `SlotKeeper`)."""
+        if outcome.lingering is not None:
+            self._keeper.hold(self.sched, tool, outcome.lingering, self._tg, self._relaunch)
 
-        While any such thread holds slots, a keeper task in the run's group keeps the run open, so
-        the steps waiting for those slots still start when they are freed.
-        """
-        thread = outcome.lingering
-        if thread is None:
-            return
-        sched = self.sched
-        sched.hold(tool, 1)
-        self._holds += 1
-        if self._unheld is None and self._tg is not None:
-            unheld = self._unheld = asyncio.get_running_loop().create_future()
-            self._tg.create_task(_wait_for(unheld))
-
-        def ended() -> None:
-            sched.hold(tool, -1)
-            self._holds -= 1
-            if self._tg is not None:
-                self._launch()
-            if self._holds == 0:
-                self._release_keeper()
-
-        when_done(thread, ended)
-
-    def _release_keeper(self) -> None:
-        """Let the run end: no abandoned thread holds a slot, or no step is left to wait for one."""
-        unheld = self._unheld
-        if unheld is not None:
-            self._unheld = None
-            if not unheld.done():
-                unheld.set_result(None)
+    def _relaunch(self) -> None:
+        if self._tg is not None:
+            self._launch()
 
     def _finished(self, sid: str, result: StepResult) -> None:
         """Record how a step ended and tell the scheduler (which may make others ready)."""
@@ -532,8 +506,8 @@ class PlanRun:
         sched.finish(sid, succeeded=result.status == "succeeded")
         if sched.stopped is not None and result.status != "succeeded":
             self._cancel([other for other in self.tasks if sched.state(other) == "running"])
-        if self._unheld is not None and sched.done:  # nothing waits for the slots a thread holds
-            self._release_keeper()
+        if self._keeper.unheld is not None and sched.done:  # nothing waits for the slots a thread holds
+            self._keeper.release()
 
     def _ended(self, sid: str, state: StepState, reason: str) -> None:
         """The scheduler ended a step without an outcome of its own (skipped, not run, cancelled)."""
@@ -610,7 +584,3 @@ class PlanRun:
         if self.on_event is not None:
             self.emit(PlanFinished(run_id=self.run_id, result=result))
         return result
-
-
-async def _wait_for(future: asyncio.Future[None]) -> None:
-    await future

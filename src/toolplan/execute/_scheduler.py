@@ -15,6 +15,8 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from ._ordering import plan_order
+
 if TYPE_CHECKING:
     from ..plan import CompiledStep
 
@@ -447,7 +449,7 @@ class Scheduler:
                 self._follow(i, order[a])
         if self.resources:
             resources, tools = self.resources, self._tools
-            for i in _plan_order(ids, steps, order, after):
+            for i in plan_order(ids, steps, order, after):
                 resource = resources.get(tools[i])
                 if resource is not None:
                     self._chain(i, resource)
@@ -581,33 +583,6 @@ class Scheduler:
                 self._queued[n] = False
             elif not self._queued[n] and waiting[n] == 0 and self.stopped is None:
                 self._enqueue(n)
-
-
-def _plan_order(
-    ids: list[str], steps: Mapping[str, CompiledStep], order: Mapping[str, int], after: Mapping[str, Sequence[str]]
-) -> list[int]:
-    """The steps in the topological order closest to the plan's: the first ready step in plan order each time.
-
-    That is the plan's own order when no step waits for a later one.
-    """
-    waiting = [0] * len(ids)
-    then: list[list[int]] = [[] for _ in ids]  # step -> the steps that wait for it
-    for i, (sid, cs) in enumerate(steps.items()):
-        for d in (*cs.deps, *after[sid]) if sid in after else cs.deps:
-            j = order[d]
-            waiting[i] += 1
-            then[j].append(i)
-    ready = [i for i, w in enumerate(waiting) if w == 0]
-    heapq.heapify(ready)
-    out: list[int] = []
-    while ready:
-        i = heapq.heappop(ready)
-        out.append(i)
-        for child in then[i]:
-            waiting[child] -= 1
-            if waiting[child] == 0:
-                heapq.heappush(ready, child)
-    return out
 
 
 def _fail_fast_reason(step_id: str) -> str:
