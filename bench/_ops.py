@@ -16,7 +16,7 @@ from toolplan.execute import ToolInvoker, prepare
 from toolplan.execute._result import StepResult
 from toolplan.execute._scheduler import Scheduler
 from toolplan.plan import Step
-from toolplan.plan._refs import resolve
+from toolplan.plan._resolve import resolve
 from toolplan.tools import ToolRegistry
 
 from .overhead import Case, noop

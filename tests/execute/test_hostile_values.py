@@ -19,7 +19,8 @@ from toolplan.agent._executors import tool_content
 from toolplan.execute import PlanResult, StepError, StepResult, execute_plan
 from toolplan.models import AssistantMessage, ToolCall, ToolReturnMessage
 from toolplan.plan import validate_plan
-from toolplan.plan._refs import compile_arguments, resolve
+from toolplan.plan._refs import compile_arguments
+from toolplan.plan._resolve import resolve
 from toolplan.testing import ScriptedModel
 
 DEEP_1000 = "[" * 1000 + "]" * 1000

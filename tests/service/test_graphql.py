@@ -356,7 +356,8 @@ def test_an_error_worth_retrying_is_not_kept_under_an_idempotency_key(db_url: st
 
 
 async def test_a_bug_in_a_resolver_is_logged_and_masked(caplog: pytest.LogCaptureFixture) -> None:
-    from toolplan.service._graphql import SCHEMA, Context
+    from toolplan.service._graphql import SCHEMA
+    from toolplan.service._graphql_types import Context
 
     class Broken:
         async def get_run(self, run_id: str) -> None:
@@ -375,7 +376,7 @@ async def test_a_bug_in_a_resolver_is_logged_and_masked(caplog: pytest.LogCaptur
 
 
 def test_ids_under_an_idempotency_key_are_derived_from_the_reserved_one() -> None:
-    from toolplan.service._graphql import _Ids
+    from toolplan.service._graphql_types import _Ids
 
     def run(reserved: str) -> list[str]:
         ids = _Ids(reserved)

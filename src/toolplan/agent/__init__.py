@@ -2,7 +2,6 @@
 
 from ._agent import Agent as Agent
 from ._agent import AgentStream as AgentStream
-from ._agent import OnLimit as OnLimit
 from ._agent import run as run
 from ._code import CODE_TOOL_NAME as CODE_TOOL_NAME
 from ._code import CodeTool as CodeTool
@@ -28,6 +27,7 @@ from ._metatools import MetaTool as MetaTool
 from ._metatools import PlanTool as PlanTool
 from ._metatools import batch_instructions as batch_instructions
 from ._metatools import planning_instructions as planning_instructions
+from ._options import OnLimit as OnLimit
 from ._output import OUTPUT_TOOL_NAME as OUTPUT_TOOL_NAME
 from ._result import AgentResult as AgentResult
 from ._result import RunStatus as RunStatus

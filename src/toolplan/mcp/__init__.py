@@ -19,12 +19,12 @@ try:
 except ImportError as _exc:  # pragma: no cover - depends on the environment
     raise _OptionalDependencyError("toolplan.mcp", "mcp", package=_exc.name) from _exc
 
+from ._connection import MCPConnectionError as MCPConnectionError
 from ._convert import MCPHints as MCPHints
 from ._server import create_server as create_server
 from ._server import serve_http as serve_http
 from ._server import serve_stdio as serve_stdio
 from ._toolset import IDEMPOTENCY_META_KEY as IDEMPOTENCY_META_KEY
-from ._toolset import MCPConnectionError as MCPConnectionError
 from ._toolset import MCPToolset as MCPToolset
 
 __all__ = (

@@ -12,6 +12,6 @@ from ._parse import parse_source as parse_source
 from ._refs import Ref as Ref
 from ._refs import compile_arguments as compile_arguments
 from ._refs import literal as literal
-from ._refs import null_references as null_references
-from ._refs import resolve_compiled as resolve_compiled
+from ._resolve import null_references as null_references
+from ._resolve import resolve_compiled as resolve_compiled
 from ._validate import step_dependencies as step_dependencies
