@@ -113,6 +113,8 @@ def _imports_of(module: str) -> list[_Import]:
             targets = [f"{source}.{a.name}" if f"{source}.{a.name}" in MODULES else source for a in node.names]
         elif isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
+        else:
+            continue
         for target in targets:
             if target.split(".")[0] == "toolplan" and target != module:
                 found.append(_Import(module, target, node.lineno, id(node) in type_only))
