@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import mimetypes
 from pathlib import Path
+from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import Response
 
@@ -41,12 +42,21 @@ async def docs() -> Response:
             "The API's description is at /openapi.json.",
         )
     return get_swagger_ui_html(
-        openapi_url="/openapi.json",
+        openapi_url="/docs/openapi.json",
         title="toolplan planner service",
         swagger_js_url="/docs/static/swagger-ui-bundle.js",
         swagger_css_url="/docs/static/swagger-ui.css",
         swagger_favicon_url="/docs/static/favicon-32x32.png",
     )
+
+
+@docs_router.get("/docs/openapi.json")
+async def docs_openapi(request: Request) -> dict[str, Any]:
+    """``/openapi.json`` as the bundled Swagger UI (4.x) reads it: it renders no 3.1 document.
+
+    Only the version string differs; ``/openapi.json`` itself stays OpenAPI 3.1 for client generators.
+    """
+    return {**request.app.openapi(), "openapi": "3.0.3"}
 
 
 @docs_router.get("/docs/static/{name}")
