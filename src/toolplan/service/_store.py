@@ -193,20 +193,12 @@ class ServiceStore:
             RunNotFoundError: no execution has that id.
             RunConflictError: it has finished (succeeded or failed).
         """
-        e = t.executions
 
         def write(engine: sa.Engine) -> str:
             while True:  # each change is a compare-and-set on the status read: read again if it moved
                 now = time.time()
                 with engine.begin() as conn:
-                    row = conn.execute(sa.select(e.c.status, e.c.owner).where(e.c.id == run_id)).first()
-                    if row is None:
-                        raise not_found(run_id)
-                    status, owner = row
-                    if status in ("succeeded", "failed"):
-                        raise RunConflictError(
-                            f"Execution {run_id!r} has finished ({status}); there is nothing to cancel.", run_id=run_id
-                        )
+                    status, owner = _unfinished(conn, run_id, "there is nothing to cancel.")
                     if status == "cancelled":
                         return "cancelled"
                     if status == "queued":  # nobody holds it: cancelled now
@@ -246,22 +238,17 @@ class ServiceStore:
             RunNotFoundError: no execution has that id.
             RunConflictError: it has finished (succeeded or failed).
         """
-        e = t.executions
 
         def write(engine: sa.Engine) -> str:
             while True:  # each change is a compare-and-set on the status read: read again if it moved
                 now = time.time()
                 with engine.begin() as conn:
-                    row = conn.execute(sa.select(e.c.status, e.c.owner).where(e.c.id == run_id)).first()
-                    if row is None:
-                        raise not_found(run_id)
-                    status, owner = row
-                    if status in ("succeeded", "failed"):
-                        raise RunConflictError(
-                            f"Execution {run_id!r} has finished ({status}); resume takes up only a cancelled or "
-                            "stopped execution. Start a new one: POST /v1/plans/{plan_id}/executions.",
-                            run_id=run_id,
-                        )
+                    status, owner = _unfinished(
+                        conn,
+                        run_id,
+                        "resume takes up only a cancelled or stopped execution. "
+                        "Start a new one: POST /v1/plans/{plan_id}/executions.",
+                    )
                     if status == "cancelled":
                         if _move(conn, run_id, "cancelled", status="queued", cancel_requested=0, updated_at=now):
                             _append_event(conn, run_id, "run_queued", {"status": "queued"}, now)
@@ -522,6 +509,18 @@ class ServiceStore:
 
 
 _UNSET: Any = object()
+
+
+def _unfinished(conn: sa.Connection, run_id: str, then: str) -> tuple[str, str | None]:
+    """An execution's status and owner, read for a transition; a finished one is refused (``then`` says why)."""
+    e = t.executions
+    row = conn.execute(sa.select(e.c.status, e.c.owner).where(e.c.id == run_id)).first()
+    if row is None:
+        raise not_found(run_id)
+    status, owner = row
+    if status in ("succeeded", "failed"):
+        raise RunConflictError(f"Execution {run_id!r} has finished ({status}); {then}", run_id=run_id)
+    return str(status), owner
 
 
 def _move(
