@@ -53,5 +53,5 @@ def test_durable_sqlite(tmp_path: Path) -> None:
     assert skipped.keys() <= {"toolplan_durable", "dbos", "dbos_sync"}  # the baseline always runs
     report = (tmp_path / "RESULTS.md").read_text()
     assert "## 5. Durable runs" in report
-    assert "- Target: a durable toolplan step on SQLite costs ≤ 0.5 ms" in report
+    assert "- Target: a durable toolplan step on SQLite costs ≤ 0.3 ms in a 10-step chain" in report
     assert "| sqlite | fanout | 3 |" in report
