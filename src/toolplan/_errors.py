@@ -5,7 +5,8 @@ ToolplanError                      root; every error toolplan raises on purpose
 ├── UserError                      the developer misused the API (fix the code, not the model)
 │   ├── OptionalDependencyError    an extra is not installed; the message names the pip command
 │   ├── CliInputError              a command-line input (file, option, tools spec) is unusable (toolplan.cli)
-│   └── InvalidToolSchemaError     a tool's parameters schema cannot be used (its path is named)
+│   ├── InvalidToolSchemaError     a tool's parameters schema cannot be used (its path is named)
+│   └── OpenAPISpecError           an OpenAPI document cannot be loaded or read (toolplan.builtin.OpenAPIToolset)
 ├── ModelFacingError               a signal the model can act on (it is shown to the model)
 │   ├── PlanValidationError        a plan is invalid; `.issues` lists every problem; zero tools ran
 │   │   └── StreamedPlanInvalid    a streamed plan turned out invalid after some steps started; `.result`
@@ -73,6 +74,7 @@ __all__ = (
     "ModelConnectionError",
     "ModelFacingError",
     "ModelHTTPError",
+    "OpenAPISpecError",
     "OptionalDependencyError",
     "OutputValidationError",
     "PlanIssue",
@@ -149,6 +151,12 @@ class InvalidToolSchemaError(UserError):
         self.detail = detail
         self.path = path
         self.tool = tool
+
+
+class OpenAPISpecError(UserError):
+    """An OpenAPI document cannot be used: not found, not JSON or YAML, not OpenAPI 3.0/3.1, or beyond the bounds."""
+
+    code = "invalid_openapi_spec"
 
 
 class ModelFacingError(ToolplanError):
