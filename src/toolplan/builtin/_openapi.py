@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 from urllib.parse import quote, urlencode
 
-from .._errors import InvalidToolSchemaError, OpenAPISpecError, ToolError, UserError
+from .._errors import InvalidToolSchemaError, OpenAPISpecError, ToolError, UnknownToolError, UserError
 from .._json import JSONTextError, loads
 from ..tools import FunctionTool, SchemaTool, ToolAnnotations, ToolResult, Toolset
 from ._fetch import HttpPolicy, HttpResponse, import_httpx
@@ -119,7 +119,7 @@ class OpenAPIToolset(Toolset):
         _spec_url: str | None = None,
     ) -> None:
         httpx = import_httpx("OpenAPIToolset")
-        document = spec if isinstance(spec, Mapping) else _read_file(spec, max_spec_bytes)
+        document = _read_file(spec, max_spec_bytes) if isinstance(spec, (str, os.PathLike)) else spec
         parsed = parse_spec(
             document,
             include=None if include is None else _strings(include, "include"),
@@ -131,10 +131,8 @@ class OpenAPIToolset(Toolset):
         self.skipped: dict[str, str] = dict(parsed.skipped)  #: operations left out ("GET /path") and why
         self.notes: dict[str, tuple[str, ...]] = {}  #: per tool: what was simplified in its schema
         self._auth = _auth_list(auth)
-        root = httpx.URL(self.base_url)
-        origin = f"{root.host}:{root.port}" if root.port else root.host
         self.policy = HttpPolicy(
-            allow_hosts=(origin, *((allow_hosts,) if isinstance(allow_hosts, str) else allow_hosts)),
+            allow_hosts=(_host_rule(httpx.URL(self.base_url)), *((allow_hosts,) if isinstance(allow_hosts, str) else allow_hosts)),
             allow_private_networks=allow_private_networks,
             headers=dict(headers or {}),
             forward_headers=(forward_headers,) if isinstance(forward_headers, str) else tuple(forward_headers),
@@ -165,8 +163,10 @@ class OpenAPIToolset(Toolset):
                 self.notes[name] = op.notes
         self._functions = cast("dict[str, FunctionTool[Any]]", tools)
         self._operations = {prefix + op.name: op for op in parsed.operations if prefix + op.name in tools}
-        for label, why in self.skipped.items():
-            _log.warning("OpenAPI %r: left out %s: %s", self.title, label, why)
+        if self.skipped:
+            shown = "; ".join(f"{label}: {why}" for label, why in list(self.skipped.items())[:3])
+            more = f" (and {len(self.skipped) - 3} more: see .skipped)" if len(self.skipped) > 3 else ""
+            _log.warning("OpenAPI %r: %d operation(s) left out: %s%s", self.title, len(self.skipped), shown, more)
 
     @classmethod
     async def from_url(
@@ -180,9 +180,11 @@ class OpenAPIToolset(Toolset):
         httpx = import_httpx("OpenAPIToolset")
         try:
             target = httpx.URL(url)
-            host = f"{target.host}:{target.port}" if target.port else target.host
+        except Exception as exc:
+            raise OpenAPISpecError(f"{url[:200]!r} is not a URL ({exc}).") from None
+        try:
             policy = HttpPolicy(
-                allow_hosts=(host,),
+                allow_hosts=(_host_rule(target),),
                 allow_private_networks=allow_private_networks,
                 max_response_bytes=max_spec_bytes,
                 tool="OpenAPIToolset",
@@ -197,7 +199,9 @@ class OpenAPIToolset(Toolset):
 
     def operation(self, name: str) -> tuple[str, str]:
         """``(METHOD, path)`` of the tool ``name``."""
-        op = self._operations[name]
+        op = self._operations.get(name)
+        if op is None:
+            raise UnknownToolError(name, self.names)
         return op.method, op.path
 
     def _annotations(self, op: Operation, overrides: Mapping[str, ToolAnnotations], timeout: float) -> ToolAnnotations:
@@ -255,6 +259,12 @@ def _bind(toolset: OpenAPIToolset, op: Operation) -> Any:
 
     call.__name__ = op.name
     return call
+
+
+def _host_rule(url: Any) -> str:
+    """The ``allow_hosts`` entry of ``url``'s host and port (an IPv6 address in brackets)."""
+    host = f"[{url.host}]" if ":" in url.host else url.host
+    return f"{host}:{url.port}" if url.port else host
 
 
 def _strings(values: Iterable[str], option: str) -> list[str]:
