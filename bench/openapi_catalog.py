@@ -125,7 +125,9 @@ def _operation(ns: str, ns_text: str, resource: str, resource_text: str, action:
         if where == "search":
             op["parameters"].append({"name": "q", "in": "query", "required": True, "schema": {"type": "string"}})
         if where != "search":
-            op["parameters"].append({"name": "status", "in": "query", "schema": {"$ref": "#/components/schemas/Status"}})
+            op["parameters"].append(
+                {"name": "status", "in": "query", "schema": {"$ref": "#/components/schemas/Status"}}
+            )
             op["parameters"].append({"$ref": "#/components/parameters/Since"})
     else:
         op["parameters"] = [ref]

@@ -29,6 +29,7 @@ def toolplan(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[s
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_run_with_an_openapi_url_and_a_file_with_a_base_url(api: ApiServer, tmp_path: Path) -> None:
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps(PLAN))
@@ -43,6 +44,7 @@ def test_run_with_an_openapi_url_and_a_file_with_a_base_url(api: ApiServer, tmp_
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.slow
 def test_a_bad_document_is_one_line(api: ApiServer, tmp_path: Path) -> None:
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps(PLAN))

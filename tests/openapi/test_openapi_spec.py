@@ -90,7 +90,8 @@ def test_names_from_method_and_path_and_clashes_get_suffixes() -> None:
 
 def test_include_and_exclude_by_id_tag_and_path() -> None:
     paths = {
-        "/pets": {"get": {"operationId": "listPets", "tags": ["pets"]}, "post": {"operationId": "addPet", "tags": ["pets"]}},
+        "/pets": {"get": {"operationId": "listPets", "tags": ["pets"]},
+                  "post": {"operationId": "addPet", "tags": ["pets"]}},
         "/pets/{id}": {"delete": {"operationId": "deletePet", "tags": ["admin"], "parameters": [
             {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}]}},
         "/stores": {"get": {"operationId": "listStores"}},
@@ -109,7 +110,8 @@ def test_cycles_refs_and_depth_are_bounded() -> None:
     for _ in range(200):
         node = {"type": "object", "properties": {"x": node}}
     components = {"schemas": {
-        "Tree": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/components/schemas/Tree"}}}},
+        "Tree": {"type": "object",
+                 "properties": {"kids": {"type": "array", "items": {"$ref": "#/components/schemas/Tree"}}}},
         "Deep": node,
         "Loop": {"$ref": "#/components/schemas/Loop2"}, "Loop2": {"$ref": "#/components/schemas/Loop"},
     }, "parameters": {"P": {"$ref": "#/components/parameters/P"}}}  # fmt: skip

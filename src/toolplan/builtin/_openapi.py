@@ -132,7 +132,10 @@ class OpenAPIToolset(Toolset):
         self.notes: dict[str, tuple[str, ...]] = {}  #: per tool: what was simplified in its schema
         self._auth = _auth_list(auth)
         self.policy = HttpPolicy(
-            allow_hosts=(_host_rule(httpx.URL(self.base_url)), *((allow_hosts,) if isinstance(allow_hosts, str) else allow_hosts)),
+            allow_hosts=(
+                _host_rule(httpx.URL(self.base_url)),
+                *((allow_hosts,) if isinstance(allow_hosts, str) else allow_hosts),
+            ),
             allow_private_networks=allow_private_networks,
             headers=dict(headers or {}),
             forward_headers=(forward_headers,) if isinstance(forward_headers, str) else tuple(forward_headers),

@@ -177,7 +177,7 @@ def parse_spec(
 def _selected(
     selector: str, operation_id: str | None, name: str, method: str, path: str, tags: tuple[str, ...]
 ) -> bool:
-    """Does ``selector`` pick the operation: ``tag:NAME``, a path glob (``/pets/*``, ``GET /pets/*``), its id or name."""
+    """Does ``selector`` pick the operation: ``tag:NAME``, a path glob (``GET /pets/*``), its id or name."""
     if selector.startswith("tag:"):
         return selector[4:] in tags
     verb, _, rest = selector.partition(" ")

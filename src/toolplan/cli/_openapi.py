@@ -53,9 +53,7 @@ async def load_openapi(specs: Sequence[str]) -> list[OpenAPIToolset]:
         spec, base_url = split_openapi_spec(text)
         try:
             if spec.startswith(("http://", "https://")):
-                toolset = await OpenAPIToolset.from_url(
-                    spec, base_url=base_url, auth=auth, allow_private_networks=True
-                )
+                toolset = await OpenAPIToolset.from_url(spec, base_url=base_url, auth=auth, allow_private_networks=True)
             else:
                 toolset = OpenAPIToolset(spec, base_url=base_url, auth=auth, allow_private_networks=True)
         except ToolplanError as exc:
