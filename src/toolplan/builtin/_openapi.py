@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import importlib
 import json
 import logging
 import os
@@ -305,7 +306,7 @@ def _parse_text(text: str, where: str) -> Any:
         if text.lstrip().startswith(("{", "[")) or exc.exceeds_limit:
             raise OpenAPISpecError(f"The OpenAPI document {where[:200]!r} is not usable JSON: {exc.message}.") from None
     try:
-        import yaml
+        yaml: Any = importlib.import_module("yaml")  # PyYAML, when installed (not a dependency)
     except ImportError:
         raise OpenAPISpecError(
             f"The OpenAPI document {where[:200]!r} is not JSON; to read YAML, install PyYAML (pip install pyyaml) "

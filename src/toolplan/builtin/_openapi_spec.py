@@ -378,7 +378,7 @@ class _Reader:
                 if where not in _LOCATIONS:
                     raise _Skip(f"the parameter {name!r} is in {str(where)[:50]!r}, not path, query, header or cookie")
                 merged[(str(where), name)] = param
-        order = {loc: i for i, loc in enumerate(_LOCATIONS)}
+        order: dict[str, int] = {loc: i for i, loc in enumerate(_LOCATIONS)}
         return [(where, p) for (where, _), p in sorted(merged.items(), key=lambda kv: order[kv[0][0]])]
 
     def _parameter(self, param: Mapping[str, Any], where: str) -> tuple[str, Location, dict[str, Any] | bool, bool]:
