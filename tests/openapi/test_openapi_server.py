@@ -177,3 +177,21 @@ async def test_annotations_can_be_overridden_and_the_3_1_spec_reads(api: ApiServ
     assert _spec_document(api)["openapi"].startswith("3.1")
     # FastAPI writes `tag: str | None` as anyOf [string, null] (3.1); null is accepted
     assert isinstance(await ts.execute("list_pets_pets_get", {"tag": None}), ToolResult)
+
+
+@pytest.mark.slow
+async def test_code_mode_calls_the_operations(api: ApiServer) -> None:
+    from toolplan.sandbox import SubprocessRunner
+
+    ts = await toolset(api, include=["tag:pets"])
+    code = (
+        "pets = call_tool('list_pets_pets_get', {'limit': 10})\n"
+        "first = call_tool('get_pet_pets__pet_id__get', {'pet_id': pets[0]['id']})\n"
+        "set_result({'count': len(pets), 'first': first['name']})\n"
+    )
+    call = ToolCall(id="x1", name="execute_code", arguments=json.dumps({"code": code}))
+    model = ScriptedModel([AssistantMessage(tool_calls=(call,)), "done"])
+    result = await Agent(model=model, tools=[ts], code_execution=SubprocessRunner()).run("count the pets")
+    reply = json.loads(str(model.requests[1].messages[-1].content))
+    assert reply["result"]["first"] == "Rex" and reply["result"]["count"] >= 1
+    assert result.output == "done"
