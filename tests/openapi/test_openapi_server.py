@@ -195,3 +195,28 @@ async def test_code_mode_calls_the_operations(api: ApiServer) -> None:
     reply = json.loads(str(model.requests[1].messages[-1].content))
     assert reply["result"]["first"] == "Rex" and reply["result"]["count"] >= 1
     assert result.output == "done"
+
+
+async def test_a_3_0_document_with_nullable_against_the_server(api: ApiServer) -> None:
+    document = {
+        "openapi": "3.0.3",
+        "info": {"title": "Pets 3.0", "version": "1"},
+        "paths": {
+            "/pets": {
+                "get": {
+                    "operationId": "listPets",
+                    "parameters": [
+                        {"name": "tag", "in": "query", "schema": {"type": "string", "nullable": True}},
+                        {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1}},
+                    ],
+                }
+            }
+        },
+    }
+    ts = OpenAPIToolset(document, base_url=api.url, allow_private_networks=True)
+    assert ts.definitions()[0].parameters_json_schema["properties"]["tag"]["type"] == ["string", "null"]
+    everyone = await ts.execute("listPets", {"tag": None, "limit": 50})
+    dogs = await ts.execute("listPets", {"tag": "dog"})
+    assert {p["name"] for p in dogs.content} <= {p["name"] for p in everyone.content}
+    assert all(p["tag"] == "dog" for p in dogs.content) and len(everyone.content) > len(dogs.content)
+    assert api.seen[-2].query == {"limit": "50"}  # a null query argument is not sent

@@ -223,3 +223,9 @@ def test_a_thousand_operations_load_fast() -> None:
     assert "X-API-Key" not in json.dumps(one.parameters_json_schema)  # the API key is auth, not an argument
     facts = catalog().facts(spec)
     assert len(facts) == 1000 and len({f["namespace"] for f in facts}) == 12
+
+
+def test_too_many_operations_is_refused() -> None:
+    paths = {f"/p{i}": {"get": {}} for i in range(20_001)}
+    with pytest.raises(OpenAPISpecError, match="more than 20000 operations"):
+        OpenAPIToolset(document(paths))
