@@ -226,6 +226,6 @@ def test_a_thousand_operations_load_fast() -> None:
 
 
 def test_too_many_operations_is_refused() -> None:
-    paths = {f"/p{i}": {"get": {}} for i in range(20_001)}
+    paths: dict[str, Any] = {f"/p{i}": {"get": {}} for i in range(20_001)}
     with pytest.raises(OpenAPISpecError, match="more than 20000 operations"):
         OpenAPIToolset(document(paths))
