@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from toolplan import OpenAPISpecError, UserError
 from toolplan.builtin import OpenAPIToolset
@@ -229,3 +231,64 @@ def test_too_many_operations_is_refused() -> None:
     paths: dict[str, Any] = {f"/p{i}": {"get": {}} for i in range(20_001)}
     with pytest.raises(OpenAPISpecError, match="more than 20000 operations"):
         OpenAPIToolset(document(paths))
+
+
+_WORDS = ["$ref", "#/components/schemas/A", "#/components/schemas", "#/paths", "object", "string", "array", "null",
+          "path", "query", "header", "cookie", "body", "id", "application/json", "text/plain", "Host", "x"]  # fmt: skip
+_KEYS = ["$ref", "type", "properties", "items", "parameters", "name", "in", "schema", "requestBody", "content",
+         "application/json", "required", "get", "post", "delete", "operationId", "allOf", "anyOf", "nullable", "enum",
+         "pattern", "additionalProperties", "A", "id", "tags", "summary"]  # fmt: skip
+_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.floats(allow_nan=True) | st.sampled_from(_WORDS),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(_KEYS), inner, max_size=4),
+    max_leaves=25,
+)
+
+
+_PARAMETER = st.fixed_dictionaries(
+    {"name": st.sampled_from(["id", "x", "q", "Host", "a b", ""]), "in": st.sampled_from([*_WORDS[8:13], "matrix"])},
+    optional={"schema": _VALUES, "required": st.booleans(), "description": _VALUES},
+)
+_BODY = st.fixed_dictionaries(
+    {"content": st.dictionaries(
+        st.sampled_from(["application/json", "text/plain", "image/png", "application/x-www-form-urlencoded"]),
+        st.fixed_dictionaries({}, optional={"schema": _VALUES}), max_size=2)},
+    optional={"required": st.booleans()},
+)  # fmt: skip
+_OPERATION = st.fixed_dictionaries(
+    {},
+    optional={"operationId": st.sampled_from(["op", "x y", "", "get_a"]), "summary": _VALUES,
+              "parameters": st.lists(_PARAMETER | _VALUES, max_size=3), "requestBody": _BODY | _VALUES},
+)  # fmt: skip
+
+
+@settings(max_examples=200, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    paths=st.dictionaries(
+        st.sampled_from(["/a", "/a/{id}", "b", "/{x}/y"]),
+        st.dictionaries(st.sampled_from(["get", "post", "delete", "parameters"]), _OPERATION | _VALUES, max_size=3)
+        | _VALUES,
+        max_size=3,
+    ),
+    schema=_VALUES,
+)
+def test_any_document_is_tools_or_a_coded_error(paths: dict[str, Any], schema: Any) -> None:
+    spec = document(paths, components={"schemas": {"A": schema}})
+    try:
+        ts = OpenAPIToolset(spec)
+    except UserError as exc:  # OpenAPISpecError is one
+        assert exc.code in ("invalid_openapi_spec", "user_error")
+        return
+    for definition in ts.definitions():
+        assert definition.parameters_json_schema["type"] == "object"
+        assert isinstance(ts.argument_problems(definition.name, {}, frozenset()), list)
+    assert all(isinstance(why, str) and why for why in ts.skipped.values())
+    built.append(len(ts.names))
+
+
+built: list[int] = []  # operations made per example (the strategy reaches real operations, not only errors)
+
+
+def test_the_hostile_documents_made_operations() -> None:
+    if built:  # run after the property test (file order)
+        assert sum(built) > 10
