@@ -42,6 +42,12 @@ def test_run_with_an_openapi_url_and_a_file_with_a_base_url(api: ApiServer, tmp_
     spec.write_text(httpx.get(f"{api.url}/openapi.json").text)
     done = toolplan(tmp_path, "run", str(plan), "--openapi", f"{spec}={api.url}", "--json")
     assert done.returncode == 0, done.stderr
+    # A loopback server only the document names is not trusted: the steps fail, nothing is called.
+    document = json.loads(spec.read_text())
+    spec.write_text(json.dumps({**document, "servers": [{"url": api.url}]}))
+    before = len(api.seen)
+    done = toolplan(tmp_path, "run", str(plan), "--openapi", str(spec), "--json")
+    assert done.returncode == 1 and "loopback, private" in done.stdout and len(api.seen) == before
 
 
 @pytest.mark.slow

@@ -233,6 +233,8 @@ class OpenAPIToolset(Toolset):
                     fields[argument.wire] = value
                 continue
             if value is None:
+                if argument.location == "path":
+                    return ToolResult.failure(f"The path parameter {argument.name!r} needs a value, not null.")
                 continue
             if argument.location == "path":
                 text = _scalar(value)

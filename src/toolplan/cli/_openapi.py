@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import re
 from collections.abc import Sequence
@@ -41,8 +42,9 @@ def split_openapi_spec(text: str) -> tuple[str, str | None]:
 async def load_openapi(specs: Sequence[str]) -> list[OpenAPIToolset]:
     """A toolset per ``--openapi`` value; an unusable one is a one-line error (exit 2).
 
-    The host you name is trusted: it may be on this machine or your network (the model chooses
-    arguments, never the host). Calls go only to that host.
+    A host typed on the command line (the document's URL, or BASE_URL) may be on this machine or
+    your network: the model chooses arguments, never the host. A host the document names must be
+    public. Calls go only to that one host.
     """
     from ..builtin import BearerAuth, OpenAPIToolset
 
@@ -58,10 +60,22 @@ async def load_openapi(specs: Sequence[str]) -> list[OpenAPIToolset]:
                 toolset = OpenAPIToolset(spec, base_url=base_url, auth=auth, allow_private_networks=True)
         except ToolplanError as exc:
             fail(f"--openapi {text!r}: {' '.join(exc.message.split())}")
+        typed = {_host(u) for u in (spec, base_url) if u is not None and u.startswith(("http://", "https://"))}
+        if _host(toolset.base_url) not in typed:  # the document chose the host: public addresses only
+            toolset.policy = dataclasses.replace(toolset.policy, allow_private_networks=False)
         if not toolset.names:
             fail(f"--openapi {text!r}: the document has no usable operation ({len(toolset.skipped)} left out).")
         out.append(toolset)
     return out
+
+
+def _host(url: str) -> str:
+    import httpx  # there: OpenAPIToolset needed it
+
+    try:
+        return str(httpx.URL(url).host).lower()
+    except Exception:  # not a URL: no host to trust
+        return ""
 
 
 def add_openapi(registry: ToolRegistry | None, specs: Sequence[str], loop: asyncio.Runner) -> ToolRegistry:
