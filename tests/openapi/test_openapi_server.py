@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from api_app import KEY, TOKEN, ApiServer
 
-from toolplan import OpenAPISpecError, PlanValidationError, ToolError, ToolResult, execute_plan
+from toolplan import OpenAPISpecError, PlanValidationError, ToolError, ToolResult, UserError, execute_plan
 from toolplan.agent import Agent
 from toolplan.builtin import APIKeyAuth, BasicAuth, BearerAuth, OpenAPIToolset
 from toolplan.models import AssistantMessage, ToolCall
@@ -220,3 +220,23 @@ async def test_a_3_0_document_with_nullable_against_the_server(api: ApiServer) -
     assert {p["name"] for p in dogs.content} <= {p["name"] for p in everyone.content}
     assert all(p["tag"] == "dog" for p in dogs.content) and len(everyone.content) > len(dogs.content)
     assert api.seen[-2].query == {"limit": "50"}  # a null query argument is not sent
+
+
+async def test_an_idempotency_key_goes_with_posts_when_asked(api: ApiServer) -> None:
+    ts = await toolset(api, include=["tag:pets"], idempotency_header="Idempotency-Key")
+    plan = {
+        "steps": [
+            {"id": "add", "tool": "create_pet_pets_post", "arguments": {"name": "Bo"}},
+            {"id": "read", "tool": "get_pet_pets__pet_id__get", "arguments": {"pet_id": "$ref:add.id"}},
+        ]
+    }
+    result = await execute_plan(plan, [ts], run_id="run-7")
+    assert result.ok
+    post, get = api.seen[-2], api.seen[-1]
+    assert post.method == "POST" and post.headers["idempotency-key"] == "run-7:add"
+    assert get.method == "GET" and "idempotency-key" not in get.headers
+    plain = await toolset(api, include=["tag:pets"])
+    await plain.execute("create_pet_pets_post", {"name": "Cy"})
+    assert "idempotency-key" not in api.seen[-1].headers
+    with pytest.raises(UserError, match="not a header name"):
+        await toolset(api, idempotency_header="bad header")

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any, Literal, cast
 from urllib.parse import quote, urlencode
 
+from .._context import current_call_or_none
 from .._errors import InvalidToolSchemaError, OpenAPISpecError, ToolError, UnknownToolError, UserError
 from .._json import JSONTextError, loads
 from ..tools import FunctionTool, SchemaTool, ToolAnnotations, ToolResult, Toolset
-from ._fetch import HttpPolicy, HttpResponse, import_httpx
+from ._fetch import _HEADER_NAME, HttpPolicy, HttpResponse, import_httpx
 from ._openapi_spec import Operation, method_annotations, parse_spec
 
 __all__ = ("APIKeyAuth", "BasicAuth", "BearerAuth", "OpenAPIToolset")
@@ -89,6 +90,9 @@ class OpenAPIToolset(Toolset):
         max_redirects: Redirects followed per call.
         verify: TLS verification: True (the system's CAs), False, or an ``ssl.SSLContext``.
         max_spec_bytes: Largest document file read.
+        idempotency_header: A header (``"Idempotency-Key"``) that carries the call's idempotency key
+            (``"{run_id}:{step_id}"``, the same across retries and resumes) on ``POST`` and ``PATCH``
+            calls, for APIs that de-duplicate requests. None (the default) sends none.
         prefix: Put in front of every tool name.
 
     Raises:
@@ -116,6 +120,7 @@ class OpenAPIToolset(Toolset):
         max_redirects: int = 5,
         verify: ssl.SSLContext | bool = True,
         max_spec_bytes: int = 32 * _MiB,
+        idempotency_header: str | None = None,
         prefix: str = "",
         _spec_url: str | None = None,
     ) -> None:
@@ -132,6 +137,9 @@ class OpenAPIToolset(Toolset):
         self.skipped: dict[str, str] = dict(parsed.skipped)  #: operations left out ("GET /path") and why
         self.notes: dict[str, tuple[str, ...]] = {}  #: per tool: what was simplified in its schema
         self._auth = _auth_list(auth)
+        if idempotency_header is not None and not _HEADER_NAME.fullmatch(str(idempotency_header)):
+            raise UserError(f"OpenAPIToolset(idempotency_header={idempotency_header!r}) is not a header name.")
+        self._idempotency_header = idempotency_header
         self.policy = HttpPolicy(
             allow_hosts=(
                 _host_rule(httpx.URL(self.base_url)),
@@ -249,6 +257,10 @@ class OpenAPIToolset(Toolset):
                 cookies.append(f"{argument.wire}={quote(_scalar(value), safe='')}")
         for auth in self._auth:
             _apply(auth, headers, query, cookies)
+        if self._idempotency_header is not None and op.method in ("POST", "PATCH"):
+            call = current_call_or_none()
+            if call is not None:
+                headers[self._idempotency_header] = call.idempotency_key
         if cookies:
             headers["Cookie"] = "; ".join(cookies)
         data, content_type = _body(op, arguments, fields)
