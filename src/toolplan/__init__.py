@@ -11,6 +11,7 @@ from ._errors import ModelAuthError as ModelAuthError
 from ._errors import ModelConnectionError as ModelConnectionError
 from ._errors import ModelFacingError as ModelFacingError
 from ._errors import ModelHTTPError as ModelHTTPError
+from ._errors import OpenAPISpecError as OpenAPISpecError
 from ._errors import OptionalDependencyError as OptionalDependencyError
 from ._errors import OutputValidationError as OutputValidationError
 from ._errors import PlanIssue as PlanIssue
@@ -81,6 +82,7 @@ __all__ = (
     "ModelFacingError",
     "ModelHTTPError",
     "NativeExecutor",
+    "OpenAPISpecError",
     "OptionalDependencyError",
     "OutputValidationError",
     "Plan",

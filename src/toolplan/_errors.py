@@ -5,7 +5,8 @@ ToolplanError                      root; every error toolplan raises on purpose
 ├── UserError                      the developer misused the API (fix the code, not the model)
 │   ├── OptionalDependencyError    an extra is not installed; the message names the pip command
 │   ├── CliInputError              a command-line input (file, option, tools spec) is unusable (toolplan.cli)
-│   └── InvalidToolSchemaError     a tool's parameters schema cannot be used (its path is named)
+│   ├── InvalidToolSchemaError     a tool's parameters schema cannot be used (its path is named)
+│   └── OpenAPISpecError           an OpenAPI document cannot be loaded or read (toolplan.builtin.OpenAPIToolset)
 ├── ModelFacingError               a signal the model can act on (it is shown to the model)
 │   ├── PlanValidationError        a plan is invalid; `.issues` lists every problem; zero tools ran
 │   │   └── StreamedPlanInvalid    a streamed plan turned out invalid after some steps started; `.result`
@@ -47,8 +48,9 @@ JSONTextError (ValueError)         JSON text toolplan cannot read; each reader t
 Internal signals, caught in the module that raises them and never seen by a caller: the sandbox's
 ``ProtocolViolation``, ``DataError``, ``DataTooLarge``, ``MessageTooLarge``, ``TruncatedFrame`` and
 ``_Stop``; Ray code runs' ``WorkerGone`` and ``_Refused``; the agent's ``OutputValidationFailed``;
-references' ``_TooDeep``; the data tools' bounded query's ``QueryBoundError`` and
-``_Over``; the service's ``_TooLarge``; the store codec's ``_NotPlain``.
+references' ``_TooDeep``; the OpenAPI reader's ``_Skip`` (an operation left out); the data tools'
+bounded query's ``QueryBoundError`` and ``_Over``; the service's ``_TooLarge``; the store codec's
+``_NotPlain``.
 
 Messages say what happened and then what to do about it. Constructors have no side effects.
 
@@ -73,6 +75,7 @@ __all__ = (
     "ModelConnectionError",
     "ModelFacingError",
     "ModelHTTPError",
+    "OpenAPISpecError",
     "OptionalDependencyError",
     "OutputValidationError",
     "PlanIssue",
@@ -149,6 +152,12 @@ class InvalidToolSchemaError(UserError):
         self.detail = detail
         self.path = path
         self.tool = tool
+
+
+class OpenAPISpecError(UserError):
+    """An OpenAPI document cannot be used: not found, not JSON or YAML, not OpenAPI 3.0/3.1, or beyond the bounds."""
+
+    code = "invalid_openapi_spec"
 
 
 class ModelFacingError(ToolplanError):

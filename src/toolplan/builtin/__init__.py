@@ -13,8 +13,9 @@ tools = [
 ]
 ```
 
+`OpenAPIToolset(spec)` offers one tool per operation of an OpenAPI 3.0/3.1 document (docs/openapi.md).
 `ShellTools` and `PythonTool` run in the code-mode sandbox's confinement (`toolplan.sandbox`).
-`HttpTools` and `DataTools` need ``pip install "toolplan[builtin]"``, `WebSearchTools`
+`HttpTools`, `OpenAPIToolset` and `DataTools` need ``pip install "toolplan[builtin]"``, `WebSearchTools`
 ``pip install "toolplan[websearch]"``; importing this package does not.
 """
 
@@ -23,6 +24,10 @@ from ._fetch import HttpPolicy as HttpPolicy
 from ._fetch import HttpResponse as HttpResponse
 from ._files import FileTools as FileTools
 from ._http import HttpTools as HttpTools
+from ._openapi import APIKeyAuth as APIKeyAuth
+from ._openapi import BasicAuth as BasicAuth
+from ._openapi import BearerAuth as BearerAuth
+from ._openapi import OpenAPIToolset as OpenAPIToolset
 from ._python import PythonTool as PythonTool
 from ._shell import ShellLimits as ShellLimits
 from ._shell import ShellResult as ShellResult
@@ -37,12 +42,16 @@ from ._websearch import WebSearchTools as WebSearchTools
 from ._websearch import search_provider_from_env as search_provider_from_env
 
 __all__ = (
+    "APIKeyAuth",
+    "BasicAuth",
+    "BearerAuth",
     "BraveSearch",
     "DataTools",
     "FileTools",
     "HttpPolicy",
     "HttpResponse",
     "HttpTools",
+    "OpenAPIToolset",
     "PythonTool",
     "SearchHit",
     "SearchProvider",

@@ -17,6 +17,7 @@ from ..plan import META_TOOL_NAMES
 from ..tools import ToolRegistry
 from ._common import Command, JsonOpt, ToolsOpt, command_group, err, fail, out
 from ._loader import CliInputError, load_tools, owners_of
+from ._openapi import OpenAPIOpt, load_openapi
 from ._render import print_json, print_listing, say
 
 if TYPE_CHECKING:
@@ -218,6 +219,7 @@ def serve_command(
         int, typer.Option("--port", metavar="PORT", min=0, max=65535, help="streamable-http: port.")
     ] = 8000,
     token: TokenOpt = None,
+    openapi: OpenAPIOpt = None,
 ) -> None:
     """Serve each tool and execute_tool_plan (one plan over all of them) to MCP clients.
 
@@ -227,8 +229,8 @@ def serve_command(
     """
     if transport not in ("stdio", "streamable-http"):
         fail(f"--transport {transport!r}: use stdio or streamable-http.")
-    if tools is None and not upstream:
-        fail("mcp serve needs tools: pass --tools FILE.py[:NAME], --mcp-upstream URL|CMD, or both.")
+    if tools is None and not upstream and not openapi:
+        fail("mcp serve needs tools: pass --tools FILE.py[:NAME], --mcp-upstream URL|CMD, --openapi SPEC, or several.")
     try:
         from ..mcp import create_server, serve_http, serve_stdio
         from ..mcp._internal import is_loopback
@@ -257,6 +259,8 @@ def serve_command(
                 catalogue.add_all(registry)
             for ts in toolsets:
                 catalogue.add(ts)
+            for api in await load_openapi(openapi or ()):
+                catalogue.add(api)
             server = create_server(catalogue)
             if transport == "stdio":
                 await serve_stdio(server)

@@ -38,6 +38,7 @@ from ._common import (
     validate_inputs,
 )
 from ._loader import CliInputError, with_skills
+from ._openapi import OpenAPIOpt, add_openapi
 from ._render import print_issues, say
 from ._trace import TRACE_HELP, start_tracing
 
@@ -109,6 +110,7 @@ def run_command(
         list[str] | None,
         typer.Option("--mcp-url", metavar="URL", help="Also the tools of this MCP server over streamable HTTP."),
     ] = None,
+    openapi: OpenAPIOpt = None,
     ui: Annotated[
         bool,
         typer.Option(
@@ -131,7 +133,7 @@ def run_command(
     backend: BackendOpt = None,
     trace: Annotated[str | None, typer.Option("--trace", metavar="TARGET", help=TRACE_HELP)] = None,
 ) -> NoReturn:
-    """Run a plan with the tools of a Python file and of MCP servers.
+    """Run a plan with the tools of a Python file, of MCP servers and of OpenAPI documents.
 
     Exit code 0 when every step succeeded, 1 when some failed, 2 when the plan or an input is invalid.
     """
@@ -139,8 +141,11 @@ def run_command(
         fail("--ui-port and --ui-keep go with --ui: add --ui to watch the run in a browser.")
     if not ui_keep >= 0:
         fail(f"--ui-keep must be 0 or more seconds, got {ui_keep}.")
-    if tools is None and not mcp_stdio and not mcp_url:
-        fail("run needs the tools to call: pass --tools FILE.py[:NAME] (or --mcp-stdio CMD, --mcp-url URL).")
+    if tools is None and not mcp_stdio and not mcp_url and not openapi:
+        fail(
+            "run needs the tools to call: pass --tools FILE.py[:NAME] (or --mcp-stdio CMD, --mcp-url URL, "
+            "--openapi SPEC)."
+        )
     if rerun_unknown and db is None:
         fail("--rerun-unknown applies when resuming a stored run: pass --db URL and --run-id ID as well.")
     if db is not None:
@@ -172,6 +177,8 @@ def run_command(
                     from ._mcp import connect_mcp
 
                     registry = connect_mcp(registry, mcp_stdio or (), mcp_url or (), loop)
+                if openapi:
+                    registry = add_openapi(registry, openapi, loop)
                 assert registry is not None
                 report = validate_inputs(data, registry, dialect, max_steps)
             if not report.ok:
