@@ -42,6 +42,7 @@ from .agent import SequentialExecutor as SequentialExecutor
 from .agent import create_executor as create_executor
 from .agent import run as run
 from .execute import CallContext as CallContext
+from .execute import DryRunReport as DryRunReport
 from .execute import PlanResult as PlanResult
 from .execute import RunLimits as RunLimits
 from .execute import StepError as StepError
@@ -72,6 +73,7 @@ __all__ = (
     "Budget",
     "CallContext",
     "ConcurrencyLimitError",
+    "DryRunReport",
     "ExecutionStrategy",
     "FunctionTool",
     "InvalidArgumentsError",
