@@ -61,7 +61,8 @@ class DryRunStep:
         annotations: ``read_only``, ``idempotent``, ``destructive``, ``general`` and ``resource``, as set.
         cost: Budget units of one call (the dearest member's for alternatives).
         calls: The most calls it may make: the first, every retry, and its fallback.
-        expected_seconds: Its tool's mean latency from stored runs, or None when unknown.
+        expected_seconds: Its tool's mean latency in stored runs (for alternatives, the slowest of
+            the members that have run), or None when unknown.
         needs_approval: Whether the run's approval rule asks a person before it runs (None: no rule given).
         fallback: The tool of its fallback, if any.
         rationale: Why the plan calls it, if the plan says.
@@ -250,7 +251,7 @@ async def dry_run_report(
     steps: dict[str, DryRunStep] = {}
     for sid, row in rows.items():
         known = [latencies[m].mean for m in row.pop("members") if m in latencies]
-        expected = max(known) if known and (len(known) == len(row["alternatives"]) or not row["alternatives"]) else None
+        expected = max(known) if known else None  # alternatives: the slowest member that has run
         steps[sid] = DryRunStep(
             **row, wave=level.get(sid, 0), depends_on=tuple(order.get(sid, ())), expected_seconds=expected
         )
