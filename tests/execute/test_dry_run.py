@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -9,6 +12,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+import toolplan
 from toolplan import (
     Budget,
     DryRunReport,
@@ -103,7 +107,7 @@ async def test_the_report_has_the_graph_the_steps_and_the_budget_and_no_tool_run
     assert paris.literal and dict(paris.arguments) == {"city": "Paris"} and paris.rationale == "the weather"
     assert paris.annotations == ("read_only", "idempotent") and paris.calls == 3  # two automatic retries
     assert not note.literal and note.depends_on == ("paris",) and note.wave == 1
-    assert wipe.depends_on == ("rome", "note") and wipe.destructive and wipe.calls == 1
+    assert wipe.depends_on == ("note", "rome") and wipe.destructive and wipe.calls == 1
     assert report.budget.calls == 3 + 3 + 1 + 1
     assert report.budget.calls_per_tool == {"lookup": 6, "remote_write": 1, "delete_city": 1}
     assert report.budget.cost == pytest.approx(6 * 2.0 + 1.0 + 5.0)
@@ -204,3 +208,26 @@ async def test_a_store_gives_the_expected_duration_and_gets_no_run(tmp_path: Pat
     with engine.connect() as conn:
         assert conn.execute(sa.text("select count(*) from toolplan_executions")).scalar() == 1
     engine.dispose()
+
+
+@pytest.mark.slow  # a Python process of its own
+def test_the_example_runs(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "dry_run" / "dry_run.py"
+    src = str(Path(toolplan.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(
+        [sys.executable, str(example), f"sqlite:///{tmp_path / 'd.db'}"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    lines = done.stdout.splitlines()
+    assert "waves: [['orders', 'profile'], ['cancel']]" in lines
+    assert "destructive: ['cancel']" in lines
+    assert "budget: up to 5 calls, cost 10; over: ['up to 5 calls, over max_tool_calls=4']" in lines
+    assert "duration: unknown: the store has no latency of any of the plan's tools yet" in lines
+    assert any(line.startswith("ran: succeeded ['cancel_order', 'fetch_orders', 'mirror_") for line in lines)
+    assert lines[-1].startswith("expected duration now: ") and "unknown" not in lines[-1]

@@ -132,6 +132,24 @@ async def execute_plan(
 ) -> DryRunReport: ...
 
 
+@overload
+async def execute_plan(
+    plan: Any,
+    tools: ToolsLike,
+    *,
+    dialect: Dialect | None = None,
+    on_event: EventHandler | None = None,
+    backend: Backend | None = None,
+    store: RunStore | None = None,
+    run_id: str | None = None,
+    rerun_unknown: bool = False,
+    policy: ToolChooser | None = None,
+    dry_run: bool,
+    approval: Any = None,
+    **options: Unpack[LimitOptions],
+) -> PlanResult | DryRunReport: ...
+
+
 async def execute_plan(
     plan: Any,
     tools: ToolsLike,
@@ -267,6 +285,10 @@ def execute_plan_sync(plan: Any, tools: ToolsLike, *, dry_run: Literal[False] = 
 def execute_plan_sync(plan: Any, tools: ToolsLike, *, dry_run: Literal[True], **options: Any) -> DryRunReport: ...
 
 
+@overload
+def execute_plan_sync(plan: Any, tools: ToolsLike, *, dry_run: bool, **options: Any) -> PlanResult | DryRunReport: ...
+
+
 def execute_plan_sync(
     plan: Any, tools: ToolsLike, *, dry_run: bool = False, **options: Any
 ) -> PlanResult | DryRunReport:
@@ -278,7 +300,7 @@ def execute_plan_sync(
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(execute_plan(plan, tools, dry_run=dry_run, **options))  # type: ignore[call-overload]
+        return asyncio.run(execute_plan(plan, tools, dry_run=dry_run, **options))
     raise UserError("execute_plan_sync() cannot run inside an event loop; use `await execute_plan(...)` instead.")
 
 
