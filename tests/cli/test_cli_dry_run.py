@@ -39,7 +39,8 @@ def test_table_and_stored_latencies(
     assert "Critical path: one -> two" in r.stdout
     assert "Budget, worst case (every retry and fallback): 2 calls, cost 2 (no limits)." in r.stdout
     assert "Expected duration: " in r.stdout and "the critical path, by the mean latency" in r.stdout
-    assert "(references filled in at run time)" in r.stdout
+    assert "Arguments (* holds references, filled in when the step runs):" in r.stdout
+    assert '  two: {"value":"$ref:one"} *' in r.stdout
     assert sorted(tool_calls()) == ["add", "echo"]  # still only the real run's calls
 
 

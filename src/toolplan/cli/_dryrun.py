@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .._errors import ToolplanError
-from ..execute import DryRunReport, RunLimits, execute_plan
+from ..execute import DryRunReport, DryRunStep, RunLimits, execute_plan
 from ..tools import ToolRegistry
 from ._common import EXIT_OK, fail, out
 from ._render import print_json, say
@@ -55,6 +55,11 @@ def dry_run(
     raise typer.Exit(EXIT_OK)
 
 
+def _tool(step: DryRunStep) -> str:
+    tool = step.tool if not step.alternatives else f"one of {', '.join(step.alternatives)}"
+    return tool if step.fallback is None else f"{tool} (fallback {step.fallback})"
+
+
 def _seconds(value: float | None) -> str:
     return "?" if value is None else f"{value:.3g}s"
 
@@ -62,21 +67,24 @@ def _seconds(value: float | None) -> str:
 def print_dry_run(console: Console, report: DryRunReport) -> None:
     """The report as a table of steps and a few lines under it."""
     approval = report.needs_approval is not None
+    steps = list(report.steps.values())
     table = Table(box=None, show_edge=False, pad_edge=False)
-    for header in ("wave", "step", "tool", "annotations", "calls", "cost", "expected"):
-        table.add_column(header, no_wrap=header in ("wave", "calls", "cost", "expected"))
+    names = [short(s.id, NAME_LIMIT) for s in steps]
+    tools = [short(_tool(s), 2 * NAME_LIMIT) for s in steps]
+    table.add_column("wave", no_wrap=True)
+    table.add_column("step", no_wrap=True, min_width=min(max(map(len, names)), NAME_LIMIT))
+    table.add_column("tool", overflow="fold", min_width=min(max(map(len, tools)), NAME_LIMIT // 2))
+    table.add_column("annotations", overflow="fold")
+    for header in ("calls", "cost", "time"):
+        table.add_column(header, no_wrap=True)
     if approval:
         table.add_column("approval", no_wrap=True)
-    table.add_column("arguments", overflow="fold")
-    for s in report.steps.values():
-        tool = s.tool if not s.alternatives else f"one of {', '.join(s.alternatives)}"
-        if s.fallback is not None:
-            tool += f" (fallback {s.fallback})"
-        marks = Text(", ".join(s.annotations) or "writes", style="bold red" if s.destructive else "")
+    for s, name, tool in zip(steps, names, tools, strict=True):
+        marks = Text(" ".join(s.annotations) or "writes", style="bold red" if s.destructive else "")
         row: list[Any] = [
             str(s.wave + 1),
-            Text(short(s.id, NAME_LIMIT)),
-            Text(short(tool, 2 * NAME_LIMIT)),
+            Text(name),
+            Text(tool),
             marks,
             str(s.calls),
             f"{s.cost:g}",
@@ -84,10 +92,12 @@ def print_dry_run(console: Console, report: DryRunReport) -> None:
         ]
         if approval:
             row.append(Text("needed", style="bold yellow") if s.needs_approval else Text("-"))
-        arguments = short(dict(s.arguments), 200) + ("" if s.literal else "  (references filled in at run time)")
-        row.append(Text(arguments, style="" if s.literal else "dim"))
         table.add_row(*row)
     console.print(table)
+    refs = "" if all(s.literal for s in steps) else " (* holds references, filled in when the step runs)"
+    say(console, f"Arguments{refs}:")
+    for s, name in zip(steps, names, strict=True):
+        say(console, f"  {name}: {short(dict(s.arguments), 200)}{'' if s.literal else ' *'}")
     n, w = len(report.steps), len(report.waves)
     say(console, f"Dry run: nothing was called. {n} step{'s' if n != 1 else ''} in {w} wave{'s' if w != 1 else ''}.")
     say(console, f"Critical path: {' -> '.join(report.critical_path)}")
