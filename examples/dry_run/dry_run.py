@@ -72,7 +72,9 @@ async def main(url: str) -> None:
         print("destructive:", list(report.destructive))
         for step in report.steps.values():
             print(f"  {step.id:8} {step.tool:13} calls<={step.calls} cost={step.cost:g} {step.annotations}")
-        print(f"budget: up to {report.budget.calls} calls, cost {report.budget.cost:g}; over: {list(report.budget.over)}")
+        print(
+            f"budget: up to {report.budget.calls} calls, cost {report.budget.cost:g}; over: {list(report.budget.over)}"
+        )
         print("duration:", report.duration_note)
 
         result = await execute_plan(PLAN, tools, store=store)  # the real run

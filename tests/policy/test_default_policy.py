@@ -43,13 +43,13 @@ def registry() -> ToolRegistry:
 @pytest.mark.parametrize(("strategy", "inline"), [("epsilon_greedy", False), ("thompson", True), ("thompson", False)])
 async def test_runs_on_one_registry_stop_choosing_the_member_that_always_fails(strategy: str, inline: bool) -> None:
     r = registry()
-    assert r.default_policy is None
+    before = r.default_policy
     chosen: list[str] = []
     for _ in range(RUNS):
         result = await execute_plan(plan(strategy, inline=inline), r)
         chosen.append(result.choices[0].chosen)
         assert result.warnings == ()  # this registry is kept between runs: nothing to warn of
-    assert isinstance(r.default_policy, ToolPolicy)  # made on first use, kept on the registry
+    assert before is None and isinstance(r.default_policy, ToolPolicy)  # made on first use, kept on the registry
     late = Counter(chosen[RUNS // 2 :])
     # epsilon_greedy still explores (10% of runs, half of them on 'broken'); the others stop at once.
     assert late["broken"] <= (6 if strategy == "epsilon_greedy" else 1), chosen

@@ -21,13 +21,16 @@ __all__ = ("dry_run", "print_dry_run")
 
 
 async def _report(data: Any, registry: ToolRegistry, db: str | None, **options: Any) -> DryRunReport:
+    report: DryRunReport
     if db is None:
-        return await execute_plan(data, registry, dry_run=True, **options)
+        report = await execute_plan(data, registry, dry_run=True, **options)
+        return report
     from ..store import open_store
 
     store = open_store(db)
     try:  # read only: the tools' latencies in the stored runs
-        return await execute_plan(data, registry, dry_run=True, store=store, **options)
+        report = await execute_plan(data, registry, dry_run=True, store=store, **options)
+        return report
     finally:
         await store.close()
 

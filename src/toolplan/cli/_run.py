@@ -266,7 +266,9 @@ def run_command(
                 loop.run(close_toolsets(registry))
 
 
-def _check_dry_run(*, ui: bool, run_id: str | None, rerun_unknown: bool, backend: str | None, trace: str | None) -> None:
+def _check_dry_run(
+    *, ui: bool, run_id: str | None, rerun_unknown: bool, backend: str | None, trace: str | None
+) -> None:
     """Refuse the options that make no sense without a run."""
     given = [
         name
@@ -280,7 +282,8 @@ def _check_dry_run(*, ui: bool, run_id: str | None, rerun_unknown: bool, backend
         if on
     ]
     if given:
-        fail(f"--dry-run calls no tool, so {', '.join(given)} would do nothing: leave {'it' if len(given) == 1 else 'them'} out.")
+        them = "it" if len(given) == 1 else "them"
+        fail(f"--dry-run calls no tool, so {', '.join(given)} would do nothing: leave {them} out.")
 
 
 def _step_tools(report: ValidationReport) -> dict[str, str]:
@@ -298,8 +301,10 @@ async def _go(data: Any, registry: ToolRegistry, db: str | None, **options: Any)
 
 
 async def _go_connected(data: Any, registry: ToolRegistry, db: str | None, **options: Any) -> PlanResult:
+    result: PlanResult
     if db is None:
-        return await execute_plan(data, registry, **options)
+        result = await execute_plan(data, registry, **options)
+        return result
     from ..store import new_run_id, open_store
 
     run_id = options.pop("run_id", None) or new_run_id()
@@ -315,7 +320,8 @@ async def _go_connected(data: Any, registry: ToolRegistry, db: str | None, **opt
             "to resume it: finished steps are not run again.",
             "dim",
         )
-        return await execute_plan(data, registry, store=store, run_id=run_id, **options)
+        result = await execute_plan(data, registry, store=store, run_id=run_id, **options)
+        return result
     finally:
         await store.close()
 

@@ -278,7 +278,9 @@ async def run_compiled(
 
 
 @overload
-def execute_plan_sync(plan: Any, tools: ToolsLike, *, dry_run: Literal[False] = False, **options: Any) -> PlanResult: ...
+def execute_plan_sync(
+    plan: Any, tools: ToolsLike, *, dry_run: Literal[False] = False, **options: Any
+) -> PlanResult: ...
 
 
 @overload

@@ -193,8 +193,11 @@ def learns(strategy: str | None) -> bool:
 
 
 def default_chooser(registry: ToolRegistry, strategy: str | None) -> ToolChooser:
-    """The chooser of a run given none: ``registry.default_policy`` (made on first use) when the plan
-    names a strategy, else `FixedChooser` (the general member, else the first)."""
+    """The chooser of a run given none.
+
+    ``registry.default_policy`` (made on first use) when the plan names a strategy, else
+    `FixedChooser` (the general member, else the first).
+    """
     if not learns(strategy) or _make_policy is None:
         return FIXED_CHOOSER
     chooser: ToolChooser | None = registry.default_policy

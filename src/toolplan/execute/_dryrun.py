@@ -290,7 +290,9 @@ def _step_row(cs: CompiledStep, registry: ToolRegistry, approval: Any) -> dict[s
     definitions = _definitions(registry, members)
     annotations = [d.annotations for d in definitions]
     fallback = step.fallback
-    fb_annotations = [d.annotations for d in _definitions(registry, _members(registry, fallback.tool))] if fallback else []
+    fb_annotations = (
+        [d.annotations for d in _definitions(registry, _members(registry, fallback.tool))] if fallback else []
+    )
     retries = step.retry if step.retry is not None else max((a.retries for a in annotations), default=0)
     calls = 1 + retries + (1 if fallback is not None else 0)
     cost = float(max((a.cost for a in annotations), default=0.0))

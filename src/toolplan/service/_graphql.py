@@ -114,10 +114,10 @@ class Query:
         if (plan is None) == (plan_id is None):
             raise ApiError(400, "invalid_request", "dryRun takes a plan or a planId: give exactly one of them.")
         if plan_id is not None:
-            report: JSON = await svc.dry_run_stored(plan_id)
+            report = await svc.dry_run_stored(plan_id)
         else:
             report = await svc.dry_run(plan, dialect.value if dialect is not None else None)
-        return report
+        return JSON(report)
 
     @_field("What the caller's API key spent of its budget window (as GET /v1/budget); null without one.")
     async def key_budget(self, info: GqlInfo) -> KeyBudget | None:

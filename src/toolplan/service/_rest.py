@@ -107,8 +107,11 @@ async def create_plan(body: PlanIn, request: Request, svc: Svc, _key: IdemHeader
 
 @router.post("/plans/dry-run", tags=["plans"])
 async def dry_run_plan(body: PlanIn, svc: Svc) -> dict[str, Any]:
-    """What a plan would do, without doing it: its graph, each step's tool and annotations, the budget's
-    worst case against the service's limits, the expected duration. No tool runs; nothing is stored."""
+    """What a plan would do, without doing it; no tool runs and nothing is stored.
+
+    Its graph, each step's tool and annotations, the budget's worst case against the service's
+    limits, the expected duration from the store's latencies.
+    """
     return await svc.dry_run(body.plan, body.dialect)
 
 
