@@ -6,7 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from svc_support import ThreadServer
+
+from toolplan import ServiceError, UserError
+from toolplan.client import Client
 
 PLAN: dict[str, Any] = {
     "steps": [
@@ -62,4 +66,19 @@ def test_graphql_dry_run_of_a_plan_or_a_stored_plan(server: ThreadServer, gates:
         assert by_id["data"]["dryRun"]["plan_id"] == plan_id
         neither = c.post("/graphql", json={"query": "{ dryRun }"}).json()
         assert neither["errors"][0]["extensions"]["code"] == "invalid_request"
+        _nothing_ran(c, gates)
+
+
+def test_the_client_dry_runs_a_plan_and_a_stored_one(server: ThreadServer, gates: Path) -> None:
+    with Client(server.url, api_key=server.key) as client:
+        report = client.dry_run(PLAN)
+        assert report["waves"] == [["a"], ["pay"]] and report["destructive"] == []
+        stored = client.create_plan(PLAN)
+        assert client.dry_run(plan_id=stored.plan_id)["plan_id"] == stored.plan_id
+        with pytest.raises(ServiceError) as caught:
+            client.dry_run({"steps": [{"id": "a", "tool": "nope", "arguments": {}}]})
+        assert caught.value.code == "invalid_plan"
+        with pytest.raises(UserError, match="exactly one"):
+            client.dry_run(PLAN, plan_id=stored.plan_id)
+    with server.client() as c:
         _nothing_ran(c, gates)
