@@ -64,7 +64,7 @@ def prepare(
     limits = RunLimits.of(limits, step_timeout=step_timeout, budget=budget, max_steps=max_steps)
     registry = ToolRegistry.of(tools)
     compiled = compile_plan(plan, registry, dialect=dialect, max_steps=limits.max_steps)
-    if policy is None and registry is not tools and compiled.plan.policy is not None:
+    if compiled.plan.policy is not None and policy is None and registry is not tools:
         compiled = warn_forgetful(compiled, registry)
     invoker = ToolInvoker.for_limits(registry, limits, backend=backend, chooser=policy)
     invoker.exclusive = True  # the run of this plan is the only user of its ledger
