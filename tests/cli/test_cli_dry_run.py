@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
 from cli_support import Calls, Cli, WritePlan
 
 STEPS = [
@@ -54,3 +56,46 @@ def test_an_invalid_plan_is_reported_as_without_dry_run(cli: Cli, tools_file: Pa
     plan = write_plan([{"id": "a", "tool": "nope", "arguments": {}}])
     r = cli("run", str(plan), "--tools", str(tools_file), "--dry-run")
     assert r.code == 2 and "nope" in r.stderr
+
+
+GROUP_TOOLS = """
+from toolplan import ToolError, ToolRegistry, tool
+
+
+@tool(read_only=True)
+def broken(query: str) -> str:
+    \"\"\"Down.\"\"\"
+    raise ToolError("down")
+
+
+@tool(read_only=True)
+def working(query: str) -> str:
+    \"\"\"Up.\"\"\"
+    return "found"
+
+
+TOOLS = ToolRegistry([broken, working])
+TOOLS.add_group("search", ["broken", "working"])
+"""
+
+
+@pytest.mark.slow  # several processes
+def test_a_strategy_learns_across_runs_of_the_command_only_with_a_database(cli: Cli, tmp_path: Path) -> None:
+    tools = tmp_path / "group_tools.py"
+    tools.write_text(GROUP_TOOLS, encoding="utf-8")
+    plan = tmp_path / "plan.json"
+    plan.write_text(
+        json.dumps({"policy": "greedy", "steps": [{"id": "s", "tool": "search", "arguments": {"query": "q"}}]}),
+        encoding="utf-8",
+    )
+    spec = f"{tools}:TOOLS"
+    alone = cli("run", str(plan), "--tools", spec)
+    assert alone.code == 1 and "policy_not_kept" in alone.stderr  # greedy tries 'broken' first, and forgets
+    db = str(tmp_path / "runs.db")
+    first = cli("run", str(plan), "--tools", spec, "--db", db, "--json")
+    assert first.code == 1 and first.json()["choices"][0]["chosen"] == "broken"
+    assert "policy_not_kept" not in first.stderr
+    second = cli("run", str(plan), "--tools", spec, "--db", db, "--json")
+    assert second.code == 0 and second.json()["choices"][0]["chosen"] == "working"  # untried, then the best
+    third = cli("run", str(plan), "--tools", spec, "--db", db, "--json")
+    assert third.json()["choices"][0]["chosen"] == "working"
