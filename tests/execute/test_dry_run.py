@@ -204,6 +204,10 @@ async def test_a_store_gives_the_expected_duration_and_gets_no_run(tmp_path: Pat
         known = await execute_plan(only_lookups, registry(), store=store, dry_run=True)
         assert known.expected_seconds == pytest.approx(took, abs=1e-6)
         assert known.duration_note.startswith("the critical path, by the mean latency")
+        assert known.budget.fits
+        expected = known.expected_seconds or 0.0
+        late = await execute_plan(only_lookups, registry(), store=store, dry_run=True, timeout=expected / 2)
+        assert late.budget.over == (f"an expected duration of {expected:.3g}s, over the deadline of {expected / 2:g}s",)
     engine = sa.create_engine(url)
     with engine.connect() as conn:
         assert conn.execute(sa.text("select count(*) from toolplan_executions")).scalar() == 1

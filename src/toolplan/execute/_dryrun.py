@@ -8,6 +8,7 @@ It calls no tool, writes no run and asks no policy to choose: a group's members 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -117,8 +118,9 @@ class DryRunBudget:
         calls_per_tool: The same by tool (a group's calls under the group's name).
         cost: The most budget units those calls may cost, from the tools' ``cost`` annotations.
         limits: The run's budget (the caller's and the plan's merged: the tighter wins).
-        over: One sentence for each limit the worst case passes (empty: it fits). Steps past a limit
-            would end ``not_run`` when the run gets that far.
+        over: One sentence for each limit the worst case passes (empty: it fits), and one when the
+            expected duration passes the run's deadline. Steps past a limit would end ``not_run``
+            when the run gets that far.
     """
 
     calls: int
@@ -265,6 +267,11 @@ async def dry_run_report(
         path, _steps = compiled.critical_path()
         if latencies:
             note = f"unknown: the store has no latency of {', '.join(unknown)}"
+    budget = _budget(steps, registry, limits.budget)
+    deadline = limits.run_deadline
+    if expected_seconds is not None and deadline is not None and expected_seconds > deadline:
+        late = f"an expected duration of {expected_seconds:.3g}s, over the deadline of {deadline:g}s"
+        budget = dataclasses.replace(budget, over=(*budget.over, late))
     return DryRunReport(
         steps=steps,
         output_steps=plan.outputs,
@@ -272,7 +279,7 @@ async def dry_run_report(
         critical_path=tuple(path),
         destructive=tuple(sid for sid, s in steps.items() if s.destructive),
         needs_approval=None if approval is None else tuple(sid for sid, s in steps.items() if s.needs_approval),
-        budget=_budget(steps, registry, limits.budget),
+        budget=budget,
         expected_seconds=expected_seconds,
         duration_note=note,
         max_concurrency=limits.max_concurrency,
