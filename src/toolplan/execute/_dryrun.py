@@ -243,7 +243,8 @@ async def dry_run_report(
     plan = compiled.plan
     limits = limits.merged(plan)
     order = compiled.order
-    level = {sid: k for k, wave in enumerate(compiled.waves()) for sid in wave}
+    waves = compiled.waves()
+    level = {sid: k for k, wave in enumerate(waves) for sid in wave}
     rows: dict[str, dict[str, Any]] = {}
     tools_named: list[str] = []
     for sid, cs in compiled.steps.items():
@@ -275,7 +276,7 @@ async def dry_run_report(
     return DryRunReport(
         steps=steps,
         output_steps=plan.outputs,
-        waves=tuple(tuple(w) for w in compiled.waves()),
+        waves=tuple(tuple(w) for w in waves),
         critical_path=tuple(path),
         destructive=tuple(sid for sid, s in steps.items() if s.destructive),
         needs_approval=None if approval is None else tuple(sid for sid, s in steps.items() if s.needs_approval),
