@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,6 @@ from toolplan import (
     PlanValidationError,
     Step,
     Tool,
-    ToolDefinition,
     ToolRegistry,
     UserError,
     execute_plan,
@@ -166,11 +164,11 @@ class _Destructive:
     """An approval rule, duck-typed: steps whose tool is destructive or writes a note."""
 
     def __init__(self) -> None:
-        self.asked: list[tuple[str, str, dict[str, Any]]] = []
+        self.asked: list[tuple[str, dict[str, Any]]] = []
 
-    def needs_approval(self, step: Step, definition: ToolDefinition, arguments: Mapping[str, Any]) -> bool:
-        self.asked.append((step.id, definition.name, dict(arguments)))
-        return definition.annotations.destructive or step.tool == "remote_write"
+    def needs_approval(self, step: Step, tools: ToolRegistry) -> bool:
+        self.asked.append((step.id, dict(step.arguments)))
+        return tools.definition(step.tool).annotations.destructive or step.tool == "remote_write"
 
 
 async def test_an_approval_rule_marks_the_steps_that_would_wait() -> None:
@@ -178,7 +176,7 @@ async def test_an_approval_rule_marks_the_steps_that_would_wait() -> None:
     report = await execute_plan(PLAN, registry(), dry_run=True, approval=rule)
     assert report.needs_approval == ("note", "wipe")
     assert [s.needs_approval for s in report.steps.values()] == [False, False, True, True]
-    assert ("wipe", "delete_city", {"city": "$ref:rome.city"}) in rule.asked
+    assert ("wipe", {"city": "$ref:rome.city"}) in rule.asked
     assert report.to_dict()["needs_approval"] == ["note", "wipe"]
 
 

@@ -187,8 +187,9 @@ async def execute_plan(
         dry_run: Call no tool and write no run: validate the plan and return a `DryRunReport` of
             what it would do (its graph, each step's tool, annotations and arguments, the budget's
             worst case against the limits, the expected duration from ``store``'s statistics).
-        approval: With ``dry_run``: a rule whose ``needs_approval(step, definition, arguments)`` says
-            which steps a person would have to approve; the report lists them.
+        approval: With ``dry_run``: a rule whose ``needs_approval(step, tools)`` says which steps a
+            person would have to approve (``step`` a `Step`, ``tools`` the `ToolRegistry`); the
+            report lists them.
         **options: The limits (`LimitOptions`): ``limits``, ``max_concurrency``, ``timeout``,
             ``step_timeout``, ``failure_mode``, ``budget``, ``max_steps``, ``retry_delay``. The
             plan's own ``max_concurrency``, ``budget`` and ``failure_mode`` merge in: the tighter wins.
@@ -223,8 +224,7 @@ async def _dry_run(
         raise UserError("A dry run writes no run, so it takes no run_id: leave run_id out.")
     if approval is not None and not callable(getattr(approval, "needs_approval", None)):
         raise UserError(
-            f"approval must be a rule with a needs_approval(step, definition, arguments) method, "
-            f"got {type(approval).__name__}."
+            f"approval must be a rule with a needs_approval(step, tools) method, got {type(approval).__name__}."
         )
     registry = ToolRegistry.of(tools)
     compiled = compile_plan(plan, registry, dialect=dialect, max_steps=limits.max_steps)

@@ -305,9 +305,8 @@ def _step_row(cs: CompiledStep, registry: ToolRegistry, approval: Any) -> dict[s
     calls = 1 + retries + (1 if fallback is not None else 0)
     cost = float(max((a.cost for a in annotations), default=0.0))
     needs: bool | None = None
-    if approval is not None:
-        definition = registry.get(step.tool) or (definitions[0] if definitions else None)
-        needs = bool(approval.needs_approval(step, definition, step.arguments))
+    if approval is not None:  # before anything ran: the rule reads the arguments as written
+        needs = bool(approval.needs_approval(step, registry))
     return {
         "id": step.id,
         "tool": step.tool,
