@@ -43,6 +43,7 @@ from .agent import SequentialExecutor as SequentialExecutor
 from .agent import create_executor as create_executor
 from .agent import run as run
 from .execute import CallContext as CallContext
+from .execute import DryRunReport as DryRunReport
 from .execute import PlanResult as PlanResult
 from .execute import RunLimits as RunLimits
 from .execute import StepError as StepError
@@ -73,6 +74,7 @@ __all__ = (
     "Budget",
     "CallContext",
     "ConcurrencyLimitError",
+    "DryRunReport",
     "ExecutionStrategy",
     "FunctionTool",
     "InvalidArgumentsError",

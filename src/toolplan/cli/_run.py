@@ -10,7 +10,7 @@ import typer
 
 from .._errors import PlanValidationError, ToolplanError, UserError
 from ..execute import DEFAULT_MAX_CONCURRENCY, Backend, EventHandler, PlanResult, RunLimits, execute_plan
-from ..execute._internal import check_run_id
+from ..execute._internal import check_run_id, forgetful
 from ..plan import ValidationReport
 from ..tools import ToolRegistry
 from ._common import (
@@ -100,6 +100,15 @@ def run_command(
         ),
     ] = None,
     rerun_unknown: RerunUnknownOpt = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Call no tool and store no run: validate the plan and show what it would do: its waves, each "
+            "step's tool, annotations and arguments, the budget's worst case against the limits, and the expected "
+            "duration from the runs stored in --db. With --json, the report as JSON.",
+        ),
+    ] = False,
     mcp_stdio: Annotated[
         list[str] | None,
         typer.Option(
@@ -148,8 +157,10 @@ def run_command(
         )
     if rerun_unknown and db is None:
         fail("--rerun-unknown applies when resuming a stored run: pass --db URL and --run-id ID as well.")
-    if db is not None:
-        db = store_url(db, what="runs", existing=False)
+    if dry_run:
+        _check_dry_run(ui=ui, run_id=run_id, rerun_unknown=rerun_unknown, backend=backend, trace=trace)
+    if db is not None:  # a dry run only reads the stored runs: it creates no database
+        db = store_url(db, what="runs", existing=dry_run)
     if run_id is not None:
         try:
             check_run_id(run_id)
@@ -183,9 +194,26 @@ def run_command(
                 report = validate_inputs(data, registry, dialect, max_steps)
             if not report.ok:
                 report_invalid(report, as_json=as_json, console=err)
-            if report.warnings and not as_json:
+            warnings = list(report.warnings)
+            if db is None and report.compiled is not None and not dry_run:  # this process's learning ends with it
+                forgets = forgetful(report.compiled, registry)
+                warnings += [forgets] if forgets is not None else []
+            if warnings and not as_json:
                 say(err, "Warnings:", "bold yellow")
-                print_issues(err, report.warnings, style="yellow")
+                print_issues(err, warnings, style="yellow")
+            if dry_run:
+                from ._dryrun import dry_run as show_dry_run
+
+                show_dry_run(
+                    data,
+                    registry,
+                    limits=limits,
+                    db=db,
+                    dialect=dialect.value if dialect is not None else None,
+                    max_steps=max_steps,
+                    as_json=as_json,
+                    loop=loop,
+                )
             live = sys.stdout.isatty() and not as_json
             backend_obj = start_backend(backend)  # after validation: an invalid plan starts no cluster
             stop_tracing = None
@@ -245,6 +273,26 @@ def run_command(
                 loop.run(close_toolsets(registry))
 
 
+def _check_dry_run(
+    *, ui: bool, run_id: str | None, rerun_unknown: bool, backend: str | None, trace: str | None
+) -> None:
+    """Refuse the options that make no sense without a run."""
+    given = [
+        name
+        for name, on in (
+            ("--ui", ui),
+            ("--run-id", run_id is not None),
+            ("--rerun-unknown", rerun_unknown),
+            ("--backend", backend is not None),
+            ("--trace", trace is not None),
+        )
+        if on
+    ]
+    if given:
+        them = "it" if len(given) == 1 else "them"
+        fail(f"--dry-run calls no tool, so {', '.join(given)} would do nothing: leave {them} out.")
+
+
 def _step_tools(report: ValidationReport) -> dict[str, str]:
     """Each step's tool, so the live table shows it while the step waits."""
     compiled = report.compiled
@@ -260,12 +308,18 @@ async def _go(data: Any, registry: ToolRegistry, db: str | None, **options: Any)
 
 
 async def _go_connected(data: Any, registry: ToolRegistry, db: str | None, **options: Any) -> PlanResult:
+    result: PlanResult
     if db is None:
-        return await execute_plan(data, registry, **options)
+        result = await execute_plan(data, registry, **options)
+        return result
     from ..store import new_run_id, open_store
 
     run_id = options.pop("run_id", None) or new_run_id()
     store = open_store(db)
+    if registry.default_policy is None:  # plans naming a strategy learn across runs, in the database
+        from ..policy import ToolPolicy
+
+        registry.default_policy = ToolPolicy(store=store)
     try:
         say(
             err,
@@ -273,7 +327,8 @@ async def _go_connected(data: Any, registry: ToolRegistry, db: str | None, **opt
             "to resume it: finished steps are not run again.",
             "dim",
         )
-        return await execute_plan(data, registry, store=store, run_id=run_id, **options)
+        result = await execute_plan(data, registry, store=store, run_id=run_id, **options)
+        return result
     finally:
         await store.close()
 

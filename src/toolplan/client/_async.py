@@ -147,6 +147,16 @@ class AsyncClient:
         """As `Client.create_plan`: validate and store a plan (``POST /v1/plans``)."""
         return await self._send(calls.create_plan(plan, dialect, idempotency_key))
 
+    async def dry_run(
+        self,
+        plan: Mapping[str, Any] | str | Plan | None = None,
+        *,
+        plan_id: str | None = None,
+        dialect: str | None = None,
+    ) -> dict[str, Any]:
+        """As `Client.dry_run`: what a plan would do, without doing it."""
+        return await self._send(calls.dry_run(plan, plan_id, dialect))
+
     async def get_plan(self, plan_id: str) -> StoredPlan:
         """As `Client.get_plan`."""
         return await self._send(calls.get_plan(plan_id))

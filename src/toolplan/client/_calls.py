@@ -189,6 +189,20 @@ def create_plan(
     )
 
 
+def _report(data: Any) -> dict[str, Any]:
+    return dict(data)
+
+
+def dry_run(
+    plan: Mapping[str, Any] | str | Plan | None, plan_id: str | None, dialect: str | None
+) -> Call[dict[str, Any]]:
+    if plan_id is not None and plan is None:
+        return Call(method="POST", path=f"/v1/plans/{_id(plan_id, 'plan_id')}/dry-run", read=_report)
+    if plan is None or plan_id is not None:
+        raise UserError("dry_run takes a plan or a plan_id: give exactly one of them.")
+    return Call(method="POST", path="/v1/plans/dry-run", read=_report, body=create_plan(plan, dialect, None).body)
+
+
 def get_plan(plan_id: str) -> Call[StoredPlan]:
     return Call(method="GET", path=f"/v1/plans/{_id(plan_id, 'plan_id')}", read=StoredPlan.from_json)
 

@@ -153,6 +153,20 @@ class Client:
         """
         return self._send(calls.create_plan(plan, dialect, idempotency_key))
 
+    def dry_run(
+        self,
+        plan: Mapping[str, Any] | str | Plan | None = None,
+        *,
+        plan_id: str | None = None,
+        dialect: str | None = None,
+    ) -> dict[str, Any]:
+        """What a plan (or stored plan ``plan_id``) would do, without doing it (``POST /v1/plans/dry-run``).
+
+        The dry run's report as JSON data (`toolplan.execute.DryRunReport.to_dict`): no tool runs and
+        nothing is stored. An invalid plan raises `toolplan.ServiceError` ``invalid_plan`` (422).
+        """
+        return self._send(calls.dry_run(plan, plan_id, dialect))
+
     def get_plan(self, plan_id: str) -> StoredPlan:
         """A stored plan with its issues."""
         return self._send(calls.get_plan(plan_id))

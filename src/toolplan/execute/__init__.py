@@ -17,6 +17,11 @@ from ._choice import ChoiceOutcome as ChoiceOutcome
 from ._choice import ChoiceRequest as ChoiceRequest
 from ._choice import FixedChooser as FixedChooser
 from ._choice import ToolChooser as ToolChooser
+from ._dryrun import DryRunBudget as DryRunBudget
+from ._dryrun import DryRunReport as DryRunReport
+from ._dryrun import DryRunStep as DryRunStep
+from ._dryrun import LatencyStats as LatencyStats
+from ._dryrun import ToolLatency as ToolLatency
 from ._events import BudgetWarning as BudgetWarning
 from ._events import EventHandler as EventHandler
 from ._events import PlanEvent as PlanEvent
@@ -71,11 +76,15 @@ __all__ = (
     "ChoiceOutcome",
     "ChoiceRequest",
     "Decision",
+    "DryRunBudget",
+    "DryRunReport",
+    "DryRunStep",
     "ErrorKind",
     "EventHandler",
     "FixedChooser",
     "InProcessBackend",
     "Journal",
+    "LatencyStats",
     "MemoryWindow",
     "PlanEvent",
     "PlanFinished",
@@ -100,6 +109,7 @@ __all__ = (
     "ToolChooser",
     "ToolChosen",
     "ToolInvoker",
+    "ToolLatency",
     "WindowCharge",
     "WindowLimits",
     "WindowUsage",

@@ -11,7 +11,7 @@ import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Literal, overload
 
 from typing_extensions import Unpack
 
@@ -20,7 +20,8 @@ from .._tasks import task_group
 from ..plan import Budget, CompiledPlan, Dialect, FailureMode, compile_plan
 from ..tools import ToolRegistry, ToolsLike
 from ._backend import Backend
-from ._choice import ToolChooser
+from ._choice import ToolChooser, warn_forgetful
+from ._dryrun import DryRunReport, dry_run_report
 from ._events import EventHandler, PlanEvent, PlanFinished
 from ._invoke import ToolInvoker, calling_invoker
 from ._journal import RunStore, check_run_id
@@ -63,6 +64,8 @@ def prepare(
     limits = RunLimits.of(limits, step_timeout=step_timeout, budget=budget, max_steps=max_steps)
     registry = ToolRegistry.of(tools)
     compiled = compile_plan(plan, registry, dialect=dialect, max_steps=limits.max_steps)
+    if compiled.plan.policy is not None and policy is None and registry is not tools:
+        compiled = warn_forgetful(compiled, registry)
     invoker = ToolInvoker.for_limits(registry, limits, backend=backend, chooser=policy)
     invoker.exclusive = True  # the run of this plan is the only user of its ledger
     caller = calling_invoker()
@@ -93,6 +96,7 @@ async def execute_compiled(
     return await PlanRun(compiled, invoker, limits=limits, on_event=on_event).run()
 
 
+@overload
 async def execute_plan(
     plan: Any,
     tools: ToolsLike,
@@ -104,8 +108,63 @@ async def execute_plan(
     run_id: str | None = None,
     rerun_unknown: bool = False,
     policy: ToolChooser | None = None,
+    dry_run: Literal[False] = False,
+    approval: Any = None,
     **options: Unpack[LimitOptions],
-) -> PlanResult:
+) -> PlanResult: ...
+
+
+@overload
+async def execute_plan(
+    plan: Any,
+    tools: ToolsLike,
+    *,
+    dialect: Dialect | None = None,
+    on_event: EventHandler | None = None,
+    backend: Backend | None = None,
+    store: RunStore | None = None,
+    run_id: str | None = None,
+    rerun_unknown: bool = False,
+    policy: ToolChooser | None = None,
+    dry_run: Literal[True],
+    approval: Any = None,
+    **options: Unpack[LimitOptions],
+) -> DryRunReport: ...
+
+
+@overload
+async def execute_plan(
+    plan: Any,
+    tools: ToolsLike,
+    *,
+    dialect: Dialect | None = None,
+    on_event: EventHandler | None = None,
+    backend: Backend | None = None,
+    store: RunStore | None = None,
+    run_id: str | None = None,
+    rerun_unknown: bool = False,
+    policy: ToolChooser | None = None,
+    dry_run: bool,
+    approval: Any = None,
+    **options: Unpack[LimitOptions],
+) -> PlanResult | DryRunReport: ...
+
+
+async def execute_plan(
+    plan: Any,
+    tools: ToolsLike,
+    *,
+    dialect: Dialect | None = None,
+    on_event: EventHandler | None = None,
+    backend: Backend | None = None,
+    store: RunStore | None = None,
+    run_id: str | None = None,
+    rerun_unknown: bool = False,
+    policy: ToolChooser | None = None,
+    dry_run: bool = False,
+    approval: Any = None,
+    **options: Unpack[LimitOptions],
+) -> PlanResult | DryRunReport:
     """Validate and run a plan; return every step's record.
 
     Args:
@@ -115,14 +174,22 @@ async def execute_plan(
         on_event: Called synchronously with each `PlanEvent`.
         backend: Where tool calls run (default: in this process).
         store: Make the run durable (`toolplan.store.open_store`): each step's start and result
-            commit before the run goes on, and a run that stopped can be resumed.
+            commit before the run goes on, and a run that stopped can be resumed. With
+            ``dry_run``, only read: the tools' latencies give the expected duration.
         run_id: The run's id (tools see it in `current_call()` and their idempotency keys). With a
             store, an id that is stored already resumes that run: its ended steps are reused.
         rerun_unknown: When resuming, call again the steps whose call was in flight even if their
             tool is neither ``read_only`` nor ``idempotent`` (otherwise they end ``unknown_outcome``).
         policy: Chooses among alternative tools (a step naming a group, or ``{"one_of": [...]}``)
             and learns from how they do: a `toolplan.policy.ToolPolicy`. Without one, a group's
-            ``general`` member (else its first) is called.
+            ``general`` member (else its first) is called; when the plan names a strategy
+            (``"policy": "thompson"``), the registry's own policy (`ToolRegistry.default_policy`) chooses.
+        dry_run: Call no tool and write no run: validate the plan and return a `DryRunReport` of
+            what it would do (its graph, each step's tool, annotations and arguments, the budget's
+            worst case against the limits, the expected duration from ``store``'s statistics).
+        approval: With ``dry_run``: a rule whose ``needs_approval(step, tools)`` says which steps a
+            person would have to approve (``step`` a `Step`, ``tools`` the `ToolRegistry`); the
+            report lists them.
         **options: The limits (`LimitOptions`): ``limits``, ``max_concurrency``, ``timeout``,
             ``step_timeout``, ``failure_mode``, ``budget``, ``max_steps``, ``retry_delay``. The
             plan's own ``max_concurrency``, ``budget`` and ``failure_mode`` merge in: the tighter wins.
@@ -134,8 +201,34 @@ async def execute_plan(
         StoreError: the store cannot be used (nothing ran).
     """
     limits = limits_from(options)
+    if dry_run or approval is not None:
+        return await _dry_run(plan, tools, limits, dialect, store, approval, dry_run, run_id)
     compiled, invoker = prepare(plan, tools, limits=limits, dialect=dialect, backend=backend, policy=policy)
     return await run_compiled(compiled, invoker, limits, on_event, store, run_id, rerun_unknown)
+
+
+async def _dry_run(
+    plan: Any,
+    tools: ToolsLike,
+    limits: RunLimits,
+    dialect: Dialect | None,
+    store: object,
+    approval: Any,
+    dry_run: bool,
+    run_id: str | None,
+) -> DryRunReport:
+    """`execute_plan` with ``dry_run=True``: the report; no tool is called and nothing is written."""
+    if not dry_run:
+        raise UserError("approval= applies to a dry run here: pass dry_run=True to see which steps need approval.")
+    if run_id is not None:
+        raise UserError("A dry run writes no run, so it takes no run_id: leave run_id out.")
+    if approval is not None and not callable(getattr(approval, "needs_approval", None)):
+        raise UserError(
+            f"approval must be a rule with a needs_approval(step, tools) method, got {type(approval).__name__}."
+        )
+    registry = ToolRegistry.of(tools)
+    compiled = compile_plan(plan, registry, dialect=dialect, max_steps=limits.max_steps)
+    return await dry_run_report(compiled, registry, limits, store=store, approval=approval)
 
 
 async def run_compiled(
@@ -184,8 +277,24 @@ async def run_compiled(
     return await run_journaled(run)
 
 
-def execute_plan_sync(plan: Any, tools: ToolsLike, **options: Any) -> PlanResult:
-    """`execute_plan` for synchronous code (runs its own event loop).
+@overload
+def execute_plan_sync(
+    plan: Any, tools: ToolsLike, *, dry_run: Literal[False] = False, **options: Any
+) -> PlanResult: ...
+
+
+@overload
+def execute_plan_sync(plan: Any, tools: ToolsLike, *, dry_run: Literal[True], **options: Any) -> DryRunReport: ...
+
+
+@overload
+def execute_plan_sync(plan: Any, tools: ToolsLike, *, dry_run: bool, **options: Any) -> PlanResult | DryRunReport: ...
+
+
+def execute_plan_sync(
+    plan: Any, tools: ToolsLike, *, dry_run: bool = False, **options: Any
+) -> PlanResult | DryRunReport:
+    """`execute_plan` for synchronous code (runs its own event loop); ``dry_run=True`` returns a `DryRunReport`.
 
     Raises:
         UserError: called from inside a running event loop (use ``await execute_plan(...)`` there).
@@ -193,7 +302,7 @@ def execute_plan_sync(plan: Any, tools: ToolsLike, **options: Any) -> PlanResult
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(execute_plan(plan, tools, **options))
+        return asyncio.run(execute_plan(plan, tools, dry_run=dry_run, **options))
     raise UserError("execute_plan_sync() cannot run inside an event loop; use `await execute_plan(...)` instead.")
 
 

@@ -3,15 +3,39 @@
 A step whose tool is a group (a registry group, or ``"tool": {"one_of": [...]}``) asks the run's
 `ToolChooser` which member to call when it is dispatched, and tells it how the call went. `execute/`
 owns this protocol and never imports the policy layer; without a chooser a run calls the group's
-general member (else its first): `FixedChooser`.
+general member (else its first): `FixedChooser`, unless its plan names a strategy: then the
+registry's own learning policy chooses (`default_chooser`), which `toolplan.policy` provides
+(`set_default_policy`) when it is imported, as ``import toolplan`` does.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-__all__ = ("Choice", "ChoiceOutcome", "ChoiceRequest", "FixedChooser", "ToolChooser")
+from .._errors import PlanIssue
+
+if TYPE_CHECKING:
+    from ..plan import CompiledPlan
+    from ..tools import ToolRegistry
+
+log = logging.getLogger("toolplan.policy")
+
+__all__ = (
+    "Choice",
+    "ChoiceOutcome",
+    "ChoiceRequest",
+    "FixedChooser",
+    "ToolChooser",
+    "default_chooser",
+    "forgetful",
+    "learns",
+    "set_default_policy",
+    "warn_forgetful",
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -150,3 +174,72 @@ class FixedChooser:
 
 
 FIXED_CHOOSER = FixedChooser()
+
+
+# What `toolplan.policy` registers: how to make a learning policy, and which plan texts name a strategy.
+_make_policy: Callable[[], ToolChooser] | None = None
+_names_strategy: Callable[[str], bool] | None = None
+
+
+def set_default_policy(make: Callable[[], ToolChooser], names_strategy: Callable[[str], bool]) -> None:
+    """Register the learning policy a registry keeps for runs given none (`toolplan.policy` does, on import)."""
+    global _make_policy, _names_strategy
+    _make_policy, _names_strategy = make, names_strategy
+
+
+def learns(strategy: str | None) -> bool:
+    """A plan's ``policy`` text names a strategy that a run given no chooser learns with."""
+    return strategy is not None and _names_strategy is not None and _names_strategy(strategy)
+
+
+def default_chooser(registry: ToolRegistry, strategy: str | None) -> ToolChooser:
+    """The chooser of a run given none.
+
+    ``registry.default_policy`` (made on first use) when the plan names a strategy, else
+    `FixedChooser` (the general member, else the first).
+    """
+    if not learns(strategy) or _make_policy is None:
+        return FIXED_CHOOSER
+    chooser: ToolChooser | None = registry.default_policy
+    if chooser is None:
+        chooser = registry.default_policy = _make_policy()
+    return chooser
+
+
+def forgetful(compiled: CompiledPlan, registry: ToolRegistry) -> PlanIssue | None:
+    """A warning when ``compiled`` names a strategy and its run, given no policy, keeps nothing it learns.
+
+    For a run given no policy on a registry that goes when the run ends (one made for the run from a
+    list or dict of tools, or one of a process that runs one plan, such as ``toolplan run``): the
+    registry's policy, and what it learned, go with it. None when the plan names no strategy or
+    none of its steps chooses among alternatives.
+    """
+    strategy = compiled.plan.policy
+    if not learns(strategy):
+        return None
+    chooses = [
+        cs.step.id
+        for cs in compiled.steps.values()
+        if cs.step.one_of
+        or registry.group(cs.step.tool) is not None
+        or (cs.step.fallback is not None and registry.group(cs.step.fallback.tool) is not None)
+    ]
+    if not chooses:
+        return None
+    message = (
+        f"The plan names the strategy {strategy!r}, but the run was given no policy and its tools are not a "
+        "ToolRegistry kept between runs: what it learns about the alternatives is forgotten when the run ends, "
+        "so the next run chooses as if nothing had been tried. Pass the same ToolRegistry to every run (it keeps "
+        "a learning policy, ToolRegistry.default_policy), or policy=ToolPolicy(...) (with store= to keep what "
+        "it learns across processes)."
+    )
+    return PlanIssue(code="policy_not_kept", message=message, step=chooses[0], severity="warning")
+
+
+def warn_forgetful(compiled: CompiledPlan, registry: ToolRegistry) -> CompiledPlan:
+    """``compiled`` with `forgetful`'s warning among its warnings (and logged), if there is one."""
+    issue = forgetful(compiled, registry)
+    if issue is None:
+        return compiled
+    log.warning("toolplan: %s", issue.message)
+    return dataclasses.replace(compiled, warnings=(*compiled.warnings, issue))

@@ -6,6 +6,9 @@ The layering test refuses any other import of a private module from outside the 
 from __future__ import annotations
 
 from ._api import run_compiled as run_compiled
+from ._choice import forgetful as forgetful
+from ._choice import learns as learns
+from ._choice import set_default_policy as set_default_policy
 from ._journal import check_run_id as check_run_id
 from ._result import cap_text as cap_text
 from ._window import window_refusal as window_refusal

@@ -24,7 +24,7 @@ from .._errors import StoreError, ToolplanError
 from .._records import maker
 from ..plan import CompiledStep
 from ..plan._internal import Ref, null_references, resolve_compiled
-from ._choice import FIXED_CHOOSER, Choice, ChoiceOutcome, ChoiceRequest
+from ._choice import FIXED_CHOOSER, Choice, ChoiceOutcome, ChoiceRequest, default_chooser
 from ._events import StepRetrying, StepStarted, ToolChosen
 from ._invoke import CallOutcome, ended
 from ._journal import StoredStep, unknown_outcome
@@ -380,7 +380,7 @@ async def choose_member(
     The budget narrows the candidates; ``exclude`` (the member that just failed, for a fallback to
     the group) is left out when the group has other members.
     """
-    chooser = run.invoker.chooser or FIXED_CHOOSER
+    chooser = run.invoker.chooser or default_chooser(run.invoker.registry, run.policy)
     invoker = run.invoker
     meter = invoker.meter
     if exclude is not None and exclude in members and len(members) > 1:
@@ -415,7 +415,7 @@ async def observe_member(
     error_kind: str | None,
 ) -> None:
     """Tell the run's chooser how the ``calls`` calls of ``choice.chosen`` went."""
-    chooser = run.invoker.chooser or FIXED_CHOOSER
+    chooser = run.invoker.chooser or default_chooser(run.invoker.registry, run.policy)
     invoker = run.invoker
     await chooser.observe(
         choice,

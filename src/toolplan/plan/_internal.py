@@ -11,6 +11,7 @@ from ._parse import BATCH_MAX_STEPS as BATCH_MAX_STEPS
 from ._parse import parse_source as parse_source
 from ._refs import Ref as Ref
 from ._refs import compile_arguments as compile_arguments
+from ._refs import is_literal as is_literal
 from ._refs import literal as literal
 from ._resolve import null_references as null_references
 from ._resolve import resolve_compiled as resolve_compiled

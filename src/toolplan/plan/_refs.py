@@ -23,6 +23,7 @@ __all__ = (
     "Compiled",
     "Ref",
     "compile_arguments",
+    "is_literal",
     "literal",
     "parse_path",
     "unescape",
@@ -66,6 +67,11 @@ Compiled = tuple[Any, ...]
 def literal(value: Any) -> Compiled:
     """The compiled form of arguments without references."""
     return (LITERAL, value)
+
+
+def is_literal(compiled: Compiled) -> bool:
+    """The compiled arguments hold no reference: they are the values the tool gets."""
+    return bool(compiled[0] == LITERAL)
 
 
 def parse_path(expr: str) -> tuple[str, tuple[Segment, ...]] | None:

@@ -15,6 +15,7 @@ from typing import Literal, TypeAlias
 
 from .._errors import ToolplanError, UserError
 from ..execute import Choice, ChoiceOutcome, ChoiceRequest
+from ..execute._internal import set_default_policy
 from ._stats import ArmStats, Observation, StatsStore
 from ._strategies import STRATEGIES, Strategy, pick
 
@@ -229,3 +230,11 @@ class ToolPolicy:
         stats, _note = await self._load(group)
         now = self.clock()
         return {tool: s.at(now, self.half_life) for tool, s in stats.items()}
+
+
+def _names_strategy(text: str) -> bool:
+    return parse_policy(text)[0] is not None
+
+
+# Runs given no policy whose plan names a strategy learn with their registry's own `ToolPolicy`.
+set_default_policy(ToolPolicy, _names_strategy)

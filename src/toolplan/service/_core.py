@@ -8,6 +8,7 @@ from typing import Any
 
 from .._errors import PlanIssue, PlanValidationError, RunConflictError, UserError
 from .._json import json_safe
+from ..execute import execute_plan
 from ..models import Model
 from ..plan import validate_plan
 from ..planner import PlanDraft, Planner, get_request
@@ -162,6 +163,37 @@ class Service:
         if status in FINISHED:
             return 200, execution_view(await self.store.get_run(run_id))
         return 202, {"execution_id": run_id, "plan_id": plan_ref, "status": status}
+
+    async def dry_run(self, source: Any, dialect: str | None = None) -> dict[str, Any]:
+        """What a plan would do here, as `DryRunReport.to_dict`: nothing runs and nothing is stored.
+
+        The service's limits apply, and the store's latencies give the expected duration.
+
+        Raises:
+            PlanValidationError: the plan is invalid (422 with every issue).
+        """
+        check_text(source, "plan")
+        report = await execute_plan(
+            source,
+            self.tools,
+            dialect=dialect,  # type: ignore[arg-type]
+            store=self.store,
+            limits=self.config.limits,
+            dry_run=True,
+        )
+        return report.to_dict()
+
+    async def dry_run_stored(self, plan_ref: str) -> dict[str, Any]:
+        """`dry_run` of stored plan ``plan_ref`` (an invalid draft: 422 ``plan_invalid``, as `execute`)."""
+        info = await self.data.plan_info(plan_ref)
+        if not info["valid"] or info["plan"] is None:
+            raise ApiError(
+                422,
+                "plan_invalid",
+                f"Plan {plan_ref!r} is an invalid draft and cannot run: fix it and POST /v1/plans.",
+                info["issues"],
+            )
+        return {"plan_id": plan_ref, **await self.dry_run(info["plan"])}
 
     async def budget(self, api_key: str) -> dict[str, Any]:
         """What ``api_key`` spent of its budget window (``{"key_budget": null}`` when there is none)."""

@@ -103,6 +103,22 @@ class Query:
         svc = info.context.service
         return Execution(row=_Row(execution_view(await svc.store.get_run(execution_id))))
 
+    @_field(
+        "What a plan would do, without doing it (as POST /v1/plans/dry-run, or POST /v1/plans/{id}/dry-run with "
+        "planId): its graph, steps, the budget's worst case and the expected duration, as JSON. No tool runs."
+    )
+    async def dry_run(
+        self, info: GqlInfo, plan: JSON | None = None, plan_id: str | None = None, dialect: PlanDialect | None = None
+    ) -> JSON:
+        svc = info.context.service
+        if (plan is None) == (plan_id is None):
+            raise ApiError(400, "invalid_request", "dryRun takes a plan or a planId: give exactly one of them.")
+        if plan_id is not None:
+            report = await svc.dry_run_stored(plan_id)
+        else:
+            report = await svc.dry_run(plan, dialect.value if dialect is not None else None)
+        return JSON(report)
+
     @_field("What the caller's API key spent of its budget window (as GET /v1/budget); null without one.")
     async def key_budget(self, info: GqlInfo) -> KeyBudget | None:
         usage = (await info.context.service.budget(info.context.api_key))["key_budget"]

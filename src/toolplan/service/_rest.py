@@ -105,6 +105,22 @@ async def create_plan(body: PlanIn, request: Request, svc: Svc, _key: IdemHeader
     return await idempotent(request, svc.data, "plan", action)
 
 
+@router.post("/plans/dry-run", tags=["plans"])
+async def dry_run_plan(body: PlanIn, svc: Svc) -> dict[str, Any]:
+    """What a plan would do, without doing it; no tool runs and nothing is stored.
+
+    Its graph, each step's tool and annotations, the budget's worst case against the service's
+    limits, the expected duration from the store's latencies.
+    """
+    return await svc.dry_run(body.plan, body.dialect)
+
+
+@router.post("/plans/{plan_id}/dry-run", tags=["plans"])
+async def dry_run_stored_plan(plan_id: str, svc: Svc) -> dict[str, Any]:
+    """A dry run of a stored plan (as ``POST /v1/plans/dry-run``): no tool runs; nothing is stored."""
+    return await svc.dry_run_stored(plan_id)
+
+
 @router.get("/plans/{plan_id}", tags=["plans"])
 async def get_plan(plan_id: str, svc: Svc) -> dict[str, Any]:
     """A stored plan (posted, or a planner's version) with its issues."""

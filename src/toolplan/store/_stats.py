@@ -1,5 +1,8 @@
 """A `ToolPolicy`'s statistics in the store (`toolplan.policy.StatsStore`): shared by every process on the database.
 
+Also the tools' latencies a dry run reads (`toolplan.execute.LatencyStats`): from the steps of stored
+runs, else from those statistics.
+
 Each update reads the row, decays it to the observation's time, adds the observation and writes it
 back only if the row still holds what was read (else it reads again), so concurrent workers never
 lose each other's observations.
@@ -7,17 +10,19 @@ lose each other's observations.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
 
 from .._errors import StoreError
+from ..execute import ToolLatency
 from ..policy import ArmStats, Observation
 from . import _schema as t
 from ._connect import dialect_insert
 from ._db import Database
 
-__all__ = ("load_tool_stats", "record_tool_stats")
+__all__ = ("load_tool_stats", "record_tool_stats", "tool_latencies")
 
 
 def _arm(row: Any) -> ArmStats:
@@ -84,3 +89,46 @@ async def record_tool_stats(
 
 
 _TRIES = 100
+
+
+async def tool_latencies(db: Database, tools: Sequence[str]) -> dict[str, ToolLatency]:
+    """Mean seconds of each of ``tools``' calls: steps of stored runs that succeeded with it, without a fallback.
+
+    A tool no stored step called is looked up in the policies' statistics (kept for the members of
+    groups); a tool in neither is left out.
+    """
+    st, ts = t.steps, t.tool_stats
+    names = sorted(set(tools))
+
+    def read(engine: sa.Engine) -> dict[str, ToolLatency]:
+        out: dict[str, ToolLatency] = {}
+        if not names:
+            return out
+        with engine.connect() as conn:
+            seconds = st.c.ended_at - st.c.started_at
+            rows = conn.execute(
+                sa.select(st.c.call_tool, sa.func.count(), sa.func.avg(seconds))
+                .where(
+                    st.c.call_tool.in_(names),
+                    st.c.status == "succeeded",
+                    st.c.used_fallback == 0,
+                    st.c.started_at.is_not(None),
+                    st.c.ended_at.is_not(None),
+                )
+                .group_by(st.c.call_tool)
+            )
+            for tool, n, mean in rows:
+                out[tool] = ToolLatency(calls=float(n), mean=max(float(mean), 0.0))
+            rest = [n for n in names if n not in out]
+            if rest:
+                rows = conn.execute(
+                    sa.select(ts.c.tool, sa.func.sum(ts.c.n), sa.func.sum(ts.c.latency))
+                    .where(ts.c.tool.in_(rest))
+                    .group_by(ts.c.tool)
+                )
+                for tool, n, total in rows:
+                    if n and n > 0:
+                        out[tool] = ToolLatency(calls=float(n), mean=max(float(total) / float(n), 0.0))
+        return out
+
+    return await db.read(read)  # type: ignore[no-any-return]

@@ -7,7 +7,7 @@ import importlib
 import os
 import time
 import warnings
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from .._defaults import DEFAULT_LEASE, DEFAULT_PAGE_SIZE, MAX_LEASE, MIN_LEASE
 from .._errors import RunConflictError, StoreError, UserError
 from .._json import dumps
-from ..execute import RunLimits, StoredRun
+from ..execute import RunLimits, StoredRun, ToolLatency
 from ..execute._internal import check_run_id
 from ..plan import Plan, parse_plan
 from ..policy import ArmStats, Observation
@@ -258,6 +258,10 @@ class Store:
     async def record_tool_stats(self, group: str, tool: str, observation: Observation, half_life: float | None) -> None:
         """Add a tool policy's ``observation`` to ``(group, tool)``'s statistics, atomically."""
         await _stats.record_tool_stats(self.db, group, tool, observation, half_life)
+
+    async def tool_latencies(self, tools: Sequence[str]) -> dict[str, ToolLatency]:
+        """Mean seconds per call of each of ``tools`` in stored runs (`toolplan.execute.LatencyStats`, for dry runs)."""
+        return await _stats.tool_latencies(self.db, tools)
 
     # -- declared plans (`toolplan audit`) ------------------------------------------------------------
 

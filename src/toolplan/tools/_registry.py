@@ -142,9 +142,17 @@ def _validates(obj: Tool) -> TypeGuard[ValidatingTool]:
 
 
 class ToolRegistry:
-    """The set of tool functions a plan or an agent may call, by name."""
+    """The set of tool functions a plan or an agent may call, by name.
 
-    __slots__ = ("_checkers", "_definitions", "_dispatch", "_groups", "_owners")
+    Attributes:
+        default_policy: What chooses among alternative tools for runs on this registry that were
+            given no policy when their plan names a strategy (``"policy": "thompson"``): a
+            `toolplan.policy.ToolPolicy` made on first use and kept here, so that every such run on
+            this registry learns from the ones before. Set your own (a seeded one, one with a store)
+            to configure it. None until then.
+    """
+
+    __slots__ = ("_checkers", "_definitions", "_dispatch", "_groups", "_owners", "default_policy")
 
     def __init__(self, tools: ToolsLike | None = None) -> None:
         self._owners: dict[str, Tool] = {}
@@ -155,6 +163,7 @@ class ToolRegistry:
         self._dispatch: dict[str, SchemaCheck | None] = {}
         # The tool's own argument check, if it has one (a Protocol isinstance check is slow: do it once).
         self._checkers: dict[str, Any] = {}
+        self.default_policy: Any = None  # a ToolChooser (toolplan.execute), made on first use
         if tools is not None:
             self.add_all(tools)
 
