@@ -23,7 +23,6 @@ from ..execute import (
     DEFAULT_MAX_VALUE_CHARS,
     PlanEvent,
     PlanResult,
-    PlanRun,
     RunLimits,
     RunStore,
     StepFinished,
@@ -31,6 +30,7 @@ from ..execute import (
     StepStarted,
     ToolInvoker,
 )
+from ..execute._internal import PlanRun
 from ..models import ModelMessage, ToolCall, ToolReturnMessage
 from ..plan import compile_calls
 from ..tools import ToolRegistry

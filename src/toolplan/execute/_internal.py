@@ -6,6 +6,10 @@ The layering test refuses any other import of a private module from outside the 
 from __future__ import annotations
 
 from ._api import run_compiled as run_compiled
+from ._journal import StoredRun as StoredRun
 from ._journal import check_run_id as check_run_id
 from ._result import cap_text as cap_text
+from ._run import PlanRun as PlanRun
+from ._step import set_retry_backoff as set_retry_backoff
+from ._streaming import StreamingPlan as StreamingPlan
 from ._window import window_refusal as window_refusal

@@ -17,7 +17,7 @@ from typing import Any, Literal, TypeAlias
 
 from .._errors import UnexpectedModelBehavior, UserError
 from ..agent import BATCH_TOOL_NAME, CODE_TOOL_NAME, OUTPUT_TOOL_NAME, PLAN_TOOL_NAME
-from ..execute import set_retry_backoff
+from ..execute._internal import set_retry_backoff
 from ..models import (
     AssistantMessage,
     Model,
