@@ -177,7 +177,6 @@ def test_no_import_cycle_between_modules() -> None:
     assert cycles == []
 
 
-
 def _import_cycles(edges: list[_Import]) -> list[set[str]]:
     """The strongly connected groups of two or more modules: each holds at least one import cycle."""
     graph: dict[str, set[str]] = {}
@@ -210,6 +209,7 @@ def test_at_most_one_import_cycle_and_it_is_type_only() -> None:
     for group in groups:
         runtime = [i for i in IMPORTS if not i.type_only and i.module in group and i.target in group]
         assert _import_cycles(runtime) == [], sorted(group)
+
 
 # Modules stay small, one job each (STYLE.md); the provider adapters are the only files allowed to grow.
 MAX_MODULE_LINES = 600

@@ -7,8 +7,7 @@ from typing import Any
 
 from .._errors import PlanValidationError, ToolError
 from ..execute import PlanResult, StreamedPlanInvalid
-from ..execute._internal import StreamingPlan
-from ..execute._internal import cap_text
+from ..execute._internal import StreamingPlan, cap_text
 from ..models import ToolCall, ToolReturnMessage
 from ._executors import TurnContext, tool_content
 from ._metatools import PlanTool
