@@ -32,7 +32,7 @@ from ..execute import (
 )
 from ..execute._internal import PlanRun
 from ..models import ModelMessage, ToolCall, ToolReturnMessage
-from ..plan import compile_calls
+from ..plan._internal import compile_calls
 from ..tools import ToolRegistry
 from ._events import AgentEvent, ToolExecutionFinished, ToolExecutionStarted
 from ._metatools import MetaTool

@@ -16,7 +16,6 @@ from ._validate import DEFAULT_MAX_STEPS as DEFAULT_MAX_STEPS
 from ._validate import CompiledPlan as CompiledPlan
 from ._validate import CompiledStep as CompiledStep
 from ._validate import ValidationReport as ValidationReport
-from ._validate import compile_calls as compile_calls
 from ._validate import compile_plan as compile_plan
 from ._validate import parse_plan as parse_plan
 from ._validate import validate_plan as validate_plan
@@ -34,7 +33,6 @@ __all__ = (
     "Plan",
     "Step",
     "ValidationReport",
-    "compile_calls",
     "compile_plan",
     "critical_path",
     "dump_plan",

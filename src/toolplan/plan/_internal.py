@@ -14,4 +14,5 @@ from ._refs import compile_arguments as compile_arguments
 from ._refs import literal as literal
 from ._resolve import null_references as null_references
 from ._resolve import resolve_compiled as resolve_compiled
+from ._validate import compile_calls as compile_calls
 from ._validate import step_dependencies as step_dependencies
