@@ -177,6 +177,40 @@ def test_no_import_cycle_between_modules() -> None:
     assert cycles == []
 
 
+def _import_cycles(edges: list[_Import]) -> list[set[str]]:
+    """The strongly connected groups of two or more modules: each holds at least one import cycle."""
+    graph: dict[str, set[str]] = {}
+    for i in edges:
+        graph.setdefault(i.module, set()).add(i.target)
+
+    def reach(start: str) -> set[str]:
+        seen, todo = set(), [start]
+        while todo:
+            for nxt in graph.get(todo.pop(), ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return seen
+
+    reached = {m: reach(m) for m in graph}
+    groups: list[set[str]] = []
+    for m in sorted(graph):
+        if m in reached[m] and not any(m in g for g in groups):
+            groups.append({m} | {n for n in reached[m] if m in reached.get(n, set())})
+    return groups
+
+
+def test_at_most_one_import_cycle_and_it_is_type_only() -> None:
+    # Counted with the ``if TYPE_CHECKING:`` imports and the package faces: a type-only cycle still ties
+    # two modules together. One is allowed (it never runs: test_no_import_cycle_between_modules); cut any new one
+    # with a small module both import, or a Protocol.
+    groups = _import_cycles(IMPORTS)
+    assert len(groups) <= 1, [sorted(g) for g in groups]
+    for group in groups:
+        runtime = [i for i in IMPORTS if not i.type_only and i.module in group and i.target in group]
+        assert _import_cycles(runtime) == [], sorted(group)
+
+
 # Modules stay small, one job each (STYLE.md); the provider adapters are the only files allowed to grow.
 MAX_MODULE_LINES = 600
 PROVIDER_ADAPTERS = {"models/_openai.py", "models/_anthropic.py"}

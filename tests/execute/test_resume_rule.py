@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolplan.execute import StoredStep, decide_resume
+from toolplan.execute import StoredStep
+from toolplan.execute._journal import decide_resume
 
 STATUSES = [
     "pending",

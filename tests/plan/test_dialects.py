@@ -7,7 +7,8 @@ import pytest
 
 from toolplan import PlanValidationError, tool
 from toolplan.execute import execute_plan
-from toolplan.plan import detect_dialect, parse_plan, validate_plan
+from toolplan.plan import parse_plan, validate_plan
+from toolplan.plan._parse import detect_dialect
 
 
 @tool

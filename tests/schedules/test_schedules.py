@@ -13,7 +13,8 @@ import pytest
 from schedules_support import T0, Clock, add, run_the_queued_run
 
 from toolplan import ToolError
-from toolplan.schedules import Scheduler, ScheduleTools, parse_when
+from toolplan.schedules import Scheduler, ScheduleTools
+from toolplan.schedules._when import parse_when
 from toolplan.store import open_store, resume
 
 PLAN = {"steps": [{"id": "s", "tool": "add", "arguments": {"a": 20, "b": 22}}]}

@@ -1,4 +1,4 @@
-"""How the live page shows a server's message (the function of live.js, run by Node without a browser)."""
+"""How the service's pages show a server's message (the function of key.js, run by Node without a browser)."""
 
 from __future__ import annotations
 
@@ -23,10 +23,10 @@ const element = {children: [], replaceChildren() { this.children = []; }, append
 def _shown(message: str) -> str:
     node = shutil.which("node")
     if node is None:
-        pytest.skip("no node to run live.js's function")
-    script = (UI / "static" / "live.js").read_text(encoding="utf-8")
+        pytest.skip("no node to run key.js's function")
+    script = (UI / "static" / "key.js").read_text(encoding="utf-8")
     found = re.search(r"\n  function setMessage\(.*?\n  }\n", script, re.S)
-    assert found, "live.js has no setMessage"
+    assert found, "key.js has no setMessage"
     program = f"{_DOM}{found.group(0)}\nsetMessage(element, {json.dumps(message)});\n"
     program += "process.stdout.write(element.children.map((n) => n.html()).join(''));"
     return subprocess.run([node, "-e", program], capture_output=True, text=True, check=True, timeout=60).stdout

@@ -34,6 +34,7 @@ def test_the_page_ships_its_files_and_the_layout_librarys_license() -> None:
         "index.html",
         "home.html",
         "home.js",
+        "key.js",
         "live.js",
         "live.css",
         "vendor/dagre.min.js",

@@ -12,6 +12,7 @@ ASSETS = {
     "live.js": "text/javascript; charset=utf-8",
     "live.css": "text/css; charset=utf-8",
     "home.js": "text/javascript; charset=utf-8",
+    "key.js": "text/javascript; charset=utf-8",
     "dagre.min.js": "text/javascript; charset=utf-8",
     "dagre.LICENSE": "text/plain; charset=utf-8",
 }

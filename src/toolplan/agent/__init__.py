@@ -6,9 +6,6 @@ from ._agent import run as run
 from ._code import CODE_TOOL_NAME as CODE_TOOL_NAME
 from ._code import CodeTool as CodeTool
 from ._code import code_instructions as code_instructions
-from ._declare import DECLARE_TOOL_NAME as DECLARE_TOOL_NAME
-from ._declare import DeclarePlanTool as DeclarePlanTool
-from ._declare import declare_instructions as declare_instructions
 from ._events import AgentEvent as AgentEvent
 from ._events import ModelRequestStarted as ModelRequestStarted
 from ._events import PlanStreamStarted as PlanStreamStarted
@@ -35,7 +32,6 @@ from ._result import RunStatus as RunStatus
 __all__ = (
     "BATCH_TOOL_NAME",
     "CODE_TOOL_NAME",
-    "DECLARE_TOOL_NAME",
     "OUTPUT_TOOL_NAME",
     "PLAN_TOOL_NAME",
     "Agent",
@@ -44,7 +40,6 @@ __all__ = (
     "AgentStream",
     "BatchTool",
     "CodeTool",
-    "DeclarePlanTool",
     "ExecutionStrategy",
     "MetaTool",
     "ModelRequestStarted",
@@ -61,7 +56,6 @@ __all__ = (
     "batch_instructions",
     "code_instructions",
     "create_executor",
-    "declare_instructions",
     "planning_instructions",
     "run",
 )

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .._errors import ToolError, UnknownToolError
 from .._tasks import task_group
-from ..execute import EventHandler, PlanResult, PlanRun, RunLimits, RunStore, ToolInvoker
-from ..plan import META_TOOL_NAMES, CompiledStep, Step, compile_calls
-from ..plan._internal import literal
+from ..execute import EventHandler, PlanResult, RunLimits, RunStore, ToolInvoker
+from ..execute._internal import PlanRun
+from ..plan import META_TOOL_NAMES, CompiledStep, Step
+from ..plan._internal import compile_calls, literal
 from ..tools import ToolAnnotations, ToolDefinition, ToolRegistry, ToolResult
 
 if TYPE_CHECKING:

@@ -23,7 +23,6 @@ from ..execute import (
     DEFAULT_MAX_VALUE_CHARS,
     PlanEvent,
     PlanResult,
-    PlanRun,
     RunLimits,
     RunStore,
     StepFinished,
@@ -31,14 +30,14 @@ from ..execute import (
     StepStarted,
     ToolInvoker,
 )
+from ..execute._internal import PlanRun
 from ..models import ModelMessage, ToolCall, ToolReturnMessage
-from ..plan import compile_calls
+from ..plan._internal import compile_calls
 from ..tools import ToolRegistry
 from ._events import AgentEvent, ToolExecutionFinished, ToolExecutionStarted
 from ._metatools import MetaTool
 
 if TYPE_CHECKING:
-    from ._agent import Agent
     from ._result import AgentResult
 
 __all__ = (
@@ -55,6 +54,18 @@ __all__ = (
 class _HasConcurrency(Protocol):
     @property
     def max_concurrent_tools(self) -> int: ...
+
+
+class _Wrapped(_HasConcurrency, Protocol):
+    """What an executor uses of the agent it wraps (a toolplan `Agent`): a copy with its turn options, and run."""
+
+    def _with_turns(
+        self, *, strategy: ExecutionStrategy, max_concurrent_tools: int | None, max_tool_calls_per_turn: int | None
+    ) -> _Wrapped: ...
+
+    async def run(
+        self, prompt: str, *, message_history: Sequence[ModelMessage] = ..., deps: Any = ...
+    ) -> AgentResult[Any]: ...
 
 
 class ExecutionStrategy(StrEnum):
@@ -113,7 +124,7 @@ class ToolCallExecutor:
         self,
         *,
         max_concurrency: int,
-        agent: Agent[Any, Any] | None = None,
+        agent: _Wrapped | None = None,
         max_tool_calls_per_turn: int | None = None,
         resilience: bool = True,
     ) -> None:
@@ -330,7 +341,7 @@ class NativeExecutor(ToolCallExecutor):
 
     def __init__(
         self,
-        agent: Agent[Any, Any] | int = DEFAULT_MAX_CONCURRENCY,
+        agent: _Wrapped | int = DEFAULT_MAX_CONCURRENCY,
         /,
         max_tool_calls_per_turn: int | None = None,
         max_concurrent_tools: int | None = None,
@@ -361,7 +372,7 @@ class SequentialExecutor(ToolCallExecutor):
 
     def __init__(
         self,
-        agent: Agent[Any, Any] | None = None,
+        agent: _Wrapped | None = None,
         /,
         max_tool_calls_per_turn: int | None = None,
         resilience: bool = True,

@@ -6,8 +6,8 @@ import asyncio
 from typing import Any
 
 from .._errors import PlanValidationError, ToolError
-from ..execute import PlanResult, StreamedPlanInvalid, StreamingPlan
-from ..execute._internal import cap_text
+from ..execute import PlanResult, StreamedPlanInvalid
+from ..execute._internal import StreamingPlan, cap_text
 from ..models import ToolCall, ToolReturnMessage
 from ._executors import TurnContext, tool_content
 from ._metatools import PlanTool

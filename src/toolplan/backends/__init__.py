@@ -8,7 +8,6 @@ this package imports no optional dependency: ``ray`` is imported when a `RayBack
 
 from ._ray import RayBackend as RayBackend
 from ._ray import RayCodeRunner as RayCodeRunner
-from ._spec import BACKEND_SPECS as BACKEND_SPECS
 from ._spec import backend_from_spec as backend_from_spec
 
-__all__ = ("BACKEND_SPECS", "RayBackend", "RayCodeRunner", "backend_from_spec")
+__all__ = ("RayBackend", "RayCodeRunner", "backend_from_spec")

@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 from .._errors import PlanValidationError, RunNotFoundError
-from ._common import EXIT_FAILED, EXIT_OK, JsonOpt, ToolsOpt, db_option, fail, out, with_store
-from ._loader import CliInputError, load_tools
+from ._common import EXIT_FAILED, EXIT_OK, JsonOpt, ToolsOpt, db_option, fail, out, tools_of, with_store
 from ._render import print_json, say
 
 if TYPE_CHECKING:
@@ -90,10 +89,7 @@ def audit_command(
     declaration = _declared(declared)
     registry = None
     if tools is not None:
-        try:
-            registry = load_tools(tools)
-        except CliInputError as exc:
-            fail(str(exc))
+        registry = tools_of(tools)
     runs = with_store(db, lambda store: _audit(store, run_id, declaration, registry))
     count = sum(len(r["findings"]) for r in runs)
     if as_json:

@@ -241,6 +241,21 @@ def when(ts: float | None) -> str:
 # -- plans --------------------------------------------------------------------------------------
 
 
+def tools_of(spec: str) -> ToolRegistry:
+    """The tools of ``--tools FILE.py[:NAME]``; an unusable file or name is an error line."""
+    try:
+        return load_tools(spec)
+    except CliInputError as exc:
+        fail(exc.message)
+
+
+def needed_tools(spec: str | None, command: str, what: str = "the tools to call") -> ToolRegistry:
+    """`tools_of` for a command that cannot work without ``--tools``: its absence is an error line too."""
+    if spec is None:
+        fail(f"{command} needs {what}: pass --tools FILE.py[:NAME].")
+    return tools_of(spec)
+
+
 def read_inputs(plan_path: str, tools_spec: str | None) -> tuple[Any, ToolRegistry | None]:
     """The plan's data and the tools of ``--tools`` (None without it); an unusable input is an error line."""
     try:

@@ -15,8 +15,8 @@ import typer
 from .._errors import OptionalDependencyError, ToolplanError
 from ..plan import META_TOOL_NAMES
 from ..tools import ToolRegistry
-from ._common import Command, JsonOpt, ToolsOpt, command_group, err, fail, out
-from ._loader import CliInputError, load_tools, owners_of
+from ._common import Command, JsonOpt, ToolsOpt, command_group, err, fail, out, tools_of
+from ._loader import owners_of
 from ._openapi import OpenAPIOpt, load_openapi
 from ._render import print_json, print_listing, say
 
@@ -241,10 +241,7 @@ def serve_command(
             f"--host {host} reaches beyond this machine: pass --token TOKEN (or set TOOLPLAN_MCP_TOKEN); clients "
             "send it as 'Authorization: Bearer TOKEN'. Or bind 127.0.0.1."
         )
-    try:
-        registry = load_tools(tools) if tools is not None else None
-    except CliInputError as exc:
-        fail(exc.message)
+    registry = tools_of(tools) if tools is not None else None
     specs = list(upstream or ())
     urls = [s for s in specs if s.startswith(("http://", "https://"))]
     toolsets = _toolsets([s for s in specs if s not in urls], urls)

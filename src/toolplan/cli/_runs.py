@@ -21,14 +21,13 @@ from ._common import (
     command_group,
     db_option,
     err,
-    fail,
+    needed_tools,
     out,
     show_result,
     stdout_to_stderr,
     when,
     with_store,
 )
-from ._loader import CliInputError, load_tools
 from ._render import print_json, print_listing, say
 
 if TYPE_CHECKING:  # the store (SQLAlchemy) is imported when a command runs, not when the CLI starts
@@ -125,13 +124,8 @@ def resume_run(
     """
     from ..store import resume
 
-    if tools is None:
-        fail("resume needs the tools to call: pass --tools FILE.py[:NAME].")
     with stdout_to_stderr(as_json):
-        try:
-            registry = load_tools(tools)
-        except CliInputError as exc:
-            fail(exc.message)
+        registry = needed_tools(tools, "resume")
         result: PlanResult = with_store(
             db, lambda store: resume(run_id, registry, store=store, rerun_unknown=rerun_unknown)
         )
@@ -158,12 +152,7 @@ def work(
     """
     from ..store import resume
 
-    if tools is None:
-        fail("work needs the tools to call: pass --tools FILE.py[:NAME].")
-    try:
-        registry = load_tools(tools)
-    except CliInputError as exc:
-        fail(exc.message)
+    registry = needed_tools(tools, "work")
 
     async def loop(store: Store) -> int:
         done = 0

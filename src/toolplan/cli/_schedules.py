@@ -10,8 +10,7 @@ import typer
 
 from .._errors import RunConflictError, ToolplanError
 from ..tools import ToolRegistry
-from ._common import EXIT_OK, ToolsOpt, db_option, err, fail, out, parse_model, with_store
-from ._loader import CliInputError, load_tools
+from ._common import EXIT_OK, ToolsOpt, db_option, err, fail, out, parse_model, tools_of, with_store
 from ._render import say
 
 if TYPE_CHECKING:
@@ -77,10 +76,7 @@ def scheduler_command(
     if model is not None and tools is None:
         fail("--model plans task schedules over tools: pass --tools FILE.py[:NAME] too.")
     if tools is not None:
-        try:
-            registry = load_tools(tools)
-        except CliInputError as exc:
-            fail(exc.message)
+        registry = tools_of(tools)
     model_obj = parse_model(model)
 
     async def loop(store: Store) -> int:

@@ -26,10 +26,11 @@ from ._common import (
     parse_model,
     running_model,
     start_backend,
+    tools_of,
     when,
     with_store,
 )
-from ._loader import CliInputError, load_tools, with_skills
+from ._loader import CliInputError, with_skills
 from ._render import print_json, print_listing, say
 
 if TYPE_CHECKING:
@@ -191,10 +192,7 @@ def serve_command(
     host = defaults["host"] if host is None else host
     port = defaults["port"] if port is None else port
     model_obj = parse_model(model)  # its API key too: refused now, not in every answer
-    try:
-        registry = load_tools(tools)
-    except CliInputError as exc:
-        fail(str(exc))
+    registry = tools_of(tools)
     keys = _read_keys(api_key_file)
     config = ServiceConfig()  # the service's defaults, for what the command line leaves out
     changes: dict[str, Any] = {"slots": slots, "max_active_per_key": max_active_per_key}

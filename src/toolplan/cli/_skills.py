@@ -19,10 +19,10 @@ from ._common import (
     command_group,
     db_option,
     fail,
+    needed_tools,
     out,
     with_store,
 )
-from ._loader import CliInputError, load_tools
 from ._render import print_json, print_listing
 
 if TYPE_CHECKING:
@@ -89,12 +89,7 @@ def run_command(
     """
     from ..skills import SkillTools
 
-    if tools is None:
-        fail("skills run needs the tools the skill calls: pass --tools FILE.py[:NAME].")
-    try:
-        registry = load_tools(tools)
-    except CliInputError as exc:
-        fail(exc.message)
+    registry = needed_tools(tools, "skills run", "the tools the skill calls")
     params = _params(param or [])
 
     async def go(store: Store) -> dict[str, Any] | str:

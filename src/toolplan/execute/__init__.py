@@ -11,11 +11,9 @@ from ._api import prepare as prepare
 from ._api import stream_plan as stream_plan
 from ._backend import Backend as Backend
 from ._backend import InProcessBackend as InProcessBackend
-from ._budget import BudgetMeter as BudgetMeter
 from ._choice import Choice as Choice
 from ._choice import ChoiceOutcome as ChoiceOutcome
 from ._choice import ChoiceRequest as ChoiceRequest
-from ._choice import FixedChooser as FixedChooser
 from ._choice import ToolChooser as ToolChooser
 from ._dryrun import DryRunBudget as DryRunBudget
 from ._dryrun import DryRunReport as DryRunReport
@@ -31,14 +29,9 @@ from ._events import StepFinished as StepFinished
 from ._events import StepRetrying as StepRetrying
 from ._events import StepStarted as StepStarted
 from ._events import ToolChosen as ToolChosen
-from ._invoke import CallOutcome as CallOutcome
 from ._invoke import ToolInvoker as ToolInvoker
-from ._journal import Decision as Decision
-from ._journal import Journal as Journal
 from ._journal import RunStore as RunStore
-from ._journal import StoredRun as StoredRun
 from ._journal import StoredStep as StoredStep
-from ._journal import decide_resume as decide_resume
 from ._limits import DEFAULT_LIMITS as DEFAULT_LIMITS
 from ._limits import DEFAULT_MAX_CONCURRENCY as DEFAULT_MAX_CONCURRENCY
 from ._limits import RunLimits as RunLimits
@@ -49,12 +42,9 @@ from ._result import PlanStatus as PlanStatus
 from ._result import StepError as StepError
 from ._result import StepResult as StepResult
 from ._result import StepStatus as StepStatus
-from ._run import PlanRun as PlanRun
 from ._scheduler import Scheduler as Scheduler
 from ._step import no_retry_backoff as no_retry_backoff
-from ._step import set_retry_backoff as set_retry_backoff
 from ._streaming import StreamedPlanInvalid as StreamedPlanInvalid
-from ._streaming import StreamingPlan as StreamingPlan
 from ._streaming import execute_plan_stream as execute_plan_stream
 from ._window import BudgetWindow as BudgetWindow
 from ._window import MemoryWindow as MemoryWindow
@@ -67,29 +57,23 @@ __all__ = (
     "DEFAULT_MAX_CONCURRENCY",
     "DEFAULT_MAX_VALUE_CHARS",
     "Backend",
-    "BudgetMeter",
     "BudgetWarning",
     "BudgetWindow",
     "CallContext",
-    "CallOutcome",
     "Choice",
     "ChoiceOutcome",
     "ChoiceRequest",
-    "Decision",
     "DryRunBudget",
     "DryRunReport",
     "DryRunStep",
     "ErrorKind",
     "EventHandler",
-    "FixedChooser",
     "InProcessBackend",
-    "Journal",
     "LatencyStats",
     "MemoryWindow",
     "PlanEvent",
     "PlanFinished",
     "PlanResult",
-    "PlanRun",
     "PlanStarted",
     "PlanStatus",
     "PlanStream",
@@ -102,10 +86,8 @@ __all__ = (
     "StepRetrying",
     "StepStarted",
     "StepStatus",
-    "StoredRun",
     "StoredStep",
     "StreamedPlanInvalid",
-    "StreamingPlan",
     "ToolChooser",
     "ToolChosen",
     "ToolInvoker",
@@ -115,13 +97,11 @@ __all__ = (
     "WindowUsage",
     "current_call",
     "current_call_or_none",
-    "decide_resume",
     "execute_compiled",
     "execute_plan",
     "execute_plan_stream",
     "execute_plan_sync",
     "no_retry_backoff",
     "prepare",
-    "set_retry_backoff",
     "stream_plan",
 )

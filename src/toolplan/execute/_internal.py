@@ -9,6 +9,10 @@ from ._api import run_compiled as run_compiled
 from ._choice import forgetful as forgetful
 from ._choice import learns as learns
 from ._choice import set_default_policy as set_default_policy
+from ._journal import StoredRun as StoredRun
 from ._journal import check_run_id as check_run_id
 from ._result import cap_text as cap_text
+from ._run import PlanRun as PlanRun
+from ._step import set_retry_backoff as set_retry_backoff
+from ._streaming import StreamingPlan as StreamingPlan
 from ._window import window_refusal as window_refusal

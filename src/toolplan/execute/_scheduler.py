@@ -152,21 +152,26 @@ class Scheduler:
         if after or self.resources:
             self._add_all_ordered(steps, after)
             return
-        n = len(steps)
-        self._ids = ids = list(steps)
-        self.order = dict(zip(ids, range(n), strict=True))
+        self._fresh(steps)
         tools = self._tools
-        self._states = ["pending"] * n
-        self._queued = [False] * n
-        self._waiting = [0] * n
-        self._dependents = [None] * n
-        self._open = n
         for i, cs in enumerate(steps.values()):
             tools.append(cs.step.tool)
             if not cs.deps:
                 self._enqueue(i)
             else:
                 self._wire(i, cs.deps)
+
+    def _fresh(self, steps: Mapping[str, CompiledStep]) -> list[str]:
+        """The per-step state of a whole plan added at once (every step pending, none queued); its step ids."""
+        n = len(steps)
+        self._ids = ids = list(steps)
+        self.order = dict(zip(ids, range(n), strict=True))
+        self._states = ["pending"] * n
+        self._queued = [False] * n
+        self._waiting = [0] * n
+        self._dependents = [None] * n
+        self._open = n
+        return ids
 
     def _wire(self, i: int, deps: Sequence[str]) -> int:
         """Make step ``i`` a dependent of each of ``deps`` and count those not succeeded yet.
@@ -431,15 +436,9 @@ class Scheduler:
         plan's edges allow), so a chain never closes a cycle.
         """
         self._ordering_on()
-        n = len(steps)
-        self._ids = ids = list(steps)
-        self.order = order = dict(zip(ids, range(n), strict=True))
+        ids = self._fresh(steps)
+        n, order = len(ids), self.order
         self._tools = [cs.step.tool for cs in steps.values()]
-        self._states = ["pending"] * n
-        self._queued = [False] * n
-        self._waiting = [0] * n
-        self._dependents = [None] * n
-        self._open = n
         for i, cs in enumerate(steps.values()):
             if cs.deps:
                 self._wire(i, cs.deps)

@@ -3,9 +3,7 @@
 from ._dump import NOT_EXPRESSIBLE as NOT_EXPRESSIBLE
 from ._dump import dump_plan as dump_plan
 from ._graph import critical_path as critical_path
-from ._graph import find_cycles as find_cycles
 from ._graph import mermaid as mermaid
-from ._graph import topological_order as topological_order
 from ._graph import waves as waves
 from ._ir import META_TOOL_NAMES as META_TOOL_NAMES
 from ._ir import Budget as Budget
@@ -14,12 +12,10 @@ from ._ir import FailureMode as FailureMode
 from ._ir import Fallback as Fallback
 from ._ir import Plan as Plan
 from ._ir import Step as Step
-from ._parse import detect_dialect as detect_dialect
 from ._validate import DEFAULT_MAX_STEPS as DEFAULT_MAX_STEPS
 from ._validate import CompiledPlan as CompiledPlan
 from ._validate import CompiledStep as CompiledStep
 from ._validate import ValidationReport as ValidationReport
-from ._validate import compile_calls as compile_calls
 from ._validate import compile_plan as compile_plan
 from ._validate import parse_plan as parse_plan
 from ._validate import validate_plan as validate_plan
@@ -37,15 +33,11 @@ __all__ = (
     "Plan",
     "Step",
     "ValidationReport",
-    "compile_calls",
     "compile_plan",
     "critical_path",
-    "detect_dialect",
     "dump_plan",
-    "find_cycles",
     "mermaid",
     "parse_plan",
-    "topological_order",
     "validate_plan",
     "waves",
 )

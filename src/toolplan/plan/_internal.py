@@ -15,4 +15,5 @@ from ._refs import is_literal as is_literal
 from ._refs import literal as literal
 from ._resolve import null_references as null_references
 from ._resolve import resolve_compiled as resolve_compiled
+from ._validate import compile_calls as compile_calls
 from ._validate import step_dependencies as step_dependencies

@@ -212,20 +212,14 @@ def hand_over(value: Any, ref: Ref) -> Any:
     try:
         return _copy(value, MAX_DEPTH)
     except _TooDeep:
-        raise ReferenceResolutionError(
-            f"{ref[3]!r} cannot be resolved: the value from step {ref[1]!r} is nested deeper than {MAX_DEPTH} "
-            f"levels or contains itself. Make {ref[1]!r} return plain JSON data (objects, arrays, strings, "
-            "numbers) without cycles and less deeply nested.",
-            reference=ref[3],
-            source_step=ref[1],
+        raise _unresolved(
+            ref,
+            f"the value from step {ref[1]!r} is nested deeper than {MAX_DEPTH} levels or contains itself",
+            f"Make {ref[1]!r} return plain JSON data (objects, arrays, strings, numbers) without cycles and less "
+            "deeply nested.",
         ) from None
     except Exception as exc:  # a custom container whose copy or iteration fails
-        raise ReferenceResolutionError(
-            f"{ref[3]!r} cannot be resolved: copying the value from step {ref[1]!r} failed "
-            f"({type(exc).__name__}: {_clip(str(exc))}). Make {ref[1]!r} return plain JSON data.",
-            reference=ref[3],
-            source_step=ref[1],
-        ) from None
+        raise _unresolved(ref, f"copying the value from step {ref[1]!r} {_failed(exc)}") from None
 
 
 class _TooDeep(Exception):
@@ -279,20 +273,26 @@ def _field(ref: Ref, output: Any) -> Any:
     try:
         return get_path(output, ref[2])
     except JSONTextError as exc:
-        raise ReferenceResolutionError(
-            f"{ref[3]!r} cannot be resolved: the output of step {ref[1]!r} is JSON text that toolplan does not "
-            f"read: {exc.message}. Make {ref[1]!r} return smaller, less deeply nested data, or pass its whole "
-            f"output on as text with '$ref:{ref[1]}'.",
-            reference=ref[3],
-            source_step=ref[1],
+        raise _unresolved(
+            ref,
+            f"the output of step {ref[1]!r} is JSON text that toolplan does not read: {exc.message}",
+            f"Make {ref[1]!r} return smaller, less deeply nested data, or pass its whole output on as text with "
+            f"'$ref:{ref[1]}'.",
         ) from None
     except Exception as exc:  # a custom mapping or sequence whose lookup fails
-        raise ReferenceResolutionError(
-            f"{ref[3]!r} cannot be resolved: reading the field from the output of step {ref[1]!r} failed "
-            f"({type(exc).__name__}: {_clip(str(exc))}). Make {ref[1]!r} return plain JSON data.",
-            reference=ref[3],
-            source_step=ref[1],
-        ) from None
+        raise _unresolved(ref, f"reading the field from the output of step {ref[1]!r} {_failed(exc)}") from None
+
+
+def _unresolved(ref: Ref, why: str, advice: str = "") -> ReferenceResolutionError:
+    """The error of a reference whose value cannot be had: what went wrong, then what the plan's author can do."""
+    advice = advice or f"Make {ref[1]!r} return plain JSON data."
+    return ReferenceResolutionError(
+        f"{ref[3]!r} cannot be resolved: {why}. {advice}", reference=ref[3], source_step=ref[1]
+    )
+
+
+def _failed(exc: Exception) -> str:
+    return f"failed ({type(exc).__name__}: {_clip(str(exc))})"
 
 
 def _unwritable(ref: Ref, exc: Exception) -> ReferenceResolutionError:
@@ -304,7 +304,7 @@ def _unwritable(ref: Ref, exc: Exception) -> ReferenceResolutionError:
     elif "integer string conversion" in text:
         why = f"it holds an integer with more than {MAX_INT_DIGITS:,} digits"
     else:
-        why = f"writing it failed ({type(exc).__name__}: {_clip(text)})"
+        why = f"writing it {_failed(exc)}"
     return ReferenceResolutionError(
         f"{ref[3]!r} cannot be inserted into text: the value from step {ref[1]!r} cannot be written as JSON "
         f"text: {why}. Insert it as a whole value (an argument that is exactly '$ref:{ref[1]}...'), or make "

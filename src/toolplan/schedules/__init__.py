@@ -15,14 +15,10 @@ Cron expressions need ``pip install "toolplan[schedules]"`` (croniter). See docs
 
 from ._scheduler import Scheduler as Scheduler
 from ._store import Firing as Firing
-from ._store import ScheduleRow as ScheduleRow
 from ._tools import ScheduleTools as ScheduleTools
-from ._when import parse_when as parse_when
 
 __all__ = (
     "Firing",
-    "ScheduleRow",
     "ScheduleTools",
     "Scheduler",
-    "parse_when",
 )

@@ -17,7 +17,6 @@ See docs/skills.md.
 
 from ._search import Embedder as Embedder
 from ._search import EmbedFunction as EmbedFunction
-from ._store import SkillRow as SkillRow
 from ._tools import SKILL_PREFIX as SKILL_PREFIX
 from ._tools import SkillTools as SkillTools
 
@@ -25,6 +24,5 @@ __all__ = (
     "SKILL_PREFIX",
     "EmbedFunction",
     "Embedder",
-    "SkillRow",
     "SkillTools",
 )

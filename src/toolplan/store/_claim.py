@@ -13,7 +13,8 @@ import sqlalchemy as sa
 
 from .._errors import RunConflictError
 from .._json import dumps
-from ..execute import RunLimits, StoredRun
+from ..execute import RunLimits
+from ..execute._internal import StoredRun
 from ..plan import Plan
 from . import _schema as t
 from ._codec import encode

@@ -243,7 +243,7 @@ class RunWrites:
 
 
 class Journal:
-    """The journal of one durable run in a `Store` (see `toolplan.execute.Journal`).
+    """The journal of one durable run in a `Store` (the engine's journal protocol, `toolplan.execute._journal.Journal`).
 
     Writes that nobody waits for (a finished step, a skipped one, an event) gather in a buffer that
     goes to the database thread at the end of the event loop's turn, or with the next write that is

@@ -12,7 +12,8 @@ import sqlalchemy as sa
 
 from .._errors import PlanNotFoundError, StoreError
 from .._json import loads
-from ..execute import RunLimits, StepResult, StoredRun, StoredStep
+from ..execute import RunLimits, StepResult, StoredStep
+from ..execute._internal import StoredRun
 from ..plan import Plan, Step
 from . import _schema as t
 from ._codec import decode, result_from_row, step_from_row

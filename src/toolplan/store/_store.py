@@ -15,8 +15,8 @@ import sqlalchemy as sa
 from .._defaults import DEFAULT_LEASE, DEFAULT_PAGE_SIZE, MAX_LEASE, MIN_LEASE
 from .._errors import RunConflictError, StoreError, UserError
 from .._json import dumps
-from ..execute import RunLimits, StoredRun, ToolLatency
-from ..execute._internal import check_run_id
+from ..execute import RunLimits, ToolLatency
+from ..execute._internal import StoredRun, check_run_id
 from ..plan import Plan, parse_plan
 from ..policy import ArmStats, Observation
 from . import _reads, _stats

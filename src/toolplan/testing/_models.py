@@ -6,6 +6,7 @@ word or punctuation mark) and keep what they were sent in ``.requests``.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import re
@@ -17,7 +18,7 @@ from typing import Any, Literal, TypeAlias
 
 from .._errors import UnexpectedModelBehavior, UserError
 from ..agent import BATCH_TOOL_NAME, CODE_TOOL_NAME, OUTPUT_TOOL_NAME, PLAN_TOOL_NAME
-from ..execute import set_retry_backoff
+from ..execute._internal import set_retry_backoff
 from ..models import (
     AssistantMessage,
     Model,
@@ -88,6 +89,32 @@ class _RecordingModel(Model):
         """``"test"``."""
         return "test"
 
+    async def request(
+        self,
+        messages: Sequence[ModelMessage],
+        tools: Sequence[ToolDefinition],
+        settings: ModelSettings | None = None,
+    ) -> ModelResponse:
+        """The model's answer (see the class docstring); the request is recorded in `requests`."""
+        return await self._answer(self._record(messages, tools, settings, stream=False))
+
+    async def stream(
+        self,
+        messages: Sequence[ModelMessage],
+        tools: Sequence[ToolDefinition],
+        settings: ModelSettings | None = None,
+    ) -> AsyncGenerator[ModelStreamEvent, None]:
+        """The same answer as `request`, as stream events (see the class docstring)."""
+        async with contextlib.aclosing(self._events(self._record(messages, tools, settings, stream=True))) as events:
+            async for event in events:
+                yield event
+
+    async def _answer(self, request: RecordedRequest) -> ModelResponse:
+        raise NotImplementedError
+
+    def _events(self, request: RecordedRequest) -> AsyncGenerator[ModelStreamEvent, None]:
+        raise NotImplementedError
+
     def _record(
         self,
         messages: Sequence[ModelMessage],
@@ -132,24 +159,12 @@ class _ReplayingModel(_RecordingModel):
     def _respond(self, request: RecordedRequest) -> ModelResponse:
         raise NotImplementedError
 
-    async def request(
-        self,
-        messages: Sequence[ModelMessage],
-        tools: Sequence[ToolDefinition],
-        settings: ModelSettings | None = None,
-    ) -> ModelResponse:
-        """The model's answer. See the class docstring."""
-        return self._respond(self._record(messages, tools, settings, stream=False))
+    async def _answer(self, request: RecordedRequest) -> ModelResponse:
+        return self._respond(request)
 
-    async def stream(
-        self,
-        messages: Sequence[ModelMessage],
-        tools: Sequence[ToolDefinition],
-        settings: ModelSettings | None = None,
-    ) -> AsyncGenerator[ModelStreamEvent, None]:
-        """The same answer as `request`, in deltas of ``chunk_size`` characters."""
-        response = self._respond(self._record(messages, tools, settings, stream=True))
-        for event in response_events(response, chunk_size=self.chunk_size):
+    async def _events(self, request: RecordedRequest) -> AsyncGenerator[ModelStreamEvent, None]:
+        # The same answer as `request`, in deltas of ``chunk_size`` characters.
+        for event in response_events(self._respond(request), chunk_size=self.chunk_size):
             yield event
 
 
@@ -360,14 +375,8 @@ class FunctionModel(_RecordingModel):
             tools=request.tools, settings=request.settings, model_name=self._model_name, stream=request.stream
         )
 
-    async def request(
-        self,
-        messages: Sequence[ModelMessage],
-        tools: Sequence[ToolDefinition],
-        settings: ModelSettings | None = None,
-    ) -> ModelResponse:
-        """The function's answer (or the collected stream function's)."""
-        request = self._record(messages, tools, settings, stream=False)
+    async def _answer(self, request: RecordedRequest) -> ModelResponse:
+        # The function's answer (or the collected stream function's).
         if self.function is None:
             response: ModelResponse | None = None
             async for event in self._stream_events(request):
@@ -375,22 +384,16 @@ class FunctionModel(_RecordingModel):
                     response = event.response
             assert response is not None
             return response
-        result = self.function(list(messages), self._info(request))
+        result = self.function(list(request.messages), self._info(request))
         if inspect.isawaitable(result):
             result = await result
         return self._finish(request, result)
 
-    async def stream(
-        self,
-        messages: Sequence[ModelMessage],
-        tools: Sequence[ToolDefinition],
-        settings: ModelSettings | None = None,
-    ) -> AsyncGenerator[ModelStreamEvent, None]:
-        """The stream function's pieces as events (or the function's answer replayed)."""
-        request = self._record(messages, tools, settings, stream=True)
+    async def _events(self, request: RecordedRequest) -> AsyncGenerator[ModelStreamEvent, None]:
+        # The stream function's pieces as events (or the function's answer replayed).
         if self.stream_function is None:
             assert self.function is not None
-            result = self.function(list(messages), self._info(request))
+            result = self.function(list(request.messages), self._info(request))
             if inspect.isawaitable(result):
                 result = await result
             for event in response_events(self._finish(request, result)):

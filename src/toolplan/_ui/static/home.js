@@ -1,30 +1,10 @@
 // The service's home page: its recent executions, each linked to its live view.
-// The page itself needs no key; the listing does: the key comes from the address's fragment
-// (#key=..., never sent to a server) or from the form, and stays in this tab (session storage),
-// where the live view finds it too.
+// The page itself needs no key; the listing does (key.js: from the address's fragment or the form,
+// kept in this tab, where the live view finds it too).
 (() => {
   "use strict";
-  const KEY_STORE = "toolplan-api-key";
   const $ = (id) => document.getElementById(id);
   let key = "";
-
-  function readKey() {
-    const fragment = new URLSearchParams(location.hash.slice(1));
-    const given = fragment.get("key");
-    if (given) {
-      sessionStorage.setItem(KEY_STORE, given);
-      history.replaceState(null, "", location.pathname + location.search); // out of the address bar
-      return given;
-    }
-    return sessionStorage.getItem(KEY_STORE) || "";
-  }
-
-  function askKey(message) {
-    $("key-form").hidden = false;
-    $("views").hidden = true;
-    if (message) $("key-message").textContent = message;
-    $("key-input").focus();
-  }
 
   function cell(row, text) {
     const td = document.createElement("td");
@@ -37,8 +17,8 @@
     const response = await fetch("/v1/executions?limit=50", { headers: { "X-API-Key": key }, cache: "no-store" });
     const body = await response.json();
     if (response.status === 401) {
-      sessionStorage.removeItem(KEY_STORE);
-      return askKey(body.message || "That key was refused: enter another.");
+      toolplanKey.forget();
+      return toolplanKey.ask(body.message || "That key was refused: enter another.");
     }
     if (!response.ok) {
       $("problem").textContent = body.message || `The service answered ${response.status}.`;
@@ -70,16 +50,12 @@
     document.body.dataset.status = "ready";
   }
 
-  $("key-entry").addEventListener("submit", (event) => {
-    event.preventDefault();
-    const value = $("key-input").value.trim();
-    if (!value) return;
+  toolplanKey.onEntry((value) => {
     key = value;
-    sessionStorage.setItem(KEY_STORE, key);
     list();
   });
 
-  key = readKey();
+  key = toolplanKey.read();
   if (key) list();
-  else askKey(null);
+  else toolplanKey.ask(null);
 })();

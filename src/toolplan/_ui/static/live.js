@@ -17,7 +17,6 @@
     ["cancelled", "cancelled"], ["skipped", "skipped / not run"],
   ];
   const SVG = "http://www.w3.org/2000/svg";
-  const KEY_STORE = "toolplan-api-key";
   const NODE_H = 46;
 
   const $ = (id) => document.getElementById(id);
@@ -42,51 +41,10 @@
   };
   let key = "";
 
-  // ---------------------------------------------------------------- the key
+  // ---------------------------------------------------------------- the key (key.js)
 
-  function readKey() {
-    const fragment = new URLSearchParams(location.hash.slice(1));
-    const given = fragment.get("key");
-    if (given) {
-      sessionStorage.setItem(KEY_STORE, given);
-      history.replaceState(null, "", location.pathname + location.search); // out of the address bar
-      return given;
-    }
-    return sessionStorage.getItem(KEY_STORE) || "";
-  }
-
-  // A server message as text, its `quoted` parts (commands, headers) as code.
-  function setMessage(element, message) {
-    element.replaceChildren();
-    const parts = String(message).split("`");
-    if (parts.length % 2 === 0) { // an unpaired backtick stays text
-      const last = parts.pop();
-      parts[parts.length - 1] += "`" + last;
-    }
-    parts.forEach((part, i) => {
-      if (i % 2 === 1) {
-        const code = document.createElement("code");
-        code.textContent = part;
-        element.append(code);
-      } else if (part) {
-        element.append(document.createTextNode(part));
-      }
-    });
-  }
-
-  function askKey(message) {
-    $("key-form").hidden = false;
-    $("views").hidden = true;
-    if (message) setMessage($("key-message"), message);
-    $("key-input").focus();
-  }
-
-  $("key-entry").addEventListener("submit", (event) => {
-    event.preventDefault();
-    const value = $("key-input").value.trim();
-    if (!value) return;
+  toolplanKey.onEntry((value) => {
     key = value;
-    sessionStorage.setItem(KEY_STORE, key);
     $("key-form").hidden = true;
     $("views").hidden = false;
     start();
@@ -581,13 +539,13 @@
 
   function fail(error) {
     if (error instanceof ApiProblem && error.status === 401) {
-      sessionStorage.removeItem(KEY_STORE);
-      askKey(error.message);
+      toolplanKey.forget();
+      toolplanKey.ask(error.message);
       return;
     }
     const box = $("problem");
     box.hidden = false;
-    setMessage(box, error.message || String(error));
+    toolplanKey.setMessage(box, error.message || String(error));
     if (!state.order.length) { state.status = "unavailable"; drawHeader(); }
   }
 
@@ -597,7 +555,7 @@
   async function start() {
     if (started) return;
     if (!execId) return fail(new Error("Open this page as /ui/executions/ID (the execution's id)."));
-    if (!key) return askKey(null);
+    if (!key) return toolplanKey.ask(null);
     started = true;
     try {
       const graph = await getJSON(`${api}/graph`);
@@ -614,6 +572,6 @@
   }
 
   drawLegend();
-  key = readKey();
+  key = toolplanKey.read();
   start();
 })();
