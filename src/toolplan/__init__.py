@@ -50,6 +50,8 @@ from .execute import current_call as current_call
 from .execute import execute_plan as execute_plan
 from .execute import execute_plan_sync as execute_plan_sync
 from .execute import stream_plan as stream_plan
+from .models import ModelPrice as ModelPrice
+from .models import SpendLimits as SpendLimits
 from .plan import Budget as Budget
 from .plan import Plan as Plan
 from .plan import Step as Step
@@ -80,6 +82,7 @@ __all__ = (
     "ModelConnectionError",
     "ModelFacingError",
     "ModelHTTPError",
+    "ModelPrice",
     "NativeExecutor",
     "OptionalDependencyError",
     "OutputValidationError",
@@ -98,6 +101,7 @@ __all__ = (
     "SandboxError",
     "SequentialExecutor",
     "ServiceError",
+    "SpendLimits",
     "Step",
     "StepError",
     "StepResult",

@@ -314,7 +314,13 @@ def _finish(reason: str | None) -> FinishReason | None:
 def _usage(usage: CompletionUsage | None) -> Usage:
     if usage is None:
         return Usage(requests=1)
-    return Usage(requests=1, input_tokens=usage.prompt_tokens or 0, output_tokens=usage.completion_tokens or 0)
+    details = usage.prompt_tokens_details
+    return Usage(
+        requests=1,
+        input_tokens=usage.prompt_tokens or 0,
+        output_tokens=usage.completion_tokens or 0,
+        cached_input_tokens=(details.cached_tokens or 0) if details is not None else 0,
+    )
 
 
 def _tool(tool: ToolDefinition) -> dict[str, Any]:
