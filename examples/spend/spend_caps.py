@@ -36,7 +36,8 @@ def main() -> None:
         agent.run_sync("Find everything about prompt caching.")
     except UsageLimitExceeded as exc:
         print(f"stopped at {exc.limit} after {len(model.requests)} model requests")
-        print(f"tokens: {exc.usage.input_tokens} in ({exc.usage.cached_input_tokens} cached), {exc.usage.output_tokens} out")
+        usage = exc.usage
+        print(f"tokens: {usage.input_tokens} in ({usage.cached_input_tokens} cached), {usage.output_tokens} out")
         print(f"money: {exc.money:.6f}")
         print(f"partial result: {exc.result.status}, last text {exc.result.output!r}")
 

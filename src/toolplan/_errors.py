@@ -15,7 +15,7 @@ ToolplanError                      root; every error toolplan raises on purpose
 │       └── UnknownToolError       a call named a tool that is not registered
 ├── RunError                       a run failed for a reason outside the model's control
 │   ├── ToolOutputError            a tool returned output that cannot become JSON data (binary bytes)
-│   ├── UsageLimitExceeded         a run hit max_iterations, its deadline, budget or model spend cap; `.result`, `.usage`
+│   ├── UsageLimitExceeded         a run hit max_iterations, its deadline, budget or a spend cap; `.result`, `.usage`
 │   ├── ModelHTTPError             a model provider answered with an error status
 │   │   └── ModelAuthError         the provider rejected the credentials (never retried)
 │   ├── ModelConnectionError       the provider could not be reached or timed out

@@ -103,7 +103,7 @@ def test_money_cap_without_a_price_is_refused_when_the_agent_is_made() -> None:
     agent = Agent(pinging(EACH), spend=SpendLimits(max_money=1.0, prices={"function": ModelPrice(input=1, output=1)}))
     with agent.override(model=TestModel()), pytest.raises(UserError, match="no price for model 'test'"):
         agent.run_sync("go")
-    with pytest.raises(UserError, match="spend must be a toolplan.SpendLimits"):
+    with pytest.raises(UserError, match=r"spend must be a toolplan\.SpendLimits"):
         Agent(TestModel(), spend={"max_money": 1.0})  # type: ignore[arg-type]
 
 

@@ -190,8 +190,7 @@ def serve_command(
             "--key-budget-money",
             min=0,
             metavar="AMOUNT",
-            help="Money one API key's planning requests may spend on the model per --key-budget-period "
-            "(at --price).",
+            help="Money one API key's planning requests may spend on the model per --key-budget-period (at --price).",
         ),
     ] = None,
     max_total_tokens: MaxTotalTokensOpt = None,
@@ -241,7 +240,7 @@ def serve_command(
         if model_obj is not None and config.spend is not None:
             config.spend.check(model_obj, money=key_budget_money is not None)
         elif model_obj is not None and key_budget_money is not None:
-            fail(f"--key-budget-money needs the model's price: pass --price {model_obj.name}=IN,OUT (per million tokens).")
+            fail(f"--key-budget-money needs the model's price: pass --price {model_obj.name}=IN,OUT (per million).")
     except UserError as exc:
         fail(exc.message)
     backend_obj = start_backend(backend)

@@ -1,4 +1,4 @@
-"""Model spend options shared by the commands that ask a model: caps, and the price table (``--price``, ``--prices``)."""
+"""Model spend options of the commands that ask a model: caps, and the price table (``--price``, ``--prices``)."""
 
 from __future__ import annotations
 

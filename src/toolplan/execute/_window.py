@@ -280,7 +280,9 @@ class MemoryWindow:
     async def spend_refusal(self, key: str, input_tokens: int, money: float) -> str | None:
         """Why a model request of ``key`` does not fit its window (`toolplan.models.SpendWindow`)."""
         start = self.limits.start_of(self._clock())
-        return spend_refusal(self.limits, self._model_spend(key, start), input_tokens, money, start + self.limits.period)
+        return spend_refusal(
+            self.limits, self._model_spend(key, start), input_tokens, money, start + self.limits.period
+        )
 
     async def charge_spend(self, key: str, usage: Usage, money: float) -> None:
         """Add one model response of ``key`` to its window."""

@@ -339,7 +339,9 @@ class _StreamState:
                 input_tokens=max(held.input_tokens, _input_tokens(usage)),
                 output_tokens=usage.output_tokens or 0,
                 cached_input_tokens=max(held.cached_input_tokens, getattr(usage, "cache_read_input_tokens", None) or 0),
-                cache_write_tokens=max(held.cache_write_tokens, getattr(usage, "cache_creation_input_tokens", None) or 0),
+                cache_write_tokens=max(
+                    held.cache_write_tokens, getattr(usage, "cache_creation_input_tokens", None) or 0
+                ),
             )
         return []
 

@@ -13,6 +13,6 @@ from ._local import LlamaServerProcess as LlamaServerProcess
 from ._local import find_smollm2_gguf as find_smollm2_gguf
 from ._messages import approximate_tokens as approximate_tokens
 from ._messages import message_text as message_text
+from ._spend import SpendMeter as SpendMeter
 from ._streaming import StreamBuilder as StreamBuilder
 from ._streaming import response_events as response_events
-from ._spend import SpendMeter as SpendMeter

@@ -118,7 +118,7 @@ class SpendLimits:
         return self.prices.get(f"{model.provider}:{model.name}") or self.prices.get(model.name)
 
     def check(self, model: Model, *, money: bool = False) -> ModelPrice | None:
-        """The price of ``model``; a `UserError` if a money cap (this one's, or ``money``) needs it and there is none."""
+        """The price of ``model``; a `UserError` if a money cap (this one's, or ``money``) needs one and it has none."""
         price = self.price_of(model)
         if price is None and (self.max_money is not None or money):
             known = ", ".join(sorted(self.prices)) or "none"
@@ -250,10 +250,13 @@ class SpendMeter:
             ("max_total_tokens", u.total_tokens, lim.max_total_tokens),
         ):
             if cap is not None and used > cap:
-                raise self.exceeded(limit, f"The model's answer took the run to {used} tokens, over {limit}={cap}. {how}")
+                raise self.exceeded(
+                    limit, f"The model's answer took the run to {used} tokens, over {limit}={cap}. {how}"
+                )
         if lim.max_money is not None and self.money > lim.max_money + 1e-12:
             raise self.exceeded(
-                "max_money", f"The model's answer took the run to {self.money:.6g}, over max_money={lim.max_money:g}. {how}"
+                "max_money",
+                f"The model's answer took the run to {self.money:.6g}, over max_money={lim.max_money:g}. {how}",
             )
 
     def exceeded(self, limit: str, message: str) -> UsageLimitExceeded:

@@ -97,7 +97,11 @@ class StoreWindow:
                 ).first()
                 if row is None:
                     return 0, 0.0, (0, 0, 0.0)
-                return int(row.calls), float(row.cost), (int(row.input_tokens), int(row.output_tokens), float(row.money))
+                return (
+                    int(row.calls),
+                    float(row.cost),
+                    (int(row.input_tokens), int(row.output_tokens), float(row.money)),
+                )
 
         return await self.store.db.read(read)  # type: ignore[no-any-return]
 
