@@ -90,6 +90,7 @@ def test_serve_takes_model_spend_caps_and_prices(
 
     seen: dict[str, Any] = {}
 
+    @functools.wraps(toolplan.service.serve)  # the same signature: serve reads its defaults from it
     async def fake_serve(store: Any, tools: Any, **options: Any) -> None:
         seen.update(options)
 
