@@ -159,7 +159,7 @@ def test_usage_adds_every_kind() -> None:
         (lambda: SpendLimits(max_total_tokens=-5), "SpendLimits.max_total_tokens"),
         (lambda: SpendLimits(max_input_tokens=True), "SpendLimits.max_input_tokens"),
         (lambda: SpendLimits(max_money=float("inf")), "SpendLimits.max_money"),
-        (lambda: SpendLimits(prices={"m": (1, 2)}), "ModelPrice(input=..., output=...)"),
+        (lambda: SpendLimits(prices={"m": (1, 2)}), "ModelPrice(input=..., output=...)"),  # type: ignore[dict-item]
     ],
 )
 def test_bad_limits_and_prices_are_user_errors(make: Any, says: str) -> None:
