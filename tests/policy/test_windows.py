@@ -206,7 +206,7 @@ async def test_a_call_cancelled_while_its_reservation_is_written_is_not_charged(
 SPEND = WindowLimits(period=3600, max_input_tokens=1000, max_output_tokens=50, max_total_tokens=1040, max_money=0.5)
 
 
-async def _spend_in(window: Any, clock: Clock) -> None:
+async def _spend_in(window: MemoryWindow | StoreWindow, clock: Clock) -> None:
     """Model spend in a window: checked by what a request reads at least, added after each answer."""
     assert isinstance(window, SpendWindow)
     assert await window.spend_refusal("k", 900, 0.1) is None
