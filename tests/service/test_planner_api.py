@@ -225,6 +225,10 @@ def test_a_keys_model_spend_window_refuses_planning_past_its_cap(
         assert budget["money"] == pytest.approx(0.011) and budget["money_left"] == pytest.approx(0.989)
         gql = c.post("/graphql", json={"query": "{ keyBudget { outputTokens totalTokens maxMoney } }"}).json()
         assert gql == {"data": {"keyBudget": {"outputTokens": 5, "totalTokens": 15, "maxMoney": 1.0}}}
+        mutation = 'mutation { createPlanWithRequestId(query: "Add 1 and 2.") { requestId money } }'
+        [error] = c.post("/graphql", json={"query": mutation}).json()["errors"]
+        assert error["extensions"]["code"] == "usage_limit_exceeded"
+        assert error["extensions"]["details"]["limit"] == "key_spend"
     with server.client(key=make_key(db_url, "other")) as other:  # another key has a window of its own
         r = other.post("/v1/requests", json={"query": QUERY})
         assert r.status_code == 201, r.text
