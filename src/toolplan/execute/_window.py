@@ -80,16 +80,6 @@ class WindowLimits:
         if m is not None and (not finite_number(m) or m < 0):
             raise UserError(f"WindowLimits.max_money must be a finite number >= 0 or None, got {_show(m)}.")
 
-    @property
-    def caps_spend(self) -> bool:
-        """True when the window caps model spend (tokens or money)."""
-        return not (
-            self.max_input_tokens is None
-            and self.max_output_tokens is None
-            and self.max_total_tokens is None
-            and self.max_money is None
-        )
-
     def start_of(self, now: float) -> float:
         """The start of the window that holds ``now`` (seconds since the epoch)."""
         return float(math.floor(now / self.period) * self.period)

@@ -51,7 +51,7 @@ class Service:
         self.runner = Runner(store, self.tools, self.config)
         budget = self.config.key_budget
         # Each key's model spend, in the same window as its tool calls (the store's: every worker's).
-        self.spend_window = self.runner.window if budget is not None and budget.caps_spend else None
+        self.spend_window = self.runner.window
         if self.planner is not None and budget is not None and budget.max_money is not None:
             (self.config.spend or SpendLimits()).check(self.planner.model, money=True)
         self.keys = KeyCheck(self.data, api_keys)
