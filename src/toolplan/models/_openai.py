@@ -314,12 +314,12 @@ def _finish(reason: str | None) -> FinishReason | None:
 def _usage(usage: CompletionUsage | None) -> Usage:
     if usage is None:
         return Usage(requests=1)
-    details = usage.prompt_tokens_details
+    details = getattr(usage, "prompt_tokens_details", None)  # absent from some servers' answers (and old SDKs)
     return Usage(
         requests=1,
         input_tokens=usage.prompt_tokens or 0,
         output_tokens=usage.completion_tokens or 0,
-        cached_input_tokens=(details.cached_tokens or 0) if details is not None else 0,
+        cached_input_tokens=getattr(details, "cached_tokens", None) or 0,
     )
 
 
