@@ -33,8 +33,8 @@ class AgentResult(Generic[OutputT]):
             `toolplan.UsageLimitExceeded`, or what ``on_limit="return"`` returns): ``"max_iterations"``
             (the run made ``max_iterations`` model requests), ``"usage_limit"`` (the model asked for
             tools after the run's deadline or budget ran out, or the run reached a model spend cap)
-            or ``"output_invalid"`` (in
-            `toolplan.OutputValidationError`); ``error`` then says what to do.
+            or ``"output_invalid"`` (in `toolplan.OutputValidationError`); ``error`` then says what
+            to do.
         messages: The whole conversation, system prompt first.
         usage: Requests and tokens over the run (input, output, cached input, cache writes).
         money: What the run's model requests cost at the price table of ``Agent(spend=...)``;
