@@ -13,9 +13,7 @@ from ..models import ModelPrice, SpendLimits
 from ._loader import CliInputError
 
 __all__ = (
-    "MaxInputTokensOpt",
     "MaxMoneyOpt",
-    "MaxOutputTokensOpt",
     "MaxTotalTokensOpt",
     "PriceOpt",
     "PricesFileOpt",
@@ -25,13 +23,6 @@ __all__ = (
 
 _MAX_PRICES_BYTES = 1_048_576
 
-MaxInputTokensOpt = Annotated[
-    int | None,
-    typer.Option("--max-input-tokens", min=0, metavar="N", help="Most model input tokens (cached ones included)."),
-]
-MaxOutputTokensOpt = Annotated[
-    int | None, typer.Option("--max-output-tokens", min=0, metavar="N", help="Most model output tokens.")
-]
 MaxTotalTokensOpt = Annotated[
     int | None, typer.Option("--max-total-tokens", min=0, metavar="N", help="Most model input plus output tokens.")
 ]
@@ -104,8 +95,6 @@ def parse_prices(prices: list[str] | None, prices_file: Path | None) -> dict[str
 
 def spend_limits(
     *,
-    max_input_tokens: int | None = None,
-    max_output_tokens: int | None = None,
     max_total_tokens: int | None = None,
     max_money: float | None = None,
     prices: list[str] | None = None,
@@ -113,12 +102,9 @@ def spend_limits(
 ) -> SpendLimits | None:
     """The `SpendLimits` of the command line; None when no option was given."""
     table = parse_prices(prices, prices_file)
-    caps = (max_input_tokens, max_output_tokens, max_total_tokens, max_money)
-    if not table and all(c is None for c in caps):
+    if not table and max_total_tokens is None and max_money is None:
         return None
     return SpendLimits(
-        max_input_tokens=max_input_tokens,
-        max_output_tokens=max_output_tokens,
         max_total_tokens=max_total_tokens,
         max_money=max_money,
         prices=table,
