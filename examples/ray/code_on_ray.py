@@ -12,13 +12,12 @@ import json
 import os
 import sys
 
-from tools import TOOLS
-
 from toolplan.agent import Agent
 from toolplan.backends import RayBackend
 from toolplan.models import AssistantMessage, ToolCall, ToolReturnMessage
 from toolplan.sandbox import SubprocessRunner
 from toolplan.testing import ScriptedModel
+from tools import TOOLS
 
 # What the model writes: a loop over topics, two tool calls each, and a value to return.
 CODE = """

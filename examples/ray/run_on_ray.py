@@ -12,10 +12,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tools import TOOLS
-
 from toolplan import execute_plan_sync
 from toolplan.backends import RayBackend
+from tools import TOOLS
 
 
 def plan(report: str) -> dict[str, object]:

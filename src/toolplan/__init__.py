@@ -52,6 +52,8 @@ from .execute import current_call as current_call
 from .execute import execute_plan as execute_plan
 from .execute import execute_plan_sync as execute_plan_sync
 from .execute import stream_plan as stream_plan
+from .models import ModelPrice as ModelPrice
+from .models import SpendLimits as SpendLimits
 from .plan import Budget as Budget
 from .plan import Plan as Plan
 from .plan import Step as Step
@@ -83,6 +85,7 @@ __all__ = (
     "ModelConnectionError",
     "ModelFacingError",
     "ModelHTTPError",
+    "ModelPrice",
     "NativeExecutor",
     "OpenAPISpecError",
     "OptionalDependencyError",
@@ -102,6 +105,7 @@ __all__ = (
     "SandboxError",
     "SequentialExecutor",
     "ServiceError",
+    "SpendLimits",
     "Step",
     "StepError",
     "StepResult",

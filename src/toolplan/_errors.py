@@ -16,7 +16,7 @@ ToolplanError                      root; every error toolplan raises on purpose
 │       └── UnknownToolError       a call named a tool that is not registered
 ├── RunError                       a run failed for a reason outside the model's control
 │   ├── ToolOutputError            a tool returned output that cannot become JSON data (binary bytes)
-│   ├── UsageLimitExceeded         an agent run hit max_iterations, its deadline or budget; `.result` is what it got
+│   ├── UsageLimitExceeded         a run hit max_iterations, its deadline, budget or a spend cap; `.result`, `.usage`
 │   ├── ModelHTTPError             a model provider answered with an error status
 │   │   └── ModelAuthError         the provider rejected the credentials (never retried)
 │   ├── ModelConnectionError       the provider could not be reached or timed out
@@ -299,16 +299,23 @@ class ToolOutputError(RunError):
 class UsageLimitExceeded(RunError):
     """An agent run stopped at a limit before the model gave its final answer.
 
-    Raised when the run reaches ``max_iterations`` model requests, or when the model asks for more
+    Raised when the run reaches ``max_iterations`` model requests, when the model asks for more
     tool calls after the run's deadline has passed or its budget (``max_tool_calls``, ``max_cost``)
-    is spent. ``limit`` names the limit; ``result`` is the partial `AgentResult` (the conversation,
-    usage, plan results so far; its ``output`` is the last text, or None for a structured output).
-    ``Agent(..., on_limit="return")`` keeps the earlier behaviour instead: calls past the deadline or
-    budget are refused (the model is told) and ``max_iterations`` ends the run with a status.
+    is spent, or at a model spend cap (`toolplan.SpendLimits`: before a request whose known input
+    would pass it, after a response that passed it; a planner's too). ``limit`` names the limit
+    (``"max_total_tokens"``, ``"max_money"``, ``"key_spend"`` for an API key's window, ...);
+    ``result`` is the partial `AgentResult` (the conversation, usage, plan results so far; its
+    ``output`` is the last text, or None for a structured output); ``usage`` (a
+    `toolplan.models.Usage`: tokens by kind) and ``money`` (None without a price) say what the run
+    spent on its model. ``Agent(..., on_limit="return")`` returns the partial result instead, and
+    keeps the earlier behaviour for tool calls: calls past the deadline or budget are refused (the
+    model is told) and ``max_iterations`` ends the run with a status.
     """
 
     code = "usage_limit_exceeded"
     result: Any = None  # the partial AgentResult, set by the agent (this module cannot import it)
+    usage: Any = None  # the Usage spent on the model so far (this module cannot import it)
+    money: float | None = None  # the money spent on the model, when its price is known
 
     def __init__(self, message: str, *, limit: str) -> None:
         super().__init__(message)

@@ -221,6 +221,18 @@ def test_demo(cli: Cli) -> None:
     assert "Traceback" not in r.stderr
 
 
+def test_demo_caps_each_agent_runs_model_spend(cli: Cli) -> None:
+    r = cli("demo", "--max-total-tokens", "40")  # the plan mode reads more at once
+    assert r.code == 0, r.stderr
+    assert "Planning mode answer (usage_limit)" in r.stdout and "Traceback" not in r.stderr
+
+
+def test_demo_refuses_a_bad_price_before_running_anything(cli: Cli) -> None:
+    r = cli("demo", "--price", "demo=1")
+    assert r.code == 2 and r.stdout == ""
+    assert r.stderr.startswith("Error: --price 'demo=1': write MODEL=IN,OUT or MODEL=IN,OUT,CACHED")
+
+
 @pytest.mark.parametrize("model", ["foo:bar", "openai:gpt-4o-mini"])
 def test_demo_checks_the_model_before_running_anything(cli: Cli, model: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # An unknown provider, or a missing API key, is one error line before the demo prints anything.

@@ -9,7 +9,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from toolplan import PlanValidationError, UserError, execute_plan, tool
+from toolplan import ModelPrice, PlanValidationError, SpendLimits, UsageLimitExceeded, UserError, execute_plan, tool
 from toolplan.models import AssistantMessage, ForceTool, ToolCall, ToolReturnMessage, UserMessage
 from toolplan.planner import SUBMIT_TOOL_NAME, Planner, new_id, plan_schema
 from toolplan.testing import ScriptedModel
@@ -260,3 +260,23 @@ async def test_the_store_s_old_request_methods_and_names_still_work_with_a_depre
         with pytest.warns(DeprecationWarning, match="Store.get_request is deprecated"):
             kept = await store.get_request("req_1")
     assert kept.query == "a question" and kept.versions == (version,)
+
+
+async def test_a_spend_cap_refuses_the_repair_request_and_says_what_was_spent() -> None:
+    model = ScriptedModel([submit(BAD), submit(GOOD, "p2")])
+    spend = SpendLimits(max_output_tokens=1, prices={"scripted": ModelPrice(input=1.0, output=1.0)})
+    with pytest.raises(UsageLimitExceeded) as info:
+        await Planner(model, TOOLS, spend=spend).plan("Is Oslo warmer than Rome?")
+    assert len(model.requests) == 1  # the answer passed max_output_tokens: the repair is never asked for
+    assert info.value.limit == "max_output_tokens" and info.value.usage.requests == 1
+    assert info.value.money == pytest.approx(info.value.usage.total_tokens / 1e6)
+
+
+async def test_a_planner_reports_its_money_at_its_prices() -> None:
+    model = ScriptedModel([submit(GOOD)])
+    spend = SpendLimits(prices={"scripted": ModelPrice(input=2.0, output=4.0)})
+    draft = await Planner(model, TOOLS, spend=spend).plan("Is Oslo warmer than Rome?")
+    assert draft.money == pytest.approx((draft.usage.input_tokens * 2.0 + draft.usage.output_tokens * 4.0) / 1e6)
+    assert (await Planner(ScriptedModel([submit(GOOD)]), TOOLS).plan("Is Oslo warmer?")).money is None
+    with pytest.raises(UserError, match="no price for model 'scripted'"):
+        Planner(model, TOOLS, spend=SpendLimits(max_money=1.0))

@@ -12,7 +12,7 @@ import pytest
 from toolplan import Budget, RunLimits, UserError, execute_plan, execute_plan_sync, tool
 from toolplan.agent import Agent
 from toolplan.execute import BudgetWindow, MemoryWindow, ToolInvoker, WindowCharge, WindowLimits
-from toolplan.models import AssistantMessage, ToolCall, ToolReturnMessage
+from toolplan.models import AssistantMessage, SpendWindow, ToolCall, ToolReturnMessage, Usage
 from toolplan.store import StoreWindow, open_store
 from toolplan.store._codec import decode, encode
 from toolplan.testing import ScriptedModel
@@ -65,6 +65,16 @@ def test_a_memory_window_counts_across_runs_and_restarts_with_the_next_window() 
         "max_cost": None,
         "calls_left": 0,
         "cost_left": None,
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "total_tokens": 0,
+        "money": 0.0,
+        "max_input_tokens": None,
+        "max_output_tokens": None,
+        "max_total_tokens": None,
+        "max_money": None,
+        "total_tokens_left": None,
+        "money_left": None,
     }
 
 
@@ -191,3 +201,60 @@ async def test_a_call_cancelled_while_its_reservation_is_written_is_not_charged(
         assert invoker.meter.calls == 0  # the run's budget is given back too
         await store.db.call(lambda engine, raw: None)  # every write queued before has ended
         assert (await window.usage("k")).calls == 0
+
+
+SPEND = WindowLimits(period=3600, max_input_tokens=1000, max_output_tokens=50, max_total_tokens=1040, max_money=0.5)
+
+
+async def _spend_in(window: MemoryWindow | StoreWindow, clock: Clock) -> None:
+    """Model spend in a window: checked by what a request reads at least, added after each answer."""
+    assert isinstance(window, SpendWindow)
+    assert await window.spend_refusal("k", 900, 0.1) is None
+    await window.charge_spend("k", Usage(requests=1, input_tokens=900, output_tokens=30), 0.25)
+    refused = await window.spend_refusal("k", 101, 0.0)
+    assert refused is not None and refused.startswith(
+        "Model spend window exhausted: a request reading at least 101 input tokens does not fit "
+        "max_input_tokens=1000 per 3600s for this key, 900 already read."
+    )
+    refused = await window.spend_refusal("k", 100, 0.0)  # 930 used + 100 stays under max_total_tokens=1040
+    assert refused is None
+    assert "max_money=0.5" in str(await window.spend_refusal("k", 10, 0.3))
+    await window.charge_spend("k", Usage(requests=1, input_tokens=10, output_tokens=20), 0.01)
+    assert "max_output_tokens=50 per 3600s for this key, 50 already written" in str(
+        await window.spend_refusal("k", 1, 0.0)
+    )
+    usage = (await window.usage("k")).to_dict()
+    assert (usage["input_tokens"], usage["output_tokens"], usage["total_tokens"]) == (910, 50, 960)
+    assert usage["money"] == pytest.approx(0.26) and usage["total_tokens_left"] == 80
+    assert await window.spend_refusal("other", 1000, 0.5) is None  # another key, another count
+    clock.now += 3600  # the next window starts empty
+    assert await window.spend_refusal("k", 1000, 0.5) is None
+    assert (await window.usage("k")).output_tokens == 0
+
+
+async def test_a_memory_window_caps_model_spend() -> None:
+    clock = Clock(7200.0)
+    await _spend_in(MemoryWindow(SPEND, clock=clock), clock)
+
+
+async def test_a_store_window_caps_model_spend(stats_url: str) -> None:
+    clock = Clock(7200.0)
+    async with open_store(stats_url) as store:
+        await _spend_in(StoreWindow(store, SPEND, clock=clock), clock)
+
+
+async def test_a_version_9_database_gains_the_spend_columns_of_budget_windows(tmp_path: Path) -> None:
+    import sqlalchemy as sa
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    clock = Clock(7200.0)
+    async with open_store(url) as store:
+        assert (await StoreWindow(store, SPEND, clock=clock).usage("k")).calls == 0  # the schema is made
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:  # back to version 9, as toolplan left it before model spend
+        for column in ("input_tokens", "output_tokens", "money"):
+            conn.execute(sa.text(f"ALTER TABLE toolplan_budget_windows DROP COLUMN {column}"))
+        conn.execute(sa.text("UPDATE toolplan_meta SET value = '9' WHERE key = 'schema_version'"))
+    engine.dispose()
+    async with open_store(url) as store:
+        await _spend_in(StoreWindow(store, SPEND, clock=clock), clock)

@@ -14,8 +14,13 @@ from typing import Any
 
 import pytest
 from svc_http import ledger
-from svc_support import ProcessServer, ThreadServer
+from svc_support import ProcessServer, ThreadServer, make_key
+from svc_tools import TOOLS
 
+from toolplan import ModelPrice, SpendLimits, UserError
+from toolplan.execute import WindowLimits
+from toolplan.service import Service, ServiceConfig
+from toolplan.store import open_store
 from toolplan.testing import Canned, FakeProvider, openai_text, openai_tool_call
 
 # Two errors: an unknown tool, and a reference to a step that does not exist.
@@ -192,3 +197,72 @@ def test_a_failing_model_is_an_error_that_says_so(planning: ThreadServer, provid
         assert body["code"] == "model_http_error" and "does not exist" in body["message"]
         assert "Traceback" not in r.text
         assert c.get("/v1/requests").json()["items"] == []
+
+
+# The scripted answers report 10 input and 5 output tokens: at these prices 0.011 a planning request.
+PRICED = SpendLimits(prices={"scripted": ModelPrice(input=100.0, output=2000.0)})
+
+
+def test_a_keys_model_spend_window_refuses_planning_past_its_cap(
+    db_url: str, thread_server: Callable[..., ThreadServer], provider: FakeProvider
+) -> None:
+    window = WindowLimits(period=86_400, max_output_tokens=5, max_money=1.0)
+    config = ServiceConfig(poll_interval=0.05, spend=PRICED, key_budget=window)
+    server = thread_server(db_url, model="openai:scripted", config=config)
+    provider.queue(submit(VALID), submit(VALID))
+    with server.client() as c:
+        first = c.post("/v1/requests", json={"query": QUERY})
+        assert first.status_code == 201, first.text
+        assert first.json()["usage"]["total_tokens"] == 15 and first.json()["money"] == pytest.approx(0.011)
+        second = c.post("/v1/requests", json={"query": QUERY})
+        assert second.status_code == 429, second.text
+        body = second.json()
+        assert body["code"] == "usage_limit_exceeded" and body["details"]["limit"] == "key_spend"
+        assert "max_output_tokens=5 per 86400s for this key, 5 already written" in body["message"]
+        assert len(provider.requests) == 1  # the refused request was never sent
+        budget = c.get("/v1/budget").json()["key_budget"]
+        assert (budget["input_tokens"], budget["output_tokens"], budget["max_output_tokens"]) == (10, 5, 5)
+        assert budget["money"] == pytest.approx(0.011) and budget["money_left"] == pytest.approx(0.989)
+        gql = c.post("/graphql", json={"query": "{ keyBudget { outputTokens totalTokens maxMoney } }"}).json()
+        assert gql == {"data": {"keyBudget": {"outputTokens": 5, "totalTokens": 15, "maxMoney": 1.0}}}
+        mutation = 'mutation { createPlanWithRequestId(query: "Add 1 and 2.") { requestId money } }'
+        [error] = c.post("/graphql", json={"query": mutation}).json()["errors"]
+        assert error["extensions"]["code"] == "usage_limit_exceeded"
+        assert error["extensions"]["details"]["limit"] == "key_spend"
+    with server.client(key=make_key(db_url, "other")) as other:  # another key has a window of its own
+        r = other.post("/v1/requests", json={"query": QUERY})
+        assert r.status_code == 201, r.text
+    assert len(provider.requests) == 2
+
+
+def test_a_cap_per_planning_request_is_429_with_what_was_spent(
+    db_url: str, thread_server: Callable[..., ThreadServer], provider: FakeProvider
+) -> None:
+    spend = SpendLimits(max_output_tokens=5, prices=PRICED.prices)
+    server = thread_server(db_url, model="openai:scripted", config=ServiceConfig(poll_interval=0.05, spend=spend))
+    provider.queue(submit(INVALID), submit(VALID, "call_2"))
+    with server.client() as c:
+        r = c.post("/v1/requests", json={"query": QUERY})
+        assert r.status_code == 429, r.text
+        body = r.json()
+        assert body["details"] == {
+            "limit": "max_output_tokens",
+            "usage": {
+                "requests": 1,
+                "input_tokens": 10,
+                "output_tokens": 5,
+                "total_tokens": 15,
+                "cached_input_tokens": 0,
+                "cache_write_tokens": 0,
+            },
+            "money": pytest.approx(0.011),
+        }
+        assert c.get("/v1/requests").json()["items"] == []
+    assert len(provider.requests) == 1  # the repair was refused before it was sent
+
+
+async def test_a_key_money_cap_needs_the_models_price(db_url: str, provider: FakeProvider) -> None:
+    config = ServiceConfig(key_budget=WindowLimits(period=60, max_money=1.0))
+    async with open_store(db_url) as store:
+        with pytest.raises(UserError, match="no price for model 'scripted'"):
+            Service(store, TOOLS, model="openai:scripted", config=config)

@@ -15,6 +15,7 @@ from .._errors import OutputValidationError, UsageLimitExceeded, UserError
 from .._tasks import task_group
 from ..execute import BudgetWarning, ToolInvoker
 from ..models import AssistantMessage, Model, ModelMessage, SystemMessage, UserMessage
+from ..models._internal import SpendMeter
 from ..tools import ToolsLike
 from ..tracing import tracing_enabled
 from ..tracing._internal import get_tracer
@@ -51,7 +52,11 @@ class Agent(_AgentOptions[DepsT, OutputT]):
         max_tool_calls_per_turn: Calls beyond this in one model turn are not run (the model is told).
         limits: Every tool-call limit of a run in one `RunLimits`: concurrency, timeouts, the run's
             deadline, its one budget (shared by direct calls, plans, streamed plans and code, reserved
-            when a call is dispatched). The three options below override its fields.
+            when a call is dispatched). The three options after ``spend`` override its fields.
+        spend: Caps on the run's model spend (`toolplan.SpendLimits`: input, output and total tokens,
+            money at a price table), checked before each model request and after each response; a
+            run at a cap ends with `UsageLimitExceeded` (see ``on_limit``). With prices,
+            ``result.money`` is what the run spent. None: no caps, no money reported.
         max_concurrent_tools: Calls of one turn (or steps of one plan) running at once (default 20).
         strategy: ``"native"`` (concurrent calls) or ``"sequential"`` (one at a time, in order).
         stream_plans: Stream the model's answer and start a plan's steps while it is still being
@@ -68,11 +73,12 @@ class Agent(_AgentOptions[DepsT, OutputT]):
             ``final_result`` tool with its schema and the answer is validated.
         output_retries: How many times an answer that does not validate goes back to the model
             with the problems before the run raises `OutputValidationError`.
-        on_limit: ``"raise"`` (default): a run that stops at ``max_iterations``, or because the
-            model asks for tools after the deadline or budget ran out, raises `UsageLimitExceeded`
-            carrying the partial result. ``"return"`` (``output_type=str`` only) keeps the earlier
-            behaviour: calls past the deadline or budget are refused and the model is told, and a
-            run reaching ``max_iterations`` returns its result with ``status="max_iterations"``.
+        on_limit: ``"raise"`` (default): a run that stops at ``max_iterations``, at a ``spend``
+            cap, or because the model asks for tools after the deadline or budget ran out, raises
+            `UsageLimitExceeded` carrying the partial result. ``"return"`` (``output_type=str``
+            only) keeps the earlier behaviour: calls past the deadline or budget are refused and the
+            model is told, a run reaching ``max_iterations`` returns its result with
+            ``status="max_iterations"``, and one at a spend cap with ``status="usage_limit"``.
         store: A store (`toolplan.store.open_store`): each plan the model runs (``execute_tool_plan``,
             ``execute_plan``) is a durable run in it, linked to the agent run by its ``parent_id``
             (``agent_...``); ``result.plan_results[i].run_id`` names each stored run. A policy
@@ -246,8 +252,15 @@ class Agent(_AgentOptions[DepsT, OutputT]):
         executor = create_executor(self.strategy, max_concurrency=self.max_concurrent_tools)
         output = self._output
         run = RunState(messages=messages, ctx=ctx, model_name=self.model.name, new_from=new_from)
+        if self.spend is not None:
+            run.meter = SpendMeter(self.spend, self.model)
         result: AgentResult[OutputT] | None = None
         for iteration in range(1, self.max_iterations + 1):
+            if run.meter is not None:
+                refused = await run.spend_refusal()
+                if refused is not None:
+                    result = self._stopped(run, "usage_limit", *refused)
+                    break
             if emit is not None:
                 emit(ModelRequestStarted(iteration=iteration))
             async with task_group() as tg:
@@ -272,8 +285,17 @@ class Agent(_AgentOptions[DepsT, OutputT]):
                         record_response(chat, response)
                 run.usage = run.usage + response.usage
                 run.model_name = response.model_name or run.model_name
-                messages.append(response.message)
                 tool_calls = response.message.tool_calls
+                if run.meter is not None:
+                    refused = await run.spend_refusal(response.usage)
+                    if refused is not None:
+                        for plan in streamed.values():
+                            plan.abort("Cancelled: the agent run's model spend cap was reached.")
+                        if not tool_calls:  # its text is the partial output; calls never run stay out
+                            messages.append(response.message)
+                        result = self._stopped(run, "usage_limit", *refused)
+                        break
+                messages.append(response.message)
                 if not tool_calls:
                     text = response.message.content or ""
                     if output is None:
@@ -335,6 +357,8 @@ class Agent(_AgentOptions[DepsT, OutputT]):
             return partial
         error = UsageLimitExceeded(message, limit=limit)
         error.result = partial
+        error.usage = partial.usage
+        error.money = partial.money
         raise error
 
     def _retry_output(self, run: RunState, failure: OutputValidationFailed | None) -> None:

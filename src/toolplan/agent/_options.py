@@ -17,7 +17,7 @@ from typing_extensions import TypeVar
 
 from .._errors import UserError
 from ..execute import Backend, RunLimits, RunStore, ToolChooser
-from ..models import Model, ModelSettings, infer_model
+from ..models import Model, ModelSettings, SpendLimits, infer_model
 from ..plan import META_TOOL_NAMES, Budget
 from ..policy import STRATEGIES, StatsStore, Strategy, ToolPolicy
 from ..tools import ToolDefinition, ToolRegistry, ToolsLike
@@ -67,6 +67,7 @@ class _AgentOptions(Generic[DepsT, OutputT]):
         max_iterations: int = 25,
         max_tool_calls_per_turn: int = 50,
         limits: RunLimits | None = None,
+        spend: SpendLimits | None = None,
         max_concurrent_tools: int | None = None,
         strategy: ExecutionStrategy | str = ExecutionStrategy.NATIVE,
         stream_plans: bool = False,
@@ -91,6 +92,11 @@ class _AgentOptions(Generic[DepsT, OutputT]):
             limits, max_concurrency=max_concurrent_tools, budget=budget, step_timeout=tool_timeout
         )
         self.model = infer_model(model)
+        if spend is not None:
+            if not isinstance(spend, SpendLimits):
+                raise UserError(f"spend must be a toolplan.SpendLimits, got {type(spend).__name__}.")
+            spend.check(self._model)  # a money cap needs the model's price: say so now, not mid-run
+        self.spend = spend
         self.name = name
         self.instructions = instructions
         registry = ToolRegistry.of(tools)

@@ -32,10 +32,13 @@ class AgentResult(Generic[OutputT]):
         status: ``"completed"`` when the model answered. In a partial result (the ``result`` of
             `toolplan.UsageLimitExceeded`, or what ``on_limit="return"`` returns): ``"max_iterations"``
             (the run made ``max_iterations`` model requests), ``"usage_limit"`` (the model asked for
-            tools after the run's deadline or budget ran out) or ``"output_invalid"`` (in
-            `toolplan.OutputValidationError`); ``error`` then says what to do.
+            tools after the run's deadline or budget ran out, or the run reached a model spend cap)
+            or ``"output_invalid"`` (in `toolplan.OutputValidationError`); ``error`` then says what
+            to do.
         messages: The whole conversation, system prompt first.
-        usage: Requests and tokens over the run.
+        usage: Requests and tokens over the run (input, output, cached input, cache writes).
+        money: What the run's model requests cost at the price table of ``Agent(spend=...)``;
+            None without a price for the model.
         plan_results: Every plan the model ran (``execute_tool_plan`` / ``execute_plan``), in order.
         tool_calls: Tool calls the model made (a plan counts as one call; its steps are in
             ``plan_results``).
@@ -58,6 +61,7 @@ class AgentResult(Generic[OutputT]):
     new_message_index: int = field(default=0, repr=False)
     call_results: tuple[PlanResult, ...] = field(default=(), repr=False)
     declarations: tuple[Declaration, ...] = ()
+    money: float | None = None
 
     def audit(self, *, tools: ToolsLike | None = None) -> list[Finding]:
         """The model's last declared plan (``declare_plan``) against what the run did: `toolplan.policy.audit`.

@@ -8,8 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._errors import UsageLimitExceeded
 from ..execute import BudgetWarning
 from ..models import ModelMessage, ToolReturnMessage, Usage
+from ..models._internal import SpendMeter
 from ._events import AgentEvent
 from ._executors import TurnContext
 from ._result import AgentResult, RunStatus
@@ -28,6 +30,19 @@ class RunState:
     usage: Usage = field(default_factory=Usage)
     calls: int = 0
     output_failures: int = 0
+    meter: SpendMeter | None = None  # the run's model spend, with `Agent(spend=...)`
+
+    async def spend_refusal(self, usage: Usage | None = None) -> tuple[str, str] | None:
+        """``(limit, message)`` when the next request (or, given ``usage``, the answer just had) passes a spend cap."""
+        assert self.meter is not None
+        try:
+            if usage is None:
+                await self.meter.before(self.messages)
+            else:  # before the answer joins the messages: the meter counts what the request sent
+                await self.meter.after(self.messages, usage)
+        except UsageLimitExceeded as exc:
+            return exc.limit, str(exc)
+        return None
 
     def result(self, output: Any, status: RunStatus, *, error: str | None = None) -> AgentResult[Any]:
         """A result from what the run has so far (final, or partial with ``error``)."""
@@ -43,6 +58,7 @@ class RunState:
             error=error,
             call_results=tuple(self.ctx.call_results),
             declarations=tuple(getattr(self.ctx.meta_tools.get("declare_plan"), "declarations", ())),
+            money=None if self.meter is None else self.meter.money_spent,
         )
 
 

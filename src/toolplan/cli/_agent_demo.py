@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..agent import Agent, AgentResult
-from ..models import AssistantMessage, Model, ModelMessage, ToolCall, ToolReturnMessage, infer_model
+from ..models import AssistantMessage, Model, ModelMessage, SpendLimits, ToolCall, ToolReturnMessage, infer_model
 from ..testing import FunctionInfo, FunctionModel
 from ._demo import demo_tools
 from ._render import prose, say
@@ -138,10 +138,11 @@ AGENT_MODES = (  # label, the demo model's mode, agent strategy, tool planning
 )
 
 
-def demo_agent(model: Model, strategy: str, planning: bool) -> Agent:
-    """The demo's agent: its tools and instructions, one of `AGENT_MODES`' strategies."""
+def demo_agent(model: Model, strategy: str, planning: bool, spend: SpendLimits | None = None) -> Agent:
+    """The demo's agent: its tools and instructions, one of `AGENT_MODES`' strategies, and model spend caps."""
     return Agent(
         model=model,
+        spend=spend,
         tools=demo_tools(),
         strategy=strategy,
         tool_planning=planning,
@@ -155,31 +156,39 @@ def tool_calls(result: AgentResult) -> int:
     return sum(len(p.steps) for p in result.plan_results) or result.tool_calls
 
 
-async def _run_all(model: Model | None, on_start: Callable[[str, int, int], None] | None = None) -> list[_Row]:
+async def _run_all(
+    model: Model | None,
+    on_start: Callable[[str, int, int], None] | None = None,
+    spend: SpendLimits | None = None,
+) -> list[_Row]:
     rows: list[_Row] = []
     modes = [m for m in AGENT_MODES if model is None or m[3]]
     for n, (label, key, strategy, planning) in enumerate(modes, start=1):
         if on_start is not None:
             on_start(label, n, len(modes))
-        agent = demo_agent(model or demo_model(key), strategy, planning)
+        agent = demo_agent(model or demo_model(key), strategy, planning, spend)
         start = time.perf_counter()
         result = await agent.run(AGENT_TASK)
         rows.append(_Row(label, result, time.perf_counter() - start))
     return rows
 
 
-def _run_with_progress(console: Console, model: Model | None) -> list[_Row]:
+def _run_with_progress(console: Console, model: Model | None, spend: SpendLimits | None) -> list[_Row]:
     """Run every mode, saying which one runs: a spinner on a terminal, one line per mode otherwise."""
     if not console.is_terminal:
-        return asyncio.run(_run_all(model, lambda label, n, total: say(console, f"Running: {label} ({n} of {total})")))
+        return asyncio.run(
+            _run_all(model, lambda label, n, total: say(console, f"Running: {label} ({n} of {total})"), spend)
+        )
     with console.status("Running the agents…") as status:
         return asyncio.run(
-            _run_all(model, lambda label, n, total: status.update(f"Running the task: {label} ({n} of {total})…"))
+            _run_all(
+                model, lambda label, n, total: status.update(f"Running the task: {label} ({n} of {total})…"), spend
+            )
         )
 
 
-def run_agent_demo(console: Console, model: Model | None = None) -> None:
-    """Run the task in each mode and print requests, tokens and time side by side."""
+def run_agent_demo(console: Console, model: Model | None = None, spend: SpendLimits | None = None) -> None:
+    """Run the task in each mode and print requests, tokens and time side by side (each run capped by ``spend``)."""
     say(console, "")
     say(console, "Agents: the same task with three ways of calling tools.", "bold")
     prose(console, f"Task: {AGENT_TASK}", "dim")
@@ -193,7 +202,7 @@ def run_agent_demo(console: Console, model: Model | None = None) -> None:
         )
     else:
         say(console, f"Model: {model.name} ({model.provider}), a real model, planning mode only.", "yellow")
-    rows = _run_with_progress(console, model)
+    rows = _run_with_progress(console, model, spend)
     table = Table(show_edge=False, pad_edge=False)
     table.add_column("mode", no_wrap=True)
     for column in ("requests", "tokens in", "tokens out", "tool calls", "wall time"):

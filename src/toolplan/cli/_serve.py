@@ -32,6 +32,7 @@ from ._common import (
 )
 from ._loader import CliInputError, with_skills
 from ._render import print_json, print_listing, say
+from ._spend import MaxMoneyOpt, MaxTotalTokensOpt, PriceOpt, PricesFileOpt, spend_limits
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -174,6 +175,29 @@ def serve_command(
             help="The length of a key's budget window (3600: per hour, 86400: per day).",
         ),
     ] = 3600,
+    key_budget_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--key-budget-tokens",
+            min=0,
+            metavar="N",
+            help="Model tokens (input plus output) one API key's planning requests may use per --key-budget-period; "
+            "more are answered 429.",
+        ),
+    ] = None,
+    key_budget_money: Annotated[
+        float | None,
+        typer.Option(
+            "--key-budget-money",
+            min=0,
+            metavar="AMOUNT",
+            help="Money one API key's planning requests may spend on the model per --key-budget-period (at --price).",
+        ),
+    ] = None,
+    max_total_tokens: MaxTotalTokensOpt = None,
+    max_money: MaxMoneyOpt = None,
+    price: PriceOpt = None,
+    prices: PricesFileOpt = None,
 ) -> None:
     """Serve the planner API (REST under /v1, GraphQL at /graphql, OpenAPI at /docs) until stopped.
 
@@ -197,10 +221,24 @@ def serve_command(
     config = ServiceConfig()  # the service's defaults, for what the command line leaves out
     changes: dict[str, Any] = {"slots": slots, "max_active_per_key": max_active_per_key}
     try:
+        # per planning request, and the price table
+        changes["spend"] = spend_limits(
+            max_total_tokens=max_total_tokens, max_money=max_money, prices=price, prices_file=prices
+        )
+        budget = (key_budget_calls, key_budget_cost, key_budget_tokens, key_budget_money)
+        if any(b is not None for b in budget):
+            changes["key_budget"] = WindowLimits(
+                period=key_budget_period,
+                max_tool_calls=key_budget_calls,
+                max_cost=key_budget_cost,
+                max_total_tokens=key_budget_tokens,
+                max_money=key_budget_money,
+            )
         config = dataclasses.replace(config, **{k: v for k, v in changes.items() if v is not None})
-        if key_budget_calls is not None or key_budget_cost is not None:
-            window = WindowLimits(period=key_budget_period, max_tool_calls=key_budget_calls, max_cost=key_budget_cost)
-            config = dataclasses.replace(config, key_budget=window)
+        if model_obj is not None and config.spend is not None:
+            config.spend.check(model_obj, money=key_budget_money is not None)
+        elif model_obj is not None and key_budget_money is not None:
+            fail(f"--key-budget-money needs the model's price: pass --price {model_obj.name}=IN,OUT (per million).")
     except UserError as exc:
         fail(exc.message)
     backend_obj = start_backend(backend)
@@ -224,7 +262,7 @@ def serve_command(
         from ..planner import Planner
         from ..schedules import Scheduler
 
-        planner = Planner(model_obj, tools, store=store) if model_obj is not None else None  # for task schedules
+        planner = Planner(model_obj, tools, store=store, spend=config.spend) if model_obj is not None else None
         stop = asyncio.Event()  # due schedules become queued executions, which the service runs
         async with asyncio.TaskGroup() as group:
             group.create_task(Scheduler(store, planner=planner).run(stop=stop), name="toolplan:scheduler")

@@ -198,6 +198,7 @@ class Planned:
         issues: Its warnings.
         repaired: True when the model's first plan was invalid and the repair is this one.
         usage: Model requests and tokens used.
+        money: What the planning cost at the service's prices; None when it has none.
     """
 
     request_id: str
@@ -207,6 +208,7 @@ class Planned:
     issues: tuple[PlanIssue, ...]
     repaired: bool
     usage: Usage
+    money: float | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Planned:
@@ -222,7 +224,10 @@ class Planned:
                 requests=usage.get("requests", 0),
                 input_tokens=usage.get("input_tokens", 0),
                 output_tokens=usage.get("output_tokens", 0),
+                cached_input_tokens=usage.get("cached_input_tokens", 0),
+                cache_write_tokens=usage.get("cache_write_tokens", 0),
             ),
+            money=data.get("money"),
         )
 
 

@@ -15,4 +15,5 @@ from ._result import cap_text as cap_text
 from ._run import PlanRun as PlanRun
 from ._step import set_retry_backoff as set_retry_backoff
 from ._streaming import StreamingPlan as StreamingPlan
+from ._window import spend_refusal as spend_refusal
 from ._window import window_refusal as window_refusal

@@ -32,6 +32,10 @@ from ._settings import ModelSettings as ModelSettings
 from ._settings import ModelSettingsLike as ModelSettingsLike
 from ._settings import RetryConfig as RetryConfig
 from ._settings import ToolChoice as ToolChoice
+from ._spend import ModelPrice as ModelPrice
+from ._spend import SpendCharge as SpendCharge
+from ._spend import SpendLimits as SpendLimits
+from ._spend import SpendWindow as SpendWindow
 
 __all__ = (
     "AnthropicModel",
@@ -41,6 +45,7 @@ __all__ = (
     "LocalModel",
     "Model",
     "ModelMessage",
+    "ModelPrice",
     "ModelResponse",
     "ModelSettings",
     "ModelSettingsLike",
@@ -48,6 +53,9 @@ __all__ = (
     "OpenAIModel",
     "ResponseCompleted",
     "RetryConfig",
+    "SpendCharge",
+    "SpendLimits",
+    "SpendWindow",
     "SystemMessage",
     "TextDelta",
     "ToolCall",

@@ -333,11 +333,15 @@ class _StreamState:
         elif kind == "message_delta":
             if raw.delta.stop_reason:
                 builder.finish_reason = _FINISH.get(raw.delta.stop_reason, "other")
-            usage = raw.usage
+            usage, held = raw.usage, builder.usage  # the delta's counts are cumulative; some may be absent
             builder.usage = Usage(
                 requests=1,
-                input_tokens=max(builder.usage.input_tokens, _input_tokens(usage)),
+                input_tokens=max(held.input_tokens, _input_tokens(usage)),
                 output_tokens=usage.output_tokens or 0,
+                cached_input_tokens=max(held.cached_input_tokens, getattr(usage, "cache_read_input_tokens", None) or 0),
+                cache_write_tokens=max(
+                    held.cache_write_tokens, getattr(usage, "cache_creation_input_tokens", None) or 0
+                ),
             )
         return []
 
@@ -352,7 +356,13 @@ def _input_tokens(usage: Any) -> int:
 def _usage(usage: Any) -> Usage:
     if usage is None:
         return Usage(requests=1)
-    return Usage(requests=1, input_tokens=_input_tokens(usage), output_tokens=usage.output_tokens or 0)
+    return Usage(
+        requests=1,
+        input_tokens=_input_tokens(usage),
+        output_tokens=usage.output_tokens or 0,
+        cached_input_tokens=getattr(usage, "cache_read_input_tokens", None) or 0,
+        cache_write_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,
+    )
 
 
 def _messages(messages: Sequence[ModelMessage]) -> list[dict[str, Any]]:

@@ -1,4 +1,6 @@
-"""What the test models may use of the model layer's internals: messages, streaming, the request guard.
+"""What other packages may use of the model layer's internals.
+
+The test models: messages, streaming, the request guard. The agent and the planner: the spend meter.
 
 The layering test refuses any other import of a private module from outside the package.
 """
@@ -11,5 +13,6 @@ from ._local import LlamaServerProcess as LlamaServerProcess
 from ._local import find_smollm2_gguf as find_smollm2_gguf
 from ._messages import approximate_tokens as approximate_tokens
 from ._messages import message_text as message_text
+from ._spend import SpendMeter as SpendMeter
 from ._streaming import StreamBuilder as StreamBuilder
 from ._streaming import response_events as response_events

@@ -163,11 +163,17 @@ class Usage:
         requests: Model requests made (a retried request counts once).
         input_tokens: Tokens the model read (prompt, including cached prompt tokens).
         output_tokens: Tokens the model wrote.
+        cached_input_tokens: Of ``input_tokens``, those read from the provider's prompt cache
+            (OpenAI's ``prompt_tokens_details.cached_tokens``, Anthropic's ``cache_read_input_tokens``).
+        cache_write_tokens: Of ``input_tokens``, those written to the provider's prompt cache
+            (Anthropic's ``cache_creation_input_tokens``).
     """
 
     requests: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -181,7 +187,20 @@ class Usage:
             requests=self.requests + other.requests,
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
+            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
         )
+
+    def to_dict(self) -> dict[str, int]:
+        """The counts as JSON data (``total_tokens`` included)."""
+        return {
+            "requests": self.requests,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "total_tokens": self.total_tokens,
+            "cached_input_tokens": self.cached_input_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -314,7 +314,13 @@ def _finish(reason: str | None) -> FinishReason | None:
 def _usage(usage: CompletionUsage | None) -> Usage:
     if usage is None:
         return Usage(requests=1)
-    return Usage(requests=1, input_tokens=usage.prompt_tokens or 0, output_tokens=usage.completion_tokens or 0)
+    details = getattr(usage, "prompt_tokens_details", None)  # absent from some servers' answers (and old SDKs)
+    return Usage(
+        requests=1,
+        input_tokens=usage.prompt_tokens or 0,
+        output_tokens=usage.completion_tokens or 0,
+        cached_input_tokens=getattr(details, "cached_tokens", None) or 0,
+    )
 
 
 def _tool(tool: ToolDefinition) -> dict[str, Any]:

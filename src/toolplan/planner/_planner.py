@@ -17,6 +17,8 @@ from ..models import (
     Model,
     ModelMessage,
     ModelSettings,
+    SpendCharge,
+    SpendLimits,
     SystemMessage,
     ToolCall,
     ToolReturnMessage,
@@ -24,6 +26,7 @@ from ..models import (
     UserMessage,
     infer_model,
 )
+from ..models._internal import SpendMeter
 from ..plan import DEFAULT_MAX_STEPS, META_TOOL_NAMES, Dialect, Plan, dump_plan, validate_plan
 from ..store import Store
 from ..tools import ToolAnnotations, ToolDefinition, ToolRegistry, ToolsLike
@@ -57,6 +60,7 @@ class PlanDraft:
         valid: True when the plan has no errors and may be run.
         repaired: True when a repair request was made (whatever came of it).
         usage: Model requests and tokens.
+        money: What the model requests cost at ``Planner(spend=...)``'s prices; None without a price.
         requests: The model requests made, in order: the messages of each (1, or 2 with a repair).
         text: The plan as the model wrote it (its last version), for diagnosis.
         versions: Every version, oldest first (the first draft, then its repair), as a store keeps them.
@@ -77,6 +81,7 @@ class PlanDraft:
     versions: tuple[PlanVersion, ...] = field(repr=False, default=())
     dialect: OutputDialect = "native"
     document: Mapping[str, Any] | None = field(repr=False, default=None)
+    money: float | None = None
 
     @property
     def errors(self) -> tuple[PlanIssue, ...]:
@@ -138,9 +143,12 @@ class Planner:
             writes a native plan (the format the schema constrains); a valid one is converted, and
             a plan the chaining dialect cannot say counts as invalid (a ``not_expressible`` issue,
             which the repair round shows the model).
+        spend: Caps on the model spend of one `plan` call (`toolplan.SpendLimits`), checked before
+            each request (the first, and the repair) and after each response; a cap reached raises
+            `UsageLimitExceeded` with what was spent. Its prices give ``draft.money``.
 
     Raises:
-        UserError: no tools, or an unknown ``dialect``.
+        UserError: no tools, an unknown ``dialect``, or a money cap without a price for the model.
     """
 
     def __init__(
@@ -153,11 +161,17 @@ class Planner:
         settings: ModelSettings | None = None,
         store: Store | None = None,
         dialect: OutputDialect = "native",
+        spend: SpendLimits | None = None,
     ) -> None:
         if dialect not in get_args(OutputDialect):
             raise UserError(f"Planner delivers plans in the 'native' or 'chaining' dialect, not {dialect!r}.")
         self.dialect: OutputDialect = dialect
         self.model = infer_model(model)
+        if spend is not None:
+            if not isinstance(spend, SpendLimits):
+                raise UserError(f"spend must be a toolplan.SpendLimits, got {type(spend).__name__}.")
+            spend.check(self.model)
+        self.spend = spend
         self.store = store
         self.registry = ToolRegistry.of(tools).without(*META_TOOL_NAMES)
         if not self.registry.names:
@@ -173,11 +187,16 @@ class Planner:
         )
         self.instructions = _INSTRUCTIONS.format(submit=SUBMIT_TOOL_NAME, catalogue=_catalogue(self.registry))
 
-    async def plan(self, query: str) -> PlanDraft:
+    async def plan(self, query: str, *, charge: SpendCharge | None = None) -> PlanDraft:
         """Plan ``query``: one request, and one repair request if the plan is invalid.
+
+        ``charge`` also checks each request against a spend window beyond this call (an API key's,
+        as the service does) and adds each response's usage to it.
 
         Raises:
             UserError: ``query`` is empty or not a string.
+            UsageLimitExceeded: a spend cap (``spend``'s, or ``charge``'s window) was reached; its
+                ``usage`` and ``money`` say what was spent. Nothing is stored.
             ModelHTTPError, ModelConnectionError: the model could not be asked.
             StoreError: the planner has a store and it failed (the draft is not kept then).
         """
@@ -185,22 +204,23 @@ class Planner:
             raise UserError("Planner.plan() needs a non-empty question (a string).")
         request_id = new_id("req")
         tracer = get_tracer()
+        meter = None if self.spend is None and charge is None else SpendMeter(self.spend, self.model, charge=charge)
         if tracer is None:
-            return await self._plan(query, request_id)
+            return await self._plan(query, request_id, meter)
         from ..tracing._internal import plan_span, record_draft
 
         with plan_span(tracer, self.model.name, request_id) as span:
-            draft = await self._plan(query, request_id)
+            draft = await self._plan(query, request_id, meter)
             record_draft(
                 span, draft.plan_id, draft.valid, draft.repaired, draft.usage.input_tokens, draft.usage.output_tokens
             )
             return draft
 
-    async def _plan(self, query: str, request_id: str) -> PlanDraft:
+    async def _plan(self, query: str, request_id: str, meter: SpendMeter | None) -> PlanDraft:
         messages: list[ModelMessage] = [SystemMessage(content=self.instructions), UserMessage(content=query)]
         requests: list[tuple[ModelMessage, ...]] = []
         usage = Usage()
-        reply, usage = await self._ask(messages, requests, usage)
+        reply, usage = await self._ask(messages, requests, usage, meter)
         text, call = _plan_text(reply)
         versions = [self._version(text, None)]
         if not versions[0].valid:  # exactly one repair, with the model's own plan and every problem
@@ -212,7 +232,7 @@ class Planner:
                 )
             else:
                 messages.append(UserMessage(content=problems))
-            reply, usage = await self._ask(messages, requests, usage)
+            reply, usage = await self._ask(messages, requests, usage, meter)
             text, _ = _plan_text(reply)
             versions.append(self._version(text, versions[0].plan_id))
         final = versions[-1]
@@ -230,19 +250,13 @@ class Planner:
             versions=tuple(versions),
             dialect=self.dialect,
             document=self._document(final.plan) if final.valid else None,
+            money=None if meter is None else meter.money_spent,
         )
         if self.store is not None:
-            await save_request(
-                self.store,
-                request_id,
-                query,
-                versions,
-                usage={
-                    "requests": usage.requests,
-                    "input_tokens": usage.input_tokens,
-                    "output_tokens": usage.output_tokens,
-                },
-            )
+            spent: dict[str, Any] = usage.to_dict()
+            if draft.money is not None:
+                spent["money"] = draft.money
+            await save_request(self.store, request_id, query, versions, usage=spent)
         return draft
 
     def _version(self, text: str, parent_id: str | None) -> PlanVersion:
@@ -261,8 +275,14 @@ class Planner:
         return None if plan is None else dump_plan(plan, self.dialect)
 
     async def _ask(
-        self, messages: list[ModelMessage], requests: list[tuple[ModelMessage, ...]], usage: Usage
+        self,
+        messages: list[ModelMessage],
+        requests: list[tuple[ModelMessage, ...]],
+        usage: Usage,
+        meter: SpendMeter | None,
     ) -> tuple[AssistantMessage, Usage]:
+        if meter is not None:
+            await meter.before(messages)
         requests.append(tuple(messages))
         settings = self.settings
         if self.constrained:
@@ -280,6 +300,8 @@ class Planner:
             with chat_span(tracer, self.model.name) as chat:
                 response = await self.model.request(messages, tools, settings)
                 record_response(chat, response)
+        if meter is not None:
+            await meter.after(messages, response.usage)
         return response.message, usage + response.usage
 
     def _check(self, text: str) -> tuple[Plan | None, tuple[PlanIssue, ...]]:

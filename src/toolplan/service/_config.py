@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from .._errors import UserError
 from ..execute import Backend, RunLimits, WindowLimits
+from ..models import SpendLimits
 
 __all__ = ("ServiceConfig",)
 
@@ -25,8 +26,12 @@ class ServiceConfig:
         max_query_chars: Longest question ``POST /v1/requests`` takes.
         backend: Where the executions' tool calls run (``toolplan.backends.RayBackend()``: on a Ray
             cluster); None: in this process. Started before the service takes work.
-        key_budget: A budget window per API key (calls and cost per period), kept in the store and
+        key_budget: A budget window per API key (calls and cost per period, and the model spend of
+            the key's planning requests: tokens, money at ``spend``'s prices), kept in the store and
             shared by every process on it; None for none. ``GET /v1/budget`` shows a key's.
+        spend: Caps on the model spend of one planning request (``POST /v1/requests``), and the
+            price table that turns tokens into money (for these caps and ``key_budget``'s
+            ``max_money``). None: no caps, no money reported.
     """
 
     max_body_bytes: int = 1_048_576
@@ -38,6 +43,7 @@ class ServiceConfig:
     max_query_chars: int = 8_000
     backend: Backend | None = None
     key_budget: WindowLimits | None = None
+    spend: SpendLimits | None = None
 
     def __post_init__(self) -> None:
         if self.backend is not None and not isinstance(self.backend, Backend):
@@ -46,6 +52,8 @@ class ServiceConfig:
             )
         if self.key_budget is not None and not isinstance(self.key_budget, WindowLimits):
             raise UserError(f"ServiceConfig.key_budget must be a WindowLimits, not {type(self.key_budget).__name__}.")
+        if self.spend is not None and not isinstance(self.spend, SpendLimits):
+            raise UserError(f"ServiceConfig.spend must be a SpendLimits, not {type(self.spend).__name__}.")
         for name in ("max_body_bytes", "max_active_per_key", "slots", "max_query_chars"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

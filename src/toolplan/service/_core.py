@@ -9,7 +9,7 @@ from typing import Any
 from .._errors import PlanIssue, PlanValidationError, RunConflictError, UserError
 from .._json import json_safe
 from ..execute import execute_plan
-from ..models import Model
+from ..models import Model, SpendCharge, SpendLimits
 from ..plan import validate_plan
 from ..planner import PlanDraft, Planner, get_request
 from ..store import RunInfo, Store
@@ -48,8 +48,13 @@ class Service:
         self.data = ServiceStore(store)
         self.tools = ToolRegistry.of(tools)
         self.config = config or ServiceConfig()
-        self.planner = Planner(model, self.tools, store=store) if model is not None else None
+        self.planner = Planner(model, self.tools, store=store, spend=self.config.spend) if model is not None else None
         self.runner = Runner(store, self.tools, self.config)
+        budget = self.config.key_budget
+        # Each key's model spend, in the same window as its tool calls (the store's: every worker's).
+        self.spend_window = self.runner.window
+        if self.planner is not None and budget is not None and budget.max_money is not None:
+            (self.config.spend or SpendLimits()).check(self.planner.model, money=True)
         self.keys = KeyCheck(self.data, api_keys)
 
     def need_planner(self) -> Planner:
@@ -73,14 +78,21 @@ class Service:
             raise UserError(f"query is {len(query)} characters, over this service's {self.config.max_query_chars}.")
         return planner
 
-    async def plan_query(self, planner: Planner, query: str) -> dict[str, Any]:
+    async def plan_query(self, planner: Planner, query: str, api_key: str | None) -> dict[str, Any]:
         """Plan ``query`` (stored under new request and plan ids): the draft, valid.
+
+        The planner's model requests are charged to ``api_key``'s spend window, if the service has one.
 
         Raises:
             ApiError: 422 ``plan_invalid`` when the plan is invalid even after one repair (its details
                 hold the draft, as this returns it); nothing ran.
+            UsageLimitExceeded: a spend cap (the service's per request, or the key's window) was reached.
         """
-        draft = await planner.plan(query)
+        charge = None
+        if self.spend_window is not None:
+            money = self.config.key_budget is not None and self.config.key_budget.max_money is not None
+            charge = SpendCharge(self.spend_window, api_key or "(no key)", needs_price=money)
+        draft = await planner.plan(query, charge=charge)
         out = draft_view(draft)
         if not draft.valid:
             message = "The model's plan is invalid even after one repair; nothing ran. details has the plan and issues."
@@ -299,9 +311,6 @@ def draft_view(draft: PlanDraft) -> dict[str, Any]:
         "issues": [issue_view(i) for i in draft.issues],
         "valid": draft.valid,
         "repaired": draft.repaired,
-        "usage": {
-            "requests": draft.usage.requests,
-            "input_tokens": draft.usage.input_tokens,
-            "output_tokens": draft.usage.output_tokens,
-        },
+        "usage": draft.usage.to_dict(),
+        "money": draft.money,
     }

@@ -21,6 +21,7 @@ from .._errors import (
     StoreError,
     ToolplanError,
     UnexpectedModelBehavior,
+    UsageLimitExceeded,
     UserError,
 )
 
@@ -52,6 +53,7 @@ _STATUS: tuple[tuple[type[ToolplanError], int], ...] = (
     (PlanNotFoundError, 404),
     (RunConflictError, 409),
     (ConcurrencyLimitError, 429),
+    (UsageLimitExceeded, 429),  # a model spend cap: the key's window, or the service's per request
     (StoreError, 503),
     (PlanValidationError, 422),
     (UserError, 400),
@@ -74,7 +76,11 @@ def coded(exc: BaseException) -> tuple[int, str, str, Any] | None:
     if isinstance(exc, ApiError):
         return exc.status, exc.code, exc.message, exc.details
     if isinstance(exc, ToolplanError):
-        details = [i.to_dict() for i in exc.issues] if isinstance(exc, PlanValidationError) else None
+        details: Any = None
+        if isinstance(exc, PlanValidationError):
+            details = [i.to_dict() for i in exc.issues]
+        elif isinstance(exc, UsageLimitExceeded) and exc.usage is not None:
+            details = {"limit": exc.limit, "usage": exc.usage.to_dict(), "money": exc.money}
         return status_of(exc), exc.code, str(exc), details
     return None
 

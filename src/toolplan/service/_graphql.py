@@ -179,7 +179,7 @@ class Mutation:
     async def create_plan_with_request_id(self, info: GqlInfo, query: str) -> PlanDraft:
         svc = info.context.service
         planner = svc.check_query(query)
-        return PlanDraft.of(await svc.plan_query(planner, query))
+        return PlanDraft.of(await svc.plan_query(planner, query, info.context.api_key))
 
     @_mutation("Validate a plan (JSON) and store it (as POST /v1/plans); error invalid_plan.")
     async def create_plan(self, info: GqlInfo, plan: JSON, dialect: PlanDialect | None = None) -> Plan:

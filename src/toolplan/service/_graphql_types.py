@@ -219,6 +219,16 @@ class KeyBudget:
     max_cost: float | None
     calls_left: int | None
     cost_left: float | None
+    input_tokens: int = strawberry.field(description="Model input tokens of the key's planning requests.")
+    output_tokens: int = strawberry.field(description="Model output tokens of the key's planning requests.")
+    total_tokens: int
+    money: float = strawberry.field(description="What the key's planning requests cost, at the service's prices.")
+    max_input_tokens: int | None
+    max_output_tokens: int | None
+    max_total_tokens: int | None
+    max_money: float | None
+    total_tokens_left: int | None
+    money_left: float | None
 
 
 @strawberry.type(description="An execution of a stored plan: its status, a table of its steps, its outputs.")
@@ -358,6 +368,7 @@ class Usage:
     requests: int
     input_tokens: int
     output_tokens: int
+    cached_input_tokens: int = strawberry.field(description="Of the input tokens, those read from the cache.")
 
 
 @strawberry.type(description="What the planner made of a question (valid: an invalid one is a plan_invalid error).")
@@ -370,6 +381,7 @@ class PlanDraft:
     valid: bool
     repaired: bool = strawberry.field(description="True when a repair request was made.")
     usage: Usage
+    money: float | None = strawberry.field(description="What the planning cost, at the service's prices.")
 
     @staticmethod
     def of(d: dict[str, Any]) -> PlanDraft:
@@ -382,7 +394,13 @@ class PlanDraft:
             issues=[Issue.of(i) for i in d["issues"]],
             valid=d["valid"],
             repaired=d["repaired"],
-            usage=Usage(requests=u["requests"], input_tokens=u["input_tokens"], output_tokens=u["output_tokens"]),
+            usage=Usage(
+                requests=u["requests"],
+                input_tokens=u["input_tokens"],
+                output_tokens=u["output_tokens"],
+                cached_input_tokens=u["cached_input_tokens"],
+            ),
+            money=d["money"],
         )
 
 

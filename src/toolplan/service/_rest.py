@@ -59,7 +59,7 @@ async def create_request(body: RequestIn, request: Request, svc: Svc, _key: Idem
     planner = svc.check_query(body.query)
 
     async def action(_reserved: str) -> Outcome:
-        return 201, await svc.plan_query(planner, body.query)
+        return 201, await svc.plan_query(planner, body.query, getattr(request.state, "api_key", None))
 
     return await idempotent(request, svc.data, "req", action)
 

@@ -234,6 +234,10 @@ budget_windows = sa.Table(  # v7: budget windows beyond one run (per API key and
     sa.Column("window_start", sa.Float, primary_key=True),  # seconds since the epoch
     sa.Column("calls", sa.Integer, nullable=False),
     sa.Column("cost", sa.Float, nullable=False),
+    # v10: the key's model spend in the window
+    sa.Column("input_tokens", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("output_tokens", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("money", sa.Float, nullable=False, server_default="0"),
 )
 
 
@@ -347,6 +351,11 @@ def _v9(conn: sa.Connection) -> None:
     _add_columns(conn, steps, ("session",))
 
 
+def _v10(conn: sa.Connection) -> None:
+    """Model spend (tokens, money) in budget windows."""
+    _add_columns(conn, budget_windows, ("input_tokens", "output_tokens", "money"))
+
+
 def _add_columns(conn: sa.Connection, table: sa.Table, names: tuple[str, ...]) -> None:
     have = {c["name"] for c in sa.inspect(conn).get_columns(table.name)}
     for name in names:
@@ -358,7 +367,7 @@ def _add_columns(conn: sa.Connection, table: sa.Table, names: tuple[str, ...]) -
 
 
 #: Ordered migrations: migration ``n`` takes the schema from version ``n - 1`` to ``n``.
-MIGRATIONS: tuple[Callable[[sa.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9)
+MIGRATIONS: tuple[Callable[[sa.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
