@@ -47,8 +47,9 @@ JSONTextError (ValueError)         JSON text toolplan cannot read; each reader t
 Internal signals, caught in the module that raises them and never seen by a caller: the sandbox's
 ``ProtocolViolation``, ``DataError``, ``DataTooLarge``, ``MessageTooLarge``, ``TruncatedFrame`` and
 ``_Stop``; Ray code runs' ``WorkerGone`` and ``_Refused``; the agent's ``OutputValidationFailed``;
-references' ``_TooDeep``; the data tools' bounded query's ``QueryBoundError`` and
-``_Over``; the service's ``_TooLarge``; the store codec's ``_NotPlain``.
+references' ``_TooDeep``; expressions' ``ExpressionFailed`` (caught by the executor: a step error of
+kind ``invalid_expression``); the data tools' bounded query's ``QueryBoundError`` and ``_Over``; the
+service's ``_TooLarge``; the store codec's ``_NotPlain``.
 
 Messages say what happened and then what to do about it. Constructors have no side effects.
 

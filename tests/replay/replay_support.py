@@ -45,6 +45,8 @@ WHEEL = f"nestful_wrapper-{VERSION}-py3-none-any.whl"
 REF_RE = re.compile(r"\$(var\d+)((?:\.[^$.\[\]]+|\[\d+\])*)\$")
 _PART_RE = re.compile(r"\.([^$.\[\]]+)|\[(\d+)\]")
 _ARITHMETIC_RE = re.compile(r"[\d\s.+\-*/()]*")
+#: A token of arithmetic over references: a reference, a number, an operator or a parenthesis.
+_TOKEN_RE = re.compile(r"\s*(?:(?P<ref>" + REF_RE.pattern + r")|(?P<num>\d+(?:\.\d*)?|\.\d+)|(?P<op>[-+*/()]))")
 _NAME_RE = re.compile(r"[^A-Za-z0-9_-]")
 _JSON_TYPES = frozenset({"string", "number", "integer", "boolean", "array", "object", "null"})
 
@@ -224,8 +226,13 @@ def convert(
             rest = REF_RE.sub("", value)
             if rest == value:
                 raise NotExpressible(f"a reference without its closing '$': {value!r}")
-            if _ARITHMETIC_RE.fullmatch(rest):
-                raise NotExpressible(f"arithmetic over references: {value!r}")
+            if _ARITHMETIC_RE.fullmatch(rest):  # "$var1.price$ * 3": a computed argument
+                try:
+                    computed = arithmetic(value, lambda m: ref(m, True))
+                except _NotArithmetic:
+                    raise NotExpressible(f"arithmetic over references: {value!r}") from None
+                out.refs += len(REF_RE.findall(value))
+                return computed
             text: list[str] = []
             gold: list[str] = []
             end = 0
@@ -251,6 +258,97 @@ def convert(
     if wrong_target and not out.refs:
         raise NotExpressible("no reference to break")
     return out
+
+
+class _NotArithmetic(Exception):
+    """Text of digits, operators and references that is not one arithmetic expression."""
+
+
+_OPS: dict[str, Any] = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "/": lambda a, b: a / b,
+}
+
+
+def arithmetic(text: str, ref: Any) -> tuple[Any, Any]:
+    """``"$var1.price$ * 3"`` as a plan expression and its gold value (usual precedence, left to right).
+
+    ``ref(match)`` gives a reference's plan text and gold value. Raises `_NotArithmetic` for text
+    that does not parse, or whose gold value cannot be computed (not numbers, a division by zero).
+    """
+    tokens: list[tuple[str, Any]] = []
+    pos = 0
+    while pos < len(text):
+        m = _TOKEN_RE.match(text, pos)
+        if m is None or m.end() == pos:
+            if text[pos:].strip():
+                raise _NotArithmetic(text)
+            break
+        if m.group("ref") is not None:
+            tokens.append(("ref", REF_RE.fullmatch(m.group("ref"))))
+        elif m.group("num") is not None:
+            num = m.group("num")
+            number: int | float = float(num) if "." in num else int(num)
+            tokens.append(("value", (number, number)))
+        else:
+            tokens.append((m.group("op"), None))
+        pos = m.end()
+    at = 0
+
+    def peek() -> str | None:
+        return tokens[at][0] if at < len(tokens) else None
+
+    def take() -> tuple[str, Any]:
+        nonlocal at
+        if at >= len(tokens):
+            raise _NotArithmetic(text)
+        at += 1
+        return tokens[at - 1]
+
+    def combine(op: str, left: tuple[Any, Any], right: tuple[Any, Any]) -> tuple[Any, Any]:
+        a, b = left[1], right[1]
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a, b)):
+            raise _NotArithmetic(text)
+        if op == "/" and b == 0:
+            raise _NotArithmetic(text)
+        return {"$op": op, "args": [left[0], right[0]]}, _OPS[op](a, b)
+
+    def factor() -> tuple[Any, Any]:
+        kind, item = take()
+        if kind == "-":
+            inner = factor()
+            if not isinstance(inner[1], (int, float)):
+                raise _NotArithmetic(text)
+            return {"$op": "-", "args": [inner[0]]}, -inner[1]
+        if kind == "(":
+            inner = expression()
+            if take()[0] != ")":
+                raise _NotArithmetic(text)
+            return inner
+        if kind == "ref":
+            return ref(item)
+        if kind == "value":
+            return item
+        raise _NotArithmetic(text)
+
+    def term() -> tuple[Any, Any]:
+        left = factor()
+        while peek() in ("*", "/"):
+            left = combine(take()[0], left, factor())
+        return left
+
+    def expression() -> tuple[Any, Any]:
+        left = term()
+        while peek() in ("+", "-"):
+            left = combine(take()[0], left, term())
+        return left
+
+    result = expression()
+    if at != len(tokens) or not isinstance(result[0], dict):
+        raise _NotArithmetic(text)
+    return result
 
 
 def _broken(
@@ -327,8 +425,10 @@ def made_up_responses(sequence: Mapping[str, Any], schemas: Mapping[str, Mapping
                 place(whole.group(1), parts(whole.group(2)), properties.get(name, {}).get("type"))
                 continue
             for text in _strings(value):
+                rest = REF_RE.sub("", text)
+                number = rest != text and _ARITHMETIC_RE.fullmatch(rest) is not None  # arithmetic
                 for m in REF_RE.finditer(text):
-                    place(m.group(1), parts(m.group(2)), None)
+                    place(m.group(1), parts(m.group(2)), "number" if number else None)
     for n, call in enumerate(sequence["output"]):
         label = call.get("label") or f"step{n + 1}"
         trees.setdefault(label, {"done": f"<{label}>"})

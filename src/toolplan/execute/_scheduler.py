@@ -70,6 +70,7 @@ class Scheduler:
         "running_by_tool",
         "stopped",
         "tool_limits",
+        "unmet",
     )
 
     def __init__(
@@ -93,6 +94,8 @@ class Scheduler:
         self.running = 0
         self.running_by_tool: dict[str, int] = {}  # for tools with a limit
         self.stopped: str | None = None
+        # Steps skipped on purpose: a false condition, and the dependents skipped for it (usually none).
+        self.unmet: set[str] | None = None
         # Per step number:
         self._ids: list[str] = []
         self._tools: list[str] = []
@@ -366,6 +369,20 @@ class Scheduler:
         self._end(i, "not_run", reason)
         self._skip_dependents(i)
 
+    def skip(self, step_id: str, reason: str) -> None:
+        """A running step ended ``skipped`` on purpose (its condition was false); its dependents skip too.
+
+        They are in `unmet` with it: skipped by a condition, not by a failure.
+        """
+        i = self.order[step_id]
+        self.running -= 1
+        self._count(self._tools[i], -1)
+        if self.unmet is None:
+            self.unmet = set()
+        self.unmet.add(step_id)
+        self._end(i, "skipped", reason)
+        self._skip_dependents(i)
+
     # -- internals ------------------------------------------------------------------------------
 
     def _count(self, tool: str, delta: int) -> None:
@@ -411,6 +428,7 @@ class Scheduler:
     def _skip_from(self, i: int, cause: int) -> None:
         """Skip step ``i`` and its pending transitive dependents because step ``cause`` did not succeed."""
         states = self._states
+        unmet = self.unmet
         stack = [(i, cause)]
         while stack:
             n, why = stack.pop()
@@ -419,6 +437,9 @@ class Scheduler:
             verb = {"failed": "failed", "cancelled": "was cancelled", "not_run": "did not run"}.get(
                 states[why], "was skipped"
             )
+            if unmet is not None and self._ids[why] in unmet:  # skipped on purpose, so this one too
+                unmet.add(self._ids[n])
+                verb = "was skipped (a condition was false)"
             self._end(n, "skipped", f"Skipped because dependency {self._ids[why]!r} {verb}.")
             stack.extend((child, n) for child in self._children(n))
 
