@@ -15,7 +15,7 @@ from toolplan import execute_plan
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tools import back_order, check_inventory, purchase  # noqa: E402  (the example's own module)
+from tools import back_order, check_inventory, purchase
 
 
 def plan(sku: str, quantity: int) -> dict[str, Any]:

@@ -114,7 +114,7 @@ async def test_cogent_check_inventory_then_purchase_or_back_order() -> None:
         DONE.clear()
         model = ScriptedModel([_plan_call(sku, quantity), "done"])
         result = await Agent(model=model, tools=tools, tool_planning=True).run("order it")
-        assert DONE == [done]
+        assert [done] == DONE
         reply = next(m for m in result.messages if isinstance(m, ToolReturnMessage))
         assert not reply.is_error
         assert "Condition false" in reply.content and skipped in reply.content

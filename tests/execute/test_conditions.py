@@ -1,4 +1,4 @@
-"""Conditional steps and computed arguments when a plan runs: skipped with the reason, dependents, ``after``, hostile values."""
+"""Conditional steps and computed arguments at run time: skipped with the reason, dependents, hostile values."""
 
 from __future__ import annotations
 
@@ -189,7 +189,17 @@ async def test_computed_arguments(value: Any, expected: Any) -> None:
 )
 async def test_a_bad_value_fails_the_step_with_a_coded_error_not_the_run(value: Any, words: str) -> None:
     result = await run(
-        source({"name": "pen", "big": 10**60, "huge": 10**200, "float": 1e200, "zero": 0, "long": "x" * 60_000, "empty": []}),
+        source(
+            {
+                "name": "pen",
+                "big": 10**60,
+                "huge": 10**200,
+                "float": 1e200,
+                "zero": 0,
+                "long": "x" * 60_000,
+                "empty": [],
+            }
+        ),
         {"id": "use", "tool": "record", "arguments": {"value": value}},
         {"id": "cond", "tool": "record", "arguments": {"value": 1}, "when": value},
     )

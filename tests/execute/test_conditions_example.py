@@ -36,7 +36,8 @@ def test_the_script_buys_what_is_in_stock_and_back_orders_the_rest() -> None:
 
 
 def test_the_plan_file_is_the_scripts_plan_and_runs_from_the_command_line() -> None:
-    code = f"import json, sys; sys.path.insert(0, {str(EXAMPLE)!r}); import order; print(json.dumps(order.plan('lamp', 4)))"
+    code = f"import json, sys; sys.path.insert(0, {str(EXAMPLE)!r}); import order; "
+    code += "print(json.dumps(order.plan('lamp', 4)))"
     made = _run("-c", code)
     assert made.returncode == 0, made.stderr
     assert json.loads((EXAMPLE / "plan.json").read_text(encoding="utf-8")) == json.loads(made.stdout)

@@ -328,9 +328,11 @@ def arithmetic(text: str, ref: Any) -> tuple[Any, Any]:
                 raise _NotArithmetic(text)
             return inner
         if kind == "ref":
-            return ref(item)
+            plan_text, gold = ref(item)
+            return plan_text, gold
         if kind == "value":
-            return item
+            literal, value = item
+            return literal, value
         raise _NotArithmetic(text)
 
     def term() -> tuple[Any, Any]:

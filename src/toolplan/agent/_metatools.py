@@ -12,7 +12,7 @@ from .._errors import PlanValidationError
 from ..execute import DEFAULT_MAX_VALUE_CHARS, EventHandler, PlanResult, RunLimits, RunStore, ToolInvoker
 from ..execute._internal import run_compiled
 from ..plan import META_TOOL_NAMES, Budget, Dialect, compile_plan
-from ..plan._internal import BATCH_MAX_STEPS, EXPRESSION_OPERATORS
+from ..plan._internal import BATCH_MAX_STEPS, OPERATORS
 from ..tools import Tool, ToolAnnotations, ToolDefinition, ToolRegistry, ToolResult, ToolsLike
 
 __all__ = (
@@ -41,7 +41,12 @@ Order without data: "depends_on": [ids] runs a step after those steps and only i
 e.g. `cd` then `ls`, so one failure does not skip the rest). "max_concurrency": 1 runs the whole plan \
 one step at a time, in plan order. Calls of tools that share state (a file system, a session) already \
 run one at a time in plan order.
-Conditions and computed values: {"$op": OP, "args": [operands]} is an expression over references and literals, usable as a step's "when" or as an argument value. "when": "$ref:ID.field" (or an expression) runs the step only if it is truthy; if not, the step is skipped, and so are the steps that use its output. E.g. "when": {"$op": ">", "args": ["$ref:stock.count", 0]}, "quantity": {"$op": "*", "args": ["$ref:order.qty", 3]}. OP: == != < <= > >= not all any exists + - * / // % min max length concat.
+Conditions and computed values: {"$op": OP, "args": [operands]} is an expression over references \
+and literals, usable as a step's "when" or as an argument value. "when": "$ref:ID.field" (or an \
+expression) runs the step only if it is truthy; if not, the step is skipped, and so are the steps \
+that use its output. E.g. "when": {"$op": ">", "args": ["$ref:stock.count", 0]}, "quantity": \
+{"$op": "*", "args": ["$ref:order.qty", 3]}. OP: == != < <= > >= not all any exists + - * / // % \
+min max length concat.
 Ids use letters, digits, '_' and '-'. Invalid plans run nothing and list every problem to fix.\
 """
 
@@ -195,7 +200,7 @@ def _plan_schema(
 _EXPRESSION_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "$op": {"type": "string", "enum": list(EXPRESSION_OPERATORS)},
+        "$op": {"type": "string", "enum": list(OPERATORS)},
         "args": {"type": "array", "description": "Operands: literals, references or expressions."},
     },
     "required": ["$op", "args"],

@@ -98,7 +98,9 @@ def _unless(run: PlanRun, cs: CompiledStep) -> StepResult | None:
         return _record(run, cs, "failed", CallOutcome(error=_unresolvable(cs, exc)), 0, None, False, [])
     if reason is None:
         return None
-    return _record(run, cs, "skipped", CallOutcome(error=StepError(kind="condition", message=reason)), 0, None, False, [])
+    return _record(
+        run, cs, "skipped", CallOutcome(error=StepError(kind="condition", message=reason)), 0, None, False, []
+    )
 
 
 def _name_nulls(run: PlanRun, outcome: CallOutcome, arguments: Any) -> CallOutcome:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._json import MAX_DEPTH
-from ._ops import MAX_EXPRESSION_TEXT, MAX_INT, OPERATORS
+from ._ops import MAX_EXPRESSION_TEXT, MAX_INT
 from ._refs import DICT, EXPR, LITERAL, REF, TEMPLATE
 
 __all__ = ("MISSING", "ExpressionFailed", "evaluate", "explain", "render", "truthy")
@@ -37,9 +37,9 @@ def truthy(value: Any) -> bool:
         return False
     kind = type(value)
     if kind is bool:
-        return bool(value)
+        return value is True
     if kind is int or kind is float:
-        return value != 0
+        return bool(value != 0)
     if kind is str or kind is list or kind is dict:
         return len(value) > 0
     try:

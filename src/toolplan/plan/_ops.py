@@ -102,6 +102,7 @@ def static_problem(op: str, types: list[Type | None]) -> str | None:
     """What is wrong with operands of these types (None: unknown until the step runs), or None."""
     spec = OPERATORS[op]
     known = [t for t in types if t is not None]
+    bad: list[Type]
     if spec.operands == "number":
         bad = [t for t in known if t != "number"]
         if bad:

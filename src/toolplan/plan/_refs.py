@@ -227,14 +227,14 @@ class ArgumentCompiler:
         if spec is None:
             self._error(
                 "invalid_expression",
-                f"{_clip(op)} is not an operator. Write {{\"$op\": OP, \"args\": [...]}} with OP one of "
+                f'{_clip(op)} is not an operator. Write {{"$op": OP, "args": [...]}} with OP one of '
                 f"{', '.join(OPERATORS)}.",
             )
             return raw
         if len(raw) != 2 or not isinstance(operands, list):
             self._error(
                 "invalid_expression",
-                f"An expression is exactly {{\"$op\": {op!r}, \"args\": [operands]}}, got keys "
+                f'An expression is exactly {{"$op": {op!r}, "args": [operands]}}, got keys '
                 f"{', '.join(map(repr, raw))}{'' if isinstance(operands, list) else ' without an args list'}. "
                 "Put the operands in 'args'.",
             )
@@ -272,12 +272,11 @@ class ArgumentCompiler:
                     f"present and not null), got {_clip(args[0])}.",
                 )
                 return raw
-        problem = static_problem(op, [_static_type(c) for c in compiled])
+        problem = static_problem(str(op), [_static_type(c) for c in compiled])
         if problem is not None:
             self._error("invalid_expression", f"{problem}. Give '{op}' operands of the types it takes.")
             return raw
         return (EXPR, op, *compiled)
-
 
     def condition(self, raw: Any) -> tuple[Any, tuple[str, ...]]:
         """Compile a step's ``when``: a reference, an expression or a boolean (None after an error)."""
@@ -293,7 +292,7 @@ class ArgumentCompiler:
             self._error(
                 "invalid_condition",
                 f"'when' must be a reference (\"$ref:ID.field\": the step runs when it is truthy) or an expression "
-                f"such as {{\"$op\": \"==\", \"args\": [\"$ref:ID.field\", true]}}, got {_clip(raw)}.",
+                f'such as {{"$op": "==", "args": ["$ref:ID.field", true]}}, got {_clip(raw)}.',
             )
         return None, ()
 
@@ -324,7 +323,8 @@ class ArgumentCompiler:
             if m is None and " " in s and _formula_hint(s):  # "$ref:a.price * 3": a field named "price * 3"?
                 self.warn(
                     "formula_reference",
-                    f"{s!r} reads a field named {path[-1]!r}; no arithmetic happens inside a reference.{_formula_hint(s)}",
+                    f"{s!r} reads a field named {path[-1]!r}; no arithmetic happens inside a reference."
+                    + _formula_hint(s),
                 )
             ref = self._ref_cache[s] = (REF, step, path, s)
             return ref

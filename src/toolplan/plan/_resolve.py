@@ -172,9 +172,7 @@ def resolve_compiled(
     return "".join(chunks)
 
 
-def _compute(
-    c: Compiled, outputs: Mapping[str, Any], null: bool, on_missing: Callable[[Ref], None] | None
-) -> Any:
+def _compute(c: Compiled, outputs: Mapping[str, Any], null: bool, on_missing: Callable[[Ref], None] | None) -> Any:
     """The value of an EXPR node (a computed argument).
 
     Raises:
@@ -184,9 +182,7 @@ def _compute(
     return evaluate(c, _reader(outputs, null, on_missing))
 
 
-def _reader(
-    outputs: Mapping[str, Any], null: bool, on_missing: Callable[[Ref], None] | None
-) -> Callable[[Any], Any]:
+def _reader(outputs: Mapping[str, Any], null: bool, on_missing: Callable[[Ref], None] | None) -> Callable[[Any], Any]:
     """How an expression reads an operand that is not an expression (a missing field: `MISSING`)."""
 
     def value_of(node: Any) -> Any:
