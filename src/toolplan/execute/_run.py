@@ -506,7 +506,7 @@ class PlanRun:
                 sched.refuse(sid, result.error.message if result.error else "not run")
                 return
             if status == "skipped":  # its condition was false
-                sched.skip(sid, result.error.message if result.error else "skipped")
+                sched.refuse(sid, result.error.message if result.error else "skipped", unmet=True)
                 return
         sched.finish(sid, succeeded=status == "succeeded")
         if sched.stopped is not None and result.status != "succeeded":

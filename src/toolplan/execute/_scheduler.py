@@ -94,8 +94,7 @@ class Scheduler:
         self.running = 0
         self.running_by_tool: dict[str, int] = {}  # for tools with a limit
         self.stopped: str | None = None
-        # Steps skipped on purpose: a false condition, and the dependents skipped for it (usually none).
-        self.unmet: set[str] | None = None
+        self.unmet: set[str] | None = None  # skipped on purpose: a false condition, and their dependents
         # Per step number:
         self._ids: list[str] = []
         self._tools: list[str] = []
@@ -361,26 +360,17 @@ class Scheduler:
                 self._end(i, "not_run", reason)
         return [self._ids[i] for i, state in enumerate(states) if state == "running"]
 
-    def refuse(self, step_id: str, reason: str) -> None:
-        """A running step could not start after all (budget): it ends ``not_run``, dependents skip."""
-        i = self.order[step_id]
-        self.running -= 1
-        self._count(self._tools[i], -1)
-        self._end(i, "not_run", reason)
-        self._skip_dependents(i)
+    def refuse(self, step_id: str, reason: str, *, unmet: bool = False) -> None:
+        """A running step could not start after all (budget): it ends ``not_run``, dependents skip.
 
-    def skip(self, step_id: str, reason: str) -> None:
-        """A running step ended ``skipped`` on purpose (its condition was false); its dependents skip too.
-
-        They are in `unmet` with it: skipped by a condition, not by a failure.
+        ``unmet``: its condition was false; it ends ``skipped``, in `unmet` with its dependents.
         """
         i = self.order[step_id]
         self.running -= 1
         self._count(self._tools[i], -1)
-        if self.unmet is None:
-            self.unmet = set()
-        self.unmet.add(step_id)
-        self._end(i, "skipped", reason)
+        if unmet:
+            self.unmet = (self.unmet or set()) | {step_id}
+        self._end(i, "skipped" if unmet else "not_run", reason)
         self._skip_dependents(i)
 
     # -- internals ------------------------------------------------------------------------------
@@ -427,8 +417,7 @@ class Scheduler:
 
     def _skip_from(self, i: int, cause: int) -> None:
         """Skip step ``i`` and its pending transitive dependents because step ``cause`` did not succeed."""
-        states = self._states
-        unmet = self.unmet
+        states, unmet = self._states, self.unmet
         stack = [(i, cause)]
         while stack:
             n, why = stack.pop()
