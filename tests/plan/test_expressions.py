@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from toolplan import PlanValidationError, tool
 from toolplan.execute import execute_plan
@@ -27,7 +28,19 @@ def buy(item: str, quantity: int = 1) -> str:
     return f"bought {quantity} {item}"
 
 
-TOOLS = [check, buy]
+class Stock(BaseModel):
+    count: int
+    name: str
+    sizes: list[int]
+
+
+@tool
+def stock(item: str) -> Stock:
+    """Typed stock of an item."""
+    return Stock(count=1, name=item, sizes=[1])
+
+
+TOOLS = [check, buy, stock]
 
 
 def plan(when: Any = None, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -163,3 +176,29 @@ def test_when_survives_to_dict_and_the_chaining_dump() -> None:
     chaining = dump_plan(p, "chaining")
     assert chaining["tools"][1]["when"] == expr(">", "{{check.count}}", 0)
     assert parse_plan(chaining).steps[1].when == expr(">", "{{check.count}}", 0)
+
+
+@pytest.mark.parametrize(
+    ("when", "problem"),
+    [
+        (expr(">", "$ref:s.count", 0), None),
+        (expr(">", "$ref:s.sizes.0", 0), None),
+        (expr("==", "$ref:s.unknown", "x"), None),
+        (expr("+", "$ref:s.name", 1), "'+' takes numbers, not a string"),
+        (expr("==", "$ref:s.count", "3"), "never equal"),
+        (expr("<", "$ref:s.sizes.0", "$ref:s.name"), "cannot compare a number with a string"),
+        (expr("length", "$ref:s.count"), "'length' takes a string, an array or an object, not a number"),
+    ],
+)
+def test_output_schemas_type_the_references(when: Any, problem: str | None) -> None:
+    p = {
+        "steps": [
+            {"id": "s", "tool": "stock", "arguments": {"item": "pen"}},
+            {"id": "buy", "tool": "buy", "arguments": {"item": "pen"}, "when": when},
+        ]
+    }
+    found = errors(p)
+    if problem is None:
+        assert found == []
+    else:
+        assert [(c, s) for c, s, _ in found] == [("invalid_expression", "buy")] and problem in found[0][2]

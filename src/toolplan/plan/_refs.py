@@ -8,7 +8,7 @@ reference are never scanned for references again.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from .._json import MAX_DEPTH
@@ -113,7 +113,17 @@ class ArgumentCompiler:
         error: Called with ``(code, message)`` for each error.
     """
 
-    __slots__ = ("_in_expression", "_ref_cache", "error_callback", "error_count", "refs", "step_ids", "warn")
+    __slots__ = (
+        "_in_expression",
+        "_ref_cache",
+        "_step_tools",
+        "error_callback",
+        "error_count",
+        "output_schemas",
+        "refs",
+        "step_ids",
+        "warn",
+    )
 
     def __init__(
         self, step_ids: Collection[str], *, warn: Callable[[str, str], None], error: Callable[[str, str], None]
@@ -125,6 +135,9 @@ class ArgumentCompiler:
         self.refs: dict[str, None] = {}  # the steps referred to, in order of appearance
         self._ref_cache: dict[str, Ref] = {}  # "$ref:..." text -> its REF node (reused: a fan-in, a fan-out)
         self._in_expression = False  # compiling an expression's operands (its size is checked already)
+        # Where an expression's references get their types: (the plan's steps, a registry), if known.
+        self.output_schemas: tuple[Sequence[Any], Any] | None = None
+        self._step_tools: dict[str, str] | None = None  # step id -> tool, made when first needed
 
     def arguments(self, arguments: Mapping[str, Any]) -> tuple[Compiled, tuple[str, ...], frozenset[str]]:
         """Compile a step's arguments.
@@ -272,11 +285,25 @@ class ArgumentCompiler:
                     f"present and not null), got {_clip(args[0])}.",
                 )
                 return raw
-        problem = static_problem(str(op), [_static_type(c) for c in compiled])
+        problem = static_problem(str(op), [self._type(c) for c in compiled])
         if problem is not None:
             self._error("invalid_expression", f"{problem}. Give '{op}' operands of the types it takes.")
             return raw
         return (EXPR, op, *compiled)
+
+    def _type(self, c: Any) -> Type | None:
+        """The JSON type of a compiled operand, where validation knows it (a reference's: from an output schema)."""
+        if type(c) is not tuple or c[0] != REF:
+            return _static_type(c)
+        if self.output_schemas is None:
+            return None
+        steps, registry = self.output_schemas
+        if self._step_tools is None:
+            self._step_tools = {s.id: s.tool for s in steps}
+        tool = self._step_tools.get(c[1])
+        if tool is None or tool not in registry:
+            return None
+        return _schema_type(registry.definition(tool).output_json_schema, c[2])
 
     def condition(self, raw: Any) -> tuple[Any, tuple[str, ...]]:
         """Compile a step's ``when``: a reference, an expression or a boolean (None after an error)."""
@@ -416,6 +443,34 @@ def _static_type(c: Any) -> Type | None:
     if tag == LIST:
         return "array"
     return None
+
+
+_SCHEMA_TYPES: dict[str, Type] = {
+    "integer": "number",
+    "number": "number",
+    "string": "string",
+    "boolean": "boolean",
+    "array": "array",
+    "object": "object",
+}
+
+
+def _schema_type(schema: Any, path: tuple[Segment, ...]) -> Type | None:
+    """The JSON type an output schema gives the value at ``path`` (None where it does not say plainly)."""
+    for seg in path:
+        if not isinstance(schema, Mapping):
+            return None
+        kind = schema.get("type")
+        if kind == "object" and isinstance(seg, str):
+            schema = (schema.get("properties") or {}).get(seg)
+        elif kind == "array":
+            schema = schema.get("items")
+        else:
+            return None  # text that may hold JSON, a union, a $ref: only the run can tell
+    if not isinstance(schema, Mapping):
+        return None
+    kind = schema.get("type")
+    return _SCHEMA_TYPES.get(kind) if isinstance(kind, str) else None
 
 
 def _measure(raw: dict[str, Any]) -> str | None:

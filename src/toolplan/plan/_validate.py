@@ -290,6 +290,8 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
         issues.append(PlanIssue(code=code, step=sid, message=message))
 
     compiler = ArgumentCompiler(id_set, warn=warn, error=error)
+    if registry is not None:
+        compiler.output_schemas = (plan.steps, registry)
     batch = plan.dialect == "batch"
     backward = False  # whether some step depends on a later one (only then can there be a cycle)
     callable_tools = frozenset(registry.names).difference(META_TOOL_NAMES) if registry is not None else frozenset()
