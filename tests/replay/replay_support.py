@@ -12,6 +12,11 @@ that field's first element when it is a list), then the path is a JMESPath over 
 ``"$var1.coordinates.latitude$"`` on a list response means ``$ref:var1.0.coordinates.latitude``;
 that is how this module writes the references.
 
+Arithmetic over references (``"3 * $var1.price$"``) becomes a computed argument
+(``{"$op": "*", "args": [3, "$ref:var1.0.price"]}``) whose gold value is the arithmetic done on the
+gold values, except for a parameter whose schema says string (a calculator taking a formula as
+text), where it is text with the values in it, like any other interpolation.
+
 Per sequence: a plan (one step per call, id = label), a recorded-response tool per function (its
 JSON Schema from the spec), a run of `execute_plan`, and a check that each call got exactly the
 gold arguments: the sequence's arguments with every reference resolved by NESTFUL's rule, computed
@@ -175,6 +180,7 @@ def convert(
     tool_names: Mapping[str, str],
     responses: Mapping[str, Any] | None = None,
     wrong_target: bool = False,
+    schemas: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Sequence_:
     """A gold sequence as a plan, its gold arguments and the responses its steps return.
 
@@ -210,7 +216,7 @@ def convert(
             step = ids[target]
             return (f"$ref:{step}{segments}" if whole else f"{{{{{step}{segments}}}}}"), gold
 
-        def arg(value: Any) -> tuple[Any, Any]:
+        def arg(value: Any, kind: str | None = None) -> tuple[Any, Any]:
             if isinstance(value, dict):
                 pairs = {k: arg(v) for k, v in value.items()}
                 return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
@@ -226,7 +232,9 @@ def convert(
             rest = REF_RE.sub("", value)
             if rest == value:
                 raise NotExpressible(f"a reference without its closing '$': {value!r}")
-            if _ARITHMETIC_RE.fullmatch(rest):  # "$var1.price$ * 3": a computed argument
+            # "$var1.price$ * 3": a computed argument, unless the parameter is text (a calculator's
+            # formula, whose gold is the text with the values in it)
+            if _ARITHMETIC_RE.fullmatch(rest) and kind != "string":
                 try:
                     computed = arithmetic(value, lambda m: ref(m, True))
                 except _NotArithmetic:
@@ -246,7 +254,13 @@ def convert(
             gold.append(value[end:])
             return "".join(text), "".join(gold)
 
-        arguments, gold = arg(call.get("arguments") or {})
+        raw = call.get("arguments") or {}
+        if isinstance(raw, dict) and schemas is not None:  # each parameter's type decides arithmetic or text
+            properties = schemas.get(call["name"], {}).get("properties", {})
+            pairs = {k: arg(v, properties.get(k, {}).get("type")) for k, v in raw.items()}
+            arguments, gold = {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
+        else:
+            arguments, gold = arg(raw)
         name = call["name"]
         out.steps.append({"id": sid, "tool": tool_names[name], "arguments": arguments})
         out.gold[sid] = (tool_names[name], gold)
@@ -429,6 +443,7 @@ def made_up_responses(sequence: Mapping[str, Any], schemas: Mapping[str, Mapping
             for text in _strings(value):
                 rest = REF_RE.sub("", text)
                 number = rest != text and _ARITHMETIC_RE.fullmatch(rest) is not None  # arithmetic
+                number = number and properties.get(name, {}).get("type") != "string"
                 for m in REF_RE.finditer(text):
                     place(m.group(1), parts(m.group(2)), "number" if number else None)
     for n, call in enumerate(sequence["output"]):
@@ -546,6 +561,7 @@ async def replay(
                 sequence,
                 tool_names=tools.names,
                 responses=made_up_responses(sequence, tools.schemas) if made_up else None,
+                schemas=tools.schemas,
                 wrong_target=wrong_target,
             )
         except NotExpressible as exc:
