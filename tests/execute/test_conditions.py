@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from toolplan import tool
-from toolplan.execute import PlanEvent, StepFinished, execute_plan
+from toolplan.execute import PlanEvent, StepFinished, execute_plan, execute_plan_stream
 
 CALLS: list[str] = []
 
@@ -255,3 +257,27 @@ async def test_the_chaining_dialect_takes_when_with_templates() -> None:
 async def run_chaining(p: dict[str, Any]) -> Any:
     CALLS.clear()
     return await execute_plan(p, TOOLS)
+
+
+async def test_a_streamed_plan_keeps_its_conditions() -> None:
+    text = json.dumps(
+        {
+            "steps": [
+                source({"ok": False}),
+                {"id": "no", "tool": "record", "arguments": {"value": "no"}, "when": "$ref:src.ok"},
+                {"id": "never", "tool": "record", "arguments": {"value": "never"}, "when": False},
+            ]
+        }
+    )
+
+    async def pieces() -> AsyncIterator[str]:
+        for i in range(0, len(text), 7):
+            yield text[i : i + 7]
+
+    CALLS.clear()
+    result = await execute_plan_stream(pieces(), TOOLS)
+    assert CALLS == ["emit"]
+    assert [result.steps[s].status for s in ("src", "no", "never")] == ["succeeded", "skipped", "skipped"]
+    assert result.steps["never"].error is not None and result.steps["never"].error.message == (
+        "Condition false: 'when' is false."
+    )
