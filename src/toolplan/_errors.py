@@ -48,7 +48,8 @@ JSONTextError (ValueError)         JSON text toolplan cannot read; each reader t
 Internal signals, caught in the module that raises them and never seen by a caller: the sandbox's
 ``ProtocolViolation``, ``DataError``, ``DataTooLarge``, ``MessageTooLarge``, ``TruncatedFrame`` and
 ``_Stop``; Ray code runs' ``WorkerGone`` and ``_Refused``; the agent's ``OutputValidationFailed``;
-references' ``_TooDeep``; the OpenAPI reader's ``_Skip`` (an operation left out); the data tools'
+references' ``_TooDeep``; expressions' ``ExpressionFailed`` (caught by the executor: a step error of
+kind ``invalid_expression``); the OpenAPI reader's ``_Skip`` (an operation left out); the data tools'
 bounded query's ``QueryBoundError`` and ``_Over``; the service's ``_TooLarge``; the store codec's
 ``_NotPlain``.
 

@@ -12,6 +12,11 @@ that field's first element when it is a list), then the path is a JMESPath over 
 ``"$var1.coordinates.latitude$"`` on a list response means ``$ref:var1.0.coordinates.latitude``;
 that is how this module writes the references.
 
+Arithmetic over references (``"3 * $var1.price$"``) becomes a computed argument
+(``{"$op": "*", "args": [3, "$ref:var1.0.price"]}``) whose gold value is the arithmetic done on the
+gold values, except for a parameter whose schema says string (a calculator taking a formula as
+text), where it is text with the values in it, like any other interpolation.
+
 Per sequence: a plan (one step per call, id = label), a recorded-response tool per function (its
 JSON Schema from the spec), a run of `execute_plan`, and a check that each call got exactly the
 gold arguments: the sequence's arguments with every reference resolved by NESTFUL's rule, computed
@@ -45,6 +50,8 @@ WHEEL = f"nestful_wrapper-{VERSION}-py3-none-any.whl"
 REF_RE = re.compile(r"\$(var\d+)((?:\.[^$.\[\]]+|\[\d+\])*)\$")
 _PART_RE = re.compile(r"\.([^$.\[\]]+)|\[(\d+)\]")
 _ARITHMETIC_RE = re.compile(r"[\d\s.+\-*/()]*")
+#: A token of arithmetic over references: a reference, a number, an operator or a parenthesis.
+_TOKEN_RE = re.compile(r"\s*(?:(?P<ref>" + REF_RE.pattern + r")|(?P<num>\d+(?:\.\d*)?|\.\d+)|(?P<op>[-+*/()]))")
 _NAME_RE = re.compile(r"[^A-Za-z0-9_-]")
 _JSON_TYPES = frozenset({"string", "number", "integer", "boolean", "array", "object", "null"})
 
@@ -173,6 +180,7 @@ def convert(
     tool_names: Mapping[str, str],
     responses: Mapping[str, Any] | None = None,
     wrong_target: bool = False,
+    schemas: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Sequence_:
     """A gold sequence as a plan, its gold arguments and the responses its steps return.
 
@@ -208,7 +216,7 @@ def convert(
             step = ids[target]
             return (f"$ref:{step}{segments}" if whole else f"{{{{{step}{segments}}}}}"), gold
 
-        def arg(value: Any) -> tuple[Any, Any]:
+        def arg(value: Any, kind: str | None = None) -> tuple[Any, Any]:
             if isinstance(value, dict):
                 pairs = {k: arg(v) for k, v in value.items()}
                 return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
@@ -224,8 +232,15 @@ def convert(
             rest = REF_RE.sub("", value)
             if rest == value:
                 raise NotExpressible(f"a reference without its closing '$': {value!r}")
-            if _ARITHMETIC_RE.fullmatch(rest):
-                raise NotExpressible(f"arithmetic over references: {value!r}")
+            # "$var1.price$ * 3": a computed argument, unless the parameter is text (a calculator's
+            # formula, whose gold is the text with the values in it)
+            if _ARITHMETIC_RE.fullmatch(rest) and kind != "string":
+                try:
+                    computed = arithmetic(value, lambda m: ref(m, True))
+                except _NotArithmetic:
+                    raise NotExpressible(f"arithmetic over references: {value!r}") from None
+                out.refs += len(REF_RE.findall(value))
+                return computed
             text: list[str] = []
             gold: list[str] = []
             end = 0
@@ -239,7 +254,13 @@ def convert(
             gold.append(value[end:])
             return "".join(text), "".join(gold)
 
-        arguments, gold = arg(call.get("arguments") or {})
+        raw = call.get("arguments") or {}
+        if isinstance(raw, dict) and schemas is not None:  # each parameter's type decides arithmetic or text
+            properties = schemas.get(call["name"], {}).get("properties", {})
+            pairs = {k: arg(v, properties.get(k, {}).get("type")) for k, v in raw.items()}
+            arguments, gold = {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
+        else:
+            arguments, gold = arg(raw)
         name = call["name"]
         out.steps.append({"id": sid, "tool": tool_names[name], "arguments": arguments})
         out.gold[sid] = (tool_names[name], gold)
@@ -251,6 +272,99 @@ def convert(
     if wrong_target and not out.refs:
         raise NotExpressible("no reference to break")
     return out
+
+
+class _NotArithmetic(Exception):
+    """Text of digits, operators and references that is not one arithmetic expression."""
+
+
+_OPS: dict[str, Any] = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "/": lambda a, b: a / b,
+}
+
+
+def arithmetic(text: str, ref: Any) -> tuple[Any, Any]:
+    """``"$var1.price$ * 3"`` as a plan expression and its gold value (usual precedence, left to right).
+
+    ``ref(match)`` gives a reference's plan text and gold value. Raises `_NotArithmetic` for text
+    that does not parse, or whose gold value cannot be computed (not numbers, a division by zero).
+    """
+    tokens: list[tuple[str, Any]] = []
+    pos = 0
+    while pos < len(text):
+        m = _TOKEN_RE.match(text, pos)
+        if m is None or m.end() == pos:
+            if text[pos:].strip():
+                raise _NotArithmetic(text)
+            break
+        if m.group("ref") is not None:
+            tokens.append(("ref", REF_RE.fullmatch(m.group("ref"))))
+        elif m.group("num") is not None:
+            num = m.group("num")
+            number: int | float = float(num) if "." in num else int(num)
+            tokens.append(("value", (number, number)))
+        else:
+            tokens.append((m.group("op"), None))
+        pos = m.end()
+    at = 0
+
+    def peek() -> str | None:
+        return tokens[at][0] if at < len(tokens) else None
+
+    def take() -> tuple[str, Any]:
+        nonlocal at
+        if at >= len(tokens):
+            raise _NotArithmetic(text)
+        at += 1
+        return tokens[at - 1]
+
+    def combine(op: str, left: tuple[Any, Any], right: tuple[Any, Any]) -> tuple[Any, Any]:
+        a, b = left[1], right[1]
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a, b)):
+            raise _NotArithmetic(text)
+        if op == "/" and b == 0:
+            raise _NotArithmetic(text)
+        return {"$op": op, "args": [left[0], right[0]]}, _OPS[op](a, b)
+
+    def factor() -> tuple[Any, Any]:
+        kind, item = take()
+        if kind == "-":
+            inner = factor()
+            if not isinstance(inner[1], (int, float)):
+                raise _NotArithmetic(text)
+            return {"$op": "-", "args": [inner[0]]}, -inner[1]
+        if kind == "(":
+            inner = expression()
+            if take()[0] != ")":
+                raise _NotArithmetic(text)
+            return inner
+        if kind == "ref":
+            plan_text, gold = ref(item)
+            return plan_text, gold
+        if kind == "value":
+            literal, value = item
+            return literal, value
+        raise _NotArithmetic(text)
+
+    def term() -> tuple[Any, Any]:
+        left = factor()
+        while peek() in ("*", "/"):
+            left = combine(take()[0], left, factor())
+        return left
+
+    def expression() -> tuple[Any, Any]:
+        left = term()
+        while peek() in ("+", "-"):
+            left = combine(take()[0], left, term())
+        return left
+
+    result = expression()
+    if at != len(tokens) or not isinstance(result[0], dict):
+        raise _NotArithmetic(text)
+    return result
 
 
 def _broken(
@@ -327,8 +441,11 @@ def made_up_responses(sequence: Mapping[str, Any], schemas: Mapping[str, Mapping
                 place(whole.group(1), parts(whole.group(2)), properties.get(name, {}).get("type"))
                 continue
             for text in _strings(value):
+                rest = REF_RE.sub("", text)
+                number = rest != text and _ARITHMETIC_RE.fullmatch(rest) is not None  # arithmetic
+                number = number and properties.get(name, {}).get("type") != "string"
                 for m in REF_RE.finditer(text):
-                    place(m.group(1), parts(m.group(2)), None)
+                    place(m.group(1), parts(m.group(2)), "number" if number else None)
     for n, call in enumerate(sequence["output"]):
         label = call.get("label") or f"step{n + 1}"
         trees.setdefault(label, {"done": f"<{label}>"})
@@ -444,6 +561,7 @@ async def replay(
                 sequence,
                 tool_names=tools.names,
                 responses=made_up_responses(sequence, tools.schemas) if made_up else None,
+                schemas=tools.schemas,
                 wrong_target=wrong_target,
             )
         except NotExpressible as exc:

@@ -16,7 +16,9 @@ from replay_support import Dataset, Outcome, data_dir, load, replay
 pytestmark = pytest.mark.slow
 
 NESTFUL = ("executable", "non-executable-glaive", "non-executable-sgd")
-#: Why a NESTFUL sequence cannot be a plan (each is a fault or a form no plan dialect has):
+#: Why a NESTFUL sequence cannot be a plan (each is a fault or a form no plan dialect has; arithmetic
+#: over references is a computed argument, or text for a parameter that takes a formula as text, and
+#: stays here only when it does not parse):
 NOT_EXPRESSIBLE = ("arithmetic over references", "a reference without its closing '$'", "a reference to 'var")
 
 

@@ -12,7 +12,7 @@ from .._errors import PlanValidationError
 from ..execute import DEFAULT_MAX_VALUE_CHARS, EventHandler, PlanResult, RunLimits, RunStore, ToolInvoker
 from ..execute._internal import run_compiled
 from ..plan import META_TOOL_NAMES, Budget, Dialect, compile_plan
-from ..plan._internal import BATCH_MAX_STEPS
+from ..plan._internal import BATCH_MAX_STEPS, OPERATORS
 from ..tools import Tool, ToolAnnotations, ToolDefinition, ToolRegistry, ToolResult, ToolsLike
 
 __all__ = (
@@ -41,6 +41,12 @@ Order without data: "depends_on": [ids] runs a step after those steps and only i
 e.g. `cd` then `ls`, so one failure does not skip the rest). "max_concurrency": 1 runs the whole plan \
 one step at a time, in plan order. Calls of tools that share state (a file system, a session) already \
 run one at a time in plan order.
+Conditions and computed values: {"$op": OP, "args": [operands]} is an expression over references \
+and literals, usable as a step's "when" or as an argument value. "when": "$ref:ID.field" (or an \
+expression) runs the step only if it is truthy; if not, the step is skipped, and so are the steps \
+that use its output. E.g. "when": {"$op": ">", "args": ["$ref:stock.count", 0]}, "quantity": \
+{"$op": "*", "args": ["$ref:order.qty", 3]}. OP: == != < <= > >= not all any exists + - * / // % \
+min max length concat.
 Ids use letters, digits, '_' and '-'. Invalid plans run nothing and list every problem to fix.\
 """
 
@@ -124,6 +130,14 @@ def _plan_schema(
             "description": "Steps that must have ended first, whatever their outcome: for calls on shared state "
             "that must keep their order even when one fails.",
         },
+        "when": {
+            "anyOf": [
+                {"type": "string", "description": '"$ref:ID.field": run the step only if it is truthy.'},
+                _EXPRESSION_SCHEMA,
+                {"type": "boolean"},
+            ],
+            "description": "A condition: if it is false when the step is due, the step is skipped.",
+        },
         "timeout": {"type": "number", "description": "Seconds before the step fails."},
         "retry": {"type": "integer", "description": "Extra attempts if the step fails."},
         "fallback": {**call, "description": "A call whose result replaces the step's if it fails."},
@@ -143,7 +157,8 @@ def _plan_schema(
 
     open_arguments = {
         "type": "object",
-        "description": 'The tool\'s arguments; values may be "$ref:ID.path" or contain "{{ID.path}}".',
+        "description": 'The tool\'s arguments; values may be "$ref:ID.path", contain "{{ID.path}}", or be '
+        'computed: {"$op": OP, "args": [...]}.',
     }
     defs: dict[str, Any] = {}
     if parameters is not None and 0 < len(tool_names) <= DETAILED_PLAN_SCHEMA_MAX_TOOLS:
@@ -181,6 +196,16 @@ def _plan_schema(
         schema["$defs"] = defs
     return schema
 
+
+_EXPRESSION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "$op": {"type": "string", "enum": list(OPERATORS)},
+        "args": {"type": "array", "description": "Operands: literals, references or expressions."},
+    },
+    "required": ["$op", "args"],
+    "description": 'An expression, e.g. {"$op": "==", "args": ["$ref:ID.field", true]}.',
+}
 
 _LOCAL_DEFS = ("#/$defs/", "#/definitions/")
 
@@ -223,7 +248,7 @@ def _tool_arguments_schema(
     body.setdefault("type", "object")
     body["description"] = (
         f'The arguments of {name}; any value may instead be a reference: "$ref:ID.path" (the whole value) '
-        'or "{{ID.path}}" inside a string.'
+        'or "{{ID.path}}" inside a string, or a computed value {"$op": OP, "args": [...]}.'
     )
     return body
 

@@ -38,6 +38,8 @@ ErrorKind = Literal[
     "limit",  # a budget or limit refused the call
     "cost",  # the tool's cost function raised or returned no valid cost: the call was not made
     "reference",  # a referenced output could not be inserted into the arguments (ReferenceResolutionError)
+    "invalid_expression",  # a computed argument or a condition could not be evaluated (a type, a division by zero)
+    "condition",  # skipped on purpose: the step's condition was false, or a dependency's was
     "unknown_outcome",  # a resumed run found the call in flight and may not repeat it (durable runs)
     "store",  # the store failed, so the step could not run durably
 ]

@@ -500,10 +500,15 @@ class PlanRun:
         sched = self.sched
         del self.tasks[sid]  # only running steps keep their task (fewer live objects in long plans)
         self._record(result)
-        if result.status == "not_run":  # refused at dispatch (budget)
-            sched.refuse(sid, result.error.message if result.error else "not run")
-            return
-        sched.finish(sid, succeeded=result.status == "succeeded")
+        status = result.status
+        if status != "succeeded":
+            if status == "not_run":  # refused at dispatch (budget)
+                sched.refuse(sid, result.error.message if result.error else "not run")
+                return
+            if status == "skipped":  # its condition was false
+                sched.refuse(sid, result.error.message if result.error else "skipped", unmet=True)
+                return
+        sched.finish(sid, succeeded=status == "succeeded")
         if sched.stopped is not None and result.status != "succeeded":
             self._cancel([other for other in self.tasks if sched.state(other) == "running"])
         if self._keeper.unheld is not None and sched.done:  # nothing waits for the slots a thread holds
@@ -514,7 +519,9 @@ class PlanRun:
         if sid in self.results:
             return  # recorded already (a call the budget refused)
         started = self.started_at.get(sid)
-        error = StepError(kind=_KIND.get(state, "not_run"), message=reason)
+        unmet = self.sched.unmet
+        kind: ErrorKind = "condition" if unmet is not None and sid in unmet else _KIND.get(state, "not_run")
+        error = StepError(kind=kind, message=reason)
         status: StepStatus = state  # the three states are step statuses too
         if self._ending is not None and state == "cancelled":
             status, error, threads = self._ending

@@ -70,6 +70,7 @@ class Scheduler:
         "running_by_tool",
         "stopped",
         "tool_limits",
+        "unmet",
     )
 
     def __init__(
@@ -93,6 +94,7 @@ class Scheduler:
         self.running = 0
         self.running_by_tool: dict[str, int] = {}  # for tools with a limit
         self.stopped: str | None = None
+        self.unmet: set[str] | None = None  # skipped on purpose: a false condition, and their dependents
         # Per step number:
         self._ids: list[str] = []
         self._tools: list[str] = []
@@ -363,12 +365,17 @@ class Scheduler:
                 self._end(i, "not_run", reason)
         return [self._ids[i] for i, state in enumerate(states) if state == "running"]
 
-    def refuse(self, step_id: str, reason: str) -> None:
-        """A running step could not start after all (budget): it ends ``not_run``, dependents skip."""
+    def refuse(self, step_id: str, reason: str, *, unmet: bool = False) -> None:
+        """A running step could not start after all (budget): it ends ``not_run``, dependents skip.
+
+        ``unmet``: its condition was false; it ends ``skipped``, in `unmet` with its dependents.
+        """
         i = self.order[step_id]
         self.running -= 1
         self._count(self._tools[i], -1)
-        self._end(i, "not_run", reason)
+        if unmet:
+            self.unmet = (self.unmet or set()) | {step_id}
+        self._end(i, "skipped" if unmet else "not_run", reason)
         self._skip_dependents(i)
 
     # -- internals ------------------------------------------------------------------------------
@@ -415,7 +422,7 @@ class Scheduler:
 
     def _skip_from(self, i: int, cause: int) -> None:
         """Skip step ``i`` and its pending transitive dependents because step ``cause`` did not succeed."""
-        states = self._states
+        states, unmet = self._states, self.unmet
         stack = [(i, cause)]
         while stack:
             n, why = stack.pop()
@@ -424,6 +431,9 @@ class Scheduler:
             verb = {"failed": "failed", "cancelled": "was cancelled", "not_run": "did not run"}.get(
                 states[why], "was skipped"
             )
+            if unmet is not None and self._ids[why] in unmet:  # skipped on purpose, so this one too
+                unmet.add(self._ids[n])
+                verb = "was skipped (a condition was false)"
             self._end(n, "skipped", f"Skipped because dependency {self._ids[why]!r} {verb}.")
             stack.extend((child, n) for child in self._children(n))
 

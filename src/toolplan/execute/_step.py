@@ -23,7 +23,7 @@ from .. import _faults
 from .._errors import StoreError, ToolplanError
 from .._records import maker
 from ..plan import CompiledStep
-from ..plan._internal import Ref, null_references, resolve_compiled
+from ..plan._internal import ExpressionFailed, Ref, check_condition, null_references, resolve_compiled
 from ._choice import FIXED_CHOOSER, Choice, ChoiceOutcome, ChoiceRequest, default_chooser
 from ._events import StepRetrying, StepStarted, ToolChosen
 from ._invoke import CallOutcome, ended
@@ -80,6 +80,29 @@ def _unresolvable(cs: CompiledStep, exc: BaseException) -> StepError:
     )
 
 
+def _not_computable(cs: CompiledStep, exc: ExpressionFailed, what: str) -> StepError:
+    return StepError(
+        kind="invalid_expression",
+        message=f"The {what} of step {cs.step.id!r} could not be computed: {exc}",
+    )
+
+
+def _unless(run: PlanRun, cs: CompiledStep) -> StepResult | None:
+    """The record of a step whose condition is false (``skipped``) or cannot be told (``failed``), else None."""
+    try:
+        reason = check_condition(cs.condition, run.outputs)
+    except ExpressionFailed as exc:
+        outcome = CallOutcome(error=_not_computable(cs, exc, "condition ('when')"))
+        return _record(run, cs, "failed", outcome, 0, None, False, [])
+    except _RESOLVE_ERRORS as exc:
+        return _record(run, cs, "failed", CallOutcome(error=_unresolvable(cs, exc)), 0, None, False, [])
+    if reason is None:
+        return None
+    return _record(
+        run, cs, "skipped", CallOutcome(error=StepError(kind="condition", message=reason)), 0, None, False, []
+    )
+
+
 def _name_nulls(run: PlanRun, outcome: CallOutcome, arguments: Any) -> CallOutcome:
     """A call refused for its arguments: its error names each reference that gave null."""
     error = outcome.error
@@ -112,9 +135,16 @@ async def run_step(run: PlanRun, cs: CompiledStep) -> StepResult:
                 return _unknown(run, cs, row)
             attempt = row.attempt + 1
             in_fallback = decision == "rerun" and row.fallback and step.fallback is not None
+    if cs.condition is not None:  # a `when`: told before the arguments are built
+        unmet = _unless(run, cs)
+        if unmet is not None:
+            return unmet
     missed: list[Ref] = []  # REF nodes of fields the output did not have
     try:
         args = resolve_compiled(cs.arguments, run.outputs, run.missing_field == "null", missed.append)
+    except ExpressionFailed as exc:
+        outcome = CallOutcome(error=_not_computable(cs, exc, "arguments"))
+        return _record(run, cs, "failed", outcome, 0, None, False, missed)
     except _RESOLVE_ERRORS as exc:
         return _record(run, cs, "failed", CallOutcome(error=_unresolvable(cs, exc)), 0, None, False, missed)
     if run.groups and tool in run.groups and not in_fallback:  # alternatives: one is chosen now
@@ -296,6 +326,8 @@ async def _fall_back(
     assert cs.fallback_arguments is not None
     try:
         fb_args = resolve_compiled(cs.fallback_arguments, run.outputs, run.missing_field == "null", missed.append)
+    except ExpressionFailed as exc:
+        return CallOutcome(error=_not_computable(cs, exc, "fallback's arguments")), attempt, False
     except _RESOLVE_ERRORS as exc:
         return CallOutcome(error=_unresolvable(cs, exc)), attempt, False
     attempt += 1

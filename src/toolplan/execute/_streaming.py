@@ -150,6 +150,8 @@ class StreamingPlan:
             self._seen += 1
             if step.id in bad or step.id in self.run.steps or step.tool not in registry or step.fallback is not None:
                 continue  # validated with the whole plan
+            if step.when is not None:
+                continue  # a condition: compiled with the whole plan
             problems: list[str] = []
 
             def note(code: str, message: str, problems: list[str] = problems) -> None:

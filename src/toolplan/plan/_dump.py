@@ -163,6 +163,8 @@ def _chaining(
             entry["dependsOn"] = [rename[d] for d in deps[s.id]]
         if s.id in after:
             entry["runAfter"] = [rename[d] for d in after[s.id]]
+        if s.when is not None:
+            entry["when"] = writer.value(s.when)
         tools.append(entry)
     data: dict[str, Any] = {"tools": tools, "executionOrder": [s.tool for s in ordered]}
     if plan.output_steps:
@@ -246,6 +248,8 @@ def _batch(plan: Plan, deps: Mapping[str, tuple[str, ...]], issues: list[PlanIss
     if len(plan.steps) > BATCH_MAX_STEPS:
         issues.append(_issue("batch", f"a batch has at most {BATCH_MAX_STEPS} steps, this plan {len(plan.steps)}."))
     for s in plan.steps:
+        if s.when is not None:
+            issues.append(_issue("batch", "it has no place for a step's 'when' (every call runs). Leave it out.", s.id))
         if deps[s.id]:
             issues.append(
                 _issue(

@@ -91,6 +91,8 @@ class Step:
 
     ``depends_on`` steps must succeed before this one starts (if one does not, this one is skipped);
     ``after`` steps must only have ended, whatever their outcome: an ordering without a condition.
+    ``when`` is a condition as written (a reference, an expression ``{"$op": ..., "args": [...]}`` or
+    a boolean): if it is false when the step is about to run, the step ends ``skipped``.
 
     A step with alternatives (``"tool": {"one_of": [...]}``) has them in ``one_of``, in the order
     written, and ``tool`` is their group's name (the names sorted, joined by ``|``); which one
@@ -109,6 +111,7 @@ class Step:
     rationale: str | None = None
     expected_outcome: str | None = None
     one_of: tuple[str, ...] = ()
+    when: Any = None
 
 
 @fast_init
@@ -160,7 +163,7 @@ class Plan:
                 d["depends_on"] = list(s.depends_on)
             if s.after:
                 d["after"] = list(s.after)
-            for name in ("timeout", "retry", "rationale", "expected_outcome"):
+            for name in ("when", "timeout", "retry", "rationale", "expected_outcome"):
                 value = getattr(s, name)
                 if value is not None:
                     d[name] = value

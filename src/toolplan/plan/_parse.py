@@ -38,7 +38,19 @@ _new_step = maker(Step)  # a Step per step of every plan: the cheaper way to mak
 _new_plan = maker(Plan)
 
 _NATIVE_STEP_KEYS = frozenset(
-    {"id", "tool", "arguments", "depends_on", "after", "timeout", "retry", "fallback", "rationale", "expected_outcome"}
+    {
+        "id",
+        "tool",
+        "arguments",
+        "depends_on",
+        "after",
+        "when",
+        "timeout",
+        "retry",
+        "fallback",
+        "rationale",
+        "expected_outcome",
+    }
 )
 _BASIC_STEP_KEYS = frozenset({"id", "tool", "arguments"})  # a step with these keys only has no optional field
 
@@ -217,7 +229,7 @@ def _parse_native(data: dict[str, Any], issues: _Issues) -> Plan:
         args_raw = get("arguments")
         fallback = None
         if _BASIC_STEP_KEYS.issuperset(s):  # the common step, with no optional field: none to look up
-            depends_on = after = timeout = retry = rationale = expected = None
+            depends_on = after = timeout = retry = rationale = expected = when = None
         else:
             if args_raw is None and "args" in s:
                 issues.warn("alias", "'args' was read as 'arguments'; write 'arguments' in native plans.", sid)
@@ -240,7 +252,7 @@ def _parse_native(data: dict[str, Any], issues: _Issues) -> Plan:
                     )
             # Optional fields are usually absent: the helpers run only for the ones present.
             depends_on, after, timeout, retry = get("depends_on"), get("after"), get("timeout"), get("retry")
-            rationale, expected = get("rationale"), get("expected_outcome")
+            rationale, expected, when = get("rationale"), get("expected_outcome"), get("when")
             rationale = rationale if isinstance(rationale, str) else None
             expected = expected if isinstance(expected, str) else None
         tool_raw = get("tool")
@@ -263,6 +275,7 @@ def _parse_native(data: dict[str, Any], issues: _Issues) -> Plan:
                 rationale=rationale,
                 expected_outcome=expected,
                 one_of=one_of,
+                when=when,
             )
         )
         if len(issues) > first:  # (positions count the steps kept, as validation does)
@@ -354,6 +367,7 @@ def _parse_chaining(data: dict[str, Any], issues: _Issues) -> Plan:
                 arguments=_arguments(t.get("parameters"), "'parameters'", sid, issues),
                 depends_on=_str_list(t.get("dependsOn"), "dependsOn", sid, issues),
                 after=_str_list(t.get("runAfter"), "runAfter", sid, issues),
+                when=t.get("when"),
             )
         )
     order = data.get("executionOrder")

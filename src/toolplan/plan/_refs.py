@@ -8,13 +8,23 @@ reference are never scanned for references again.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from .._json import MAX_DEPTH
+from ._ops import (
+    MAX_EXPRESSION_DEPTH,
+    MAX_EXPRESSION_NODES,
+    OP_KEY,
+    OPERATORS,
+    Type,
+    static_problem,
+    type_of,
+)
 
 __all__ = (
     "DICT",
+    "EXPR",
     "LIST",
     "LITERAL",
     "REF",
@@ -49,6 +59,8 @@ Segment = str | int
 #   (LIST, *items)              a list holding a reference
 #   (LITERAL, value)            a value without references; inside a tree only a literal tuple is
 #                               wrapped (any other item without references is the value itself)
+#   (EXPR, op, *operands)       an expression ``{"$op": op, "args": [...]}`` (see ``._ops``): its
+#                               operands are nodes or literal values, like the items of a LIST
 #
 # Why flat tuples: they cost less to build and to read than slotted records or nested pairs, and
 # CPython stops tracking a tuple in its garbage collector once everything in it is untracked
@@ -56,7 +68,7 @@ Segment = str | int
 # collection, so a node is one tuple, not a tuple of pairs. A compiled plan keeps its arguments
 # until it ends; made of references and JSON scalars, they drop out of the collections after the
 # first few (docs/benchmarks.md, "Garbage collection at 10,000 steps").
-REF, TEMPLATE, DICT, LIST, LITERAL = range(5)
+REF, TEMPLATE, DICT, LIST, LITERAL, EXPR = range(6)
 
 Ref = tuple[Any, ...]
 """A REF node: ``(REF, step, path, text)``."""
@@ -107,7 +119,17 @@ class ArgumentCompiler:
         error: Called with ``(code, message)`` for each error.
     """
 
-    __slots__ = ("_ref_cache", "error_callback", "error_count", "refs", "step_ids", "warn")
+    __slots__ = (
+        "_in_expression",
+        "_ref_cache",
+        "_step_tools",
+        "error_callback",
+        "error_count",
+        "output_schemas",
+        "refs",
+        "step_ids",
+        "warn",
+    )
 
     def __init__(
         self, step_ids: Collection[str], *, warn: Callable[[str, str], None], error: Callable[[str, str], None]
@@ -118,6 +140,10 @@ class ArgumentCompiler:
         self.error_count = 0
         self.refs: dict[str, None] = {}  # the steps referred to, in order of appearance
         self._ref_cache: dict[str, Ref] = {}  # "$ref:..." text -> its REF node (reused: a fan-in, a fan-out)
+        self._in_expression = False  # compiling an expression's operands (its size is checked already)
+        # Where an expression's references get their types: (the plan's steps, a registry), if known.
+        self.output_schemas: tuple[Sequence[Any], Any] | None = None
+        self._step_tools: dict[str, str] | None = None  # step id -> tool, made when first needed
 
     def arguments(self, arguments: Mapping[str, Any]) -> tuple[Compiled, tuple[str, ...], frozenset[str]]:
         """Compile a step's arguments.
@@ -171,6 +197,8 @@ class ArgumentCompiler:
             if depth >= MAX_DEPTH:
                 return self._too_deep(value)
             mapping: dict[str, Any] = value  # (value is Any: no cast, which costs a call per use)
+            if OP_KEY in mapping:  # {"$op": ..., "args": [...]}: a computed value
+                return self._expression(mapping, depth)
             items: list[Any] = [DICT]
             node = wrapped = False
             for k, v in mapping.items():
@@ -206,6 +234,101 @@ class ArgumentCompiler:
             return (LITERAL, value)
         return value
 
+    def _expression(self, raw: dict[str, Any], depth: int) -> Any:
+        """Compile ``{"$op": ..., "args": [...]}`` into an EXPR node (``raw`` itself after an error)."""
+        if not self._in_expression:  # the whole expression: bounded before anything in it is compiled
+            problem = _measure(raw)
+            if problem is not None:
+                self._error("invalid_expression", problem)
+                return raw
+        op, operands = raw.get(OP_KEY), raw.get("args")
+        spec = OPERATORS.get(op) if isinstance(op, str) else None
+        if spec is None:
+            self._error(
+                "invalid_expression",
+                f'{_clip(op)} is not an operator. Write {{"$op": OP, "args": [...]}} with OP one of '
+                f"{', '.join(OPERATORS)}.",
+            )
+            return raw
+        if len(raw) != 2 or not isinstance(operands, list):
+            self._error(
+                "invalid_expression",
+                f'An expression is exactly {{"$op": {op!r}, "args": [operands]}}, got keys '
+                f"{', '.join(map(repr, raw))}{'' if isinstance(operands, list) else ' without an args list'}. "
+                "Put the operands in 'args'.",
+            )
+            return raw
+        args: list[Any] = operands
+        n = len(args)
+        if n < spec.min_args or (spec.max_args is not None and n > spec.max_args):
+            want = (
+                f"exactly {spec.min_args}"
+                if spec.max_args == spec.min_args
+                else f"{spec.min_args} or {spec.max_args}"
+                if spec.max_args is not None
+                else f"at least {spec.min_args}"
+            )
+            self._error(
+                "invalid_expression",
+                f"'{op}' ({spec.summary}) takes {want} operand{'' if want.endswith(' 1') else 's'}, got {n}.",
+            )
+            return raw
+        outer = self._in_expression
+        self._in_expression = True
+        before = self.error_count
+        try:
+            compiled = [self._compile(a, depth + 1) for a in args]
+        finally:
+            self._in_expression = outer
+        if self.error_count > before:  # an operand is wrong (reported): its type says nothing
+            return raw
+        if op == "exists":
+            c = compiled[0]
+            if type(c) is not tuple or c[0] != REF:
+                self._error(
+                    "invalid_expression",
+                    "'exists' takes one reference, such as \"$ref:ID.field\" (it is true when that field is "
+                    f"present and not null), got {_clip(args[0])}.",
+                )
+                return raw
+        problem = static_problem(str(op), [self._type(c) for c in compiled])
+        if problem is not None:
+            self._error("invalid_expression", f"{problem}. Give '{op}' operands of the types it takes.")
+            return raw
+        return (EXPR, op, *compiled)
+
+    def _type(self, c: Any) -> Type | None:
+        """The JSON type of a compiled operand, where validation knows it (a reference's: from an output schema)."""
+        if type(c) is not tuple or c[0] != REF:
+            return _static_type(c)
+        if self.output_schemas is None:
+            return None
+        steps, registry = self.output_schemas
+        if self._step_tools is None:
+            self._step_tools = {s.id: s.tool for s in steps}
+        tool = self._step_tools.get(c[1])
+        if tool is None or tool not in registry:
+            return None
+        return _schema_type(registry.definition(tool).output_json_schema, c[2])
+
+    def condition(self, raw: Any) -> tuple[Any, tuple[str, ...]]:
+        """Compile a step's ``when``: a reference, an expression or a boolean (None after an error)."""
+        self.refs = {}
+        if type(raw) is bool:
+            return raw, ()
+        before = self.error_count
+        if isinstance(raw, str) or (isinstance(raw, dict) and OP_KEY in raw):
+            c = self._compile(raw, 1)
+            if type(c) is tuple and (c[0] == REF or c[0] == EXPR):
+                return c, tuple(self.refs)
+        if self.error_count == before:
+            self._error(
+                "invalid_condition",
+                f"'when' must be a reference (\"$ref:ID.field\": the step runs when it is truthy) or an expression "
+                f'such as {{"$op": "==", "args": ["$ref:ID.field", true]}}, got {_clip(raw)}.',
+            )
+        return None, ()
+
     def _too_deep(self, value: Any) -> Any:
         self._error(
             "invalid_arguments_json",
@@ -222,7 +345,7 @@ class ArgumentCompiler:
                 self._error(
                     "invalid_reference",
                     f"{s!r} is not a valid reference. Write '$ref:STEP_ID' or '$ref:STEP_ID.field.0.sub' "
-                    "(escape a literal '$ref:' as '$$ref:').",
+                    f"(escape a literal '$ref:' as '$$ref:').{_formula_hint(s)}",
                 )
                 return s
             step, path = parsed
@@ -230,6 +353,12 @@ class ArgumentCompiler:
                 self._error("unknown_reference", f"{s!r} refers to step {step!r}, which is not in the plan.")
                 return s
             self.refs[step] = None
+            if m is None and " " in s and _formula_hint(s):  # "$ref:a.price * 3": a field named "price * 3"?
+                self.warn(
+                    "formula_reference",
+                    f"{s!r} reads a field named {path[-1]!r}; no arithmetic happens inside a reference."
+                    + _formula_hint(s),
+                )
             ref = self._ref_cache[s] = (REF, step, path, s)
             return ref
         if REF_PREFIX in s:
@@ -301,3 +430,100 @@ def compile_arguments(
 ) -> tuple[Compiled, tuple[str, ...], frozenset[str]]:
     """Compile one step's arguments (see `ArgumentCompiler.arguments`)."""
     return ArgumentCompiler(step_ids, warn=warn, error=error).arguments(arguments)
+
+
+# -- expressions ------------------------------------------------------------------------------------
+
+
+def _static_type(c: Any) -> Type | None:
+    """The JSON type of a compiled operand, where validation knows it."""
+    if type(c) is not tuple:
+        return type_of(c)
+    tag = c[0]
+    if tag == EXPR:
+        return OPERATORS[c[1]].result
+    if tag == TEMPLATE:
+        return "string"
+    if tag == DICT:
+        return "object"
+    if tag == LIST:
+        return "array"
+    return None
+
+
+_SCHEMA_TYPES: dict[str, Type] = {
+    "integer": "number",
+    "number": "number",
+    "string": "string",
+    "boolean": "boolean",
+    "array": "array",
+    "object": "object",
+}
+
+
+def _schema_type(schema: Any, path: tuple[Segment, ...]) -> Type | None:
+    """The JSON type an output schema gives the value at ``path`` (None where it does not say plainly)."""
+    for seg in path:
+        if not isinstance(schema, Mapping):
+            return None
+        kind = schema.get("type")
+        if kind == "object" and isinstance(seg, str):
+            schema = (schema.get("properties") or {}).get(seg)
+        elif kind == "array":
+            schema = schema.get("items")
+        else:
+            return None  # text that may hold JSON, a union, a $ref: only the run can tell
+    if not isinstance(schema, Mapping):
+        return None
+    kind = schema.get("type")
+    return _SCHEMA_TYPES.get(kind) if isinstance(kind, str) else None
+
+
+def _measure(raw: dict[str, Any]) -> str | None:
+    """Why an expression is too big or too deeply nested, or None."""
+    nodes = 0
+    stack: list[tuple[Any, int]] = [(raw, 1)]
+    while stack:
+        value, level = stack.pop()
+        nodes += 1
+        if nodes > MAX_EXPRESSION_NODES:
+            return (
+                f"An expression may hold at most {MAX_EXPRESSION_NODES} operators and operands. "
+                "Split the computation over several steps or simplify it."
+            )
+        if isinstance(value, dict):
+            mapping: dict[str, Any] = value
+            if OP_KEY in mapping:
+                if level > MAX_EXPRESSION_DEPTH:
+                    return (
+                        f"An expression may nest operators at most {MAX_EXPRESSION_DEPTH} levels deep. "
+                        "Split the computation over several steps or simplify it."
+                    )
+                operands = mapping.get("args")
+                if isinstance(operands, list):
+                    items: list[Any] = operands
+                    stack.extend((a, level + 1) for a in items)
+            else:
+                stack.extend((v, level) for v in mapping.values())
+        elif isinstance(value, list):
+            seq: list[Any] = value
+            stack.extend((v, level) for v in seq)
+    return None
+
+
+def _clip(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}…"
+
+
+_FORMULA_CHARS = frozenset("+-*/<>=%")
+
+
+def _formula_hint(s: str) -> str:
+    """For a reference followed by a formula: how to write a computed value (else "")."""
+    if not _FORMULA_CHARS.intersection(s.partition(" ")[2]):
+        return ""
+    return (
+        ' For a computed value write an expression, e.g. {"$op": "*", "args": ["$ref:ID.price", 3]} '
+        "(operators: " + ", ".join(OPERATORS) + ")."
+    )

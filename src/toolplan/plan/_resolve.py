@@ -15,13 +15,22 @@ from typing import Any, cast
 
 from .._errors import ReferenceResolutionError
 from .._json import MAX_DEPTH, MAX_INT_DIGITS, JSONTextError, loads
+from ._expr import MISSING, evaluate, explain, truthy
 from ._ir import MissingField
-from ._refs import DICT, LIST, LITERAL, REF, Compiled, Ref, Segment
+from ._refs import DICT, EXPR, LIST, LITERAL, REF, Compiled, Ref, Segment
 
-__all__ = ("get_path", "hand_over", "null_references", "resolve", "resolve_compiled", "to_text")
+__all__ = (
+    "check_condition",
+    "get_path",
+    "hand_over",
+    "null_references",
+    "resolve",
+    "resolve_compiled",
+    "to_text",
+)
 
 
-_MISSING: Any = object()
+_MISSING: Any = MISSING  # (an expression tells a missing field from null)
 
 
 def _maybe_json(value: Any) -> Any:
@@ -141,6 +150,8 @@ def resolve_compiled(
             else:
                 seq.append(resolve_compiled(v, outputs, null, on_missing))
         return seq
+    if tag == EXPR:
+        return _compute(c, outputs, null, on_missing)
     chunks: list[str] = []
     for part in c[1:]:
         if type(part) is str:
@@ -159,6 +170,44 @@ def resolve_compiled(
             except Exception as exc:  # a cycle, an int too long to print, too deep, a broken __str__
                 raise _unwritable(part, exc) from None
     return "".join(chunks)
+
+
+def _compute(c: Compiled, outputs: Mapping[str, Any], null: bool, on_missing: Callable[[Ref], None] | None) -> Any:
+    """The value of an EXPR node (a computed argument).
+
+    Raises:
+        ExpressionFailed: the expression cannot be evaluated on these values (the message says why).
+        ReferenceResolutionError: a referenced value cannot be read.
+    """
+    return evaluate(c, _reader(outputs, null, on_missing))
+
+
+def _reader(outputs: Mapping[str, Any], null: bool, on_missing: Callable[[Ref], None] | None) -> Callable[[Any], Any]:
+    """How an expression reads an operand that is not an expression (a missing field: `MISSING`)."""
+
+    def value_of(node: Any) -> Any:
+        if node[0] == REF:
+            out = outputs[node[1]]
+            return _field(node, out) if node[2] else out
+        return resolve_compiled(node, outputs, null, on_missing)
+
+    return value_of
+
+
+def check_condition(c: Any, outputs: Mapping[str, Any]) -> str | None:
+    """None when a step's compiled ``when`` holds, else why the step is skipped.
+
+    Raises:
+        ExpressionFailed: the condition cannot be evaluated on these values.
+        ReferenceResolutionError: a referenced value cannot be read.
+    """
+    if type(c) is not tuple:  # a literal boolean
+        return None if c else "Condition false: 'when' is false."
+    value_of = _reader(outputs, True, None)
+    value = evaluate(c, value_of) if c[0] == EXPR else value_of(c)
+    if truthy(value):
+        return None
+    return explain(c, value_of)
 
 
 def null_references(compiled: Compiled, outputs: Mapping[str, Any]) -> list[str]:

@@ -35,12 +35,16 @@ _NO_AFTER: Mapping[str, tuple[str, ...]] = MappingProxyType({})  # a batch's ord
 @fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompiledStep:
-    """A step with its arguments compiled and its dependencies (references plus depends_on) known."""
+    """A step with its arguments compiled and its dependencies (references plus depends_on) known.
+
+    ``condition`` is its compiled ``when`` (None: the step has none).
+    """
 
     step: Step
     arguments: Compiled
     fallback_arguments: Compiled | None
     deps: tuple[str, ...]
+    condition: Any = None
 
 
 @fast_init
@@ -286,6 +290,8 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
         issues.append(PlanIssue(code=code, step=sid, message=message))
 
     compiler = ArgumentCompiler(id_set, warn=warn, error=error)
+    if registry is not None:
+        compiler.output_schemas = (plan.steps, registry)
     batch = plan.dialect == "batch"
     backward = False  # whether some step depends on a later one (only then can there be a cycle)
     callable_tools = frozenset(registry.names).difference(META_TOOL_NAMES) if registry is not None else frozenset()
@@ -333,6 +339,11 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
                         "invalid_arguments",
                         f"Fallback arguments for tool {s.fallback.tool!r} are invalid: {problem}.",
                     )
+        condition: Any = None
+        if s.when is not None:  # (rare: the common step pays for this test only)
+            condition, when_refs = compiler.condition(s.when)
+            if when_refs:
+                refs = tuple(dict.fromkeys([*refs, *when_refs]))
         for d in s.depends_on:
             if d not in id_set:
                 error("unknown_dependency", f"'depends_on' names step {d!r}, which is not in the plan.")
@@ -364,7 +375,12 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
             if k:
                 continue  # checked, but the plan is invalid: the first step with the id stands for it
         deps[sid] = step_deps
-        compiled_steps[sid] = _new_compiled(step=s, arguments=args, fallback_arguments=fb_args, deps=step_deps)
+        if s.when is None:
+            compiled_steps[sid] = _new_compiled(step=s, arguments=args, fallback_arguments=fb_args, deps=step_deps)
+        else:
+            compiled_steps[sid] = _new_compiled(
+                step=s, arguments=args, fallback_arguments=fb_args, deps=step_deps, condition=condition
+            )
 
     for cycle in find_cycles(ordering(deps, after or _NO_AFTER)) if backward else ():
         issues.append(
