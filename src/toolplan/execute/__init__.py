@@ -9,6 +9,11 @@ from ._api import execute_plan as execute_plan
 from ._api import execute_plan_sync as execute_plan_sync
 from ._api import prepare as prepare
 from ._api import stream_plan as stream_plan
+from ._approval import Approval as Approval
+from ._approval import ApprovalCallback as ApprovalCallback
+from ._approval import ApprovalRequest as ApprovalRequest
+from ._approval import ApprovalRule as ApprovalRule
+from ._approval import PendingStep as PendingStep
 from ._backend import Backend as Backend
 from ._backend import InProcessBackend as InProcessBackend
 from ._budget import BudgetMeter as BudgetMeter
@@ -17,6 +22,7 @@ from ._choice import ChoiceOutcome as ChoiceOutcome
 from ._choice import ChoiceRequest as ChoiceRequest
 from ._choice import FixedChooser as FixedChooser
 from ._choice import ToolChooser as ToolChooser
+from ._events import ApprovalRequested as ApprovalRequested
 from ._events import BudgetWarning as BudgetWarning
 from ._events import EventHandler as EventHandler
 from ._events import PlanEvent as PlanEvent
@@ -61,6 +67,11 @@ __all__ = (
     "DEFAULT_LIMITS",
     "DEFAULT_MAX_CONCURRENCY",
     "DEFAULT_MAX_VALUE_CHARS",
+    "Approval",
+    "ApprovalCallback",
+    "ApprovalRequest",
+    "ApprovalRequested",
+    "ApprovalRule",
     "Backend",
     "BudgetMeter",
     "BudgetWarning",
@@ -77,6 +88,7 @@ __all__ = (
     "InProcessBackend",
     "Journal",
     "MemoryWindow",
+    "PendingStep",
     "PlanEvent",
     "PlanFinished",
     "PlanResult",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -19,9 +19,11 @@ from .._errors import StoreError, UserError
 from .._tasks import task_group
 from ..plan import Budget, CompiledPlan, Dialect, FailureMode, compile_plan
 from ..tools import ToolRegistry, ToolsLike
+from ._approval import Approval, ApprovalCallback, ApprovalRule
 from ._backend import Backend
 from ._choice import ToolChooser
 from ._events import EventHandler, PlanEvent, PlanFinished
+from ._gate import ApprovalGate, resumed
 from ._invoke import ToolInvoker, calling_invoker
 from ._journal import RunStore, check_run_id
 from ._limits import LimitOptions, RunLimits, limits_from
@@ -104,6 +106,10 @@ async def execute_plan(
     run_id: str | None = None,
     rerun_unknown: bool = False,
     policy: ToolChooser | None = None,
+    approval: ApprovalRule | None = None,
+    on_approval: ApprovalCallback | None = None,
+    resume: PlanResult | None = None,
+    approvals: Mapping[str, Approval] | None = None,
     **options: Unpack[LimitOptions],
 ) -> PlanResult:
     """Validate and run a plan; return every step's record.
@@ -123,6 +129,14 @@ async def execute_plan(
         policy: Chooses among alternative tools (a step naming a group, or ``{"one_of": [...]}``)
             and learns from how they do: a `toolplan.policy.ToolPolicy`. Without one, a group's
             ``general`` member (else its first) is called.
+        approval: The steps that need a person's approval before their tool is called
+            (`ApprovalRule`). Such a step waits; the others go on.
+        on_approval: Asked (async) with the steps waiting at one moment; returns an `Approval` per
+            step id. Without it, or for steps it leaves unanswered, the run returns when nothing
+            else can run, with status ``awaiting_approval`` and the request in ``result.approval``.
+        resume: A result that waits for approval: the run goes on from it (with ``approvals``);
+            no step that ended runs again.
+        approvals: The answers for ``resume``'s waiting steps, by step id (a step left out keeps waiting).
         **options: The limits (`LimitOptions`): ``limits``, ``max_concurrency``, ``timeout``,
             ``step_timeout``, ``failure_mode``, ``budget``, ``max_steps``, ``retry_delay``. The
             plan's own ``max_concurrency``, ``budget`` and ``failure_mode`` merge in: the tighter wins.
@@ -132,10 +146,19 @@ async def execute_plan(
         UserError: an option is unknown or out of range (the message names it).
         RunConflictError: ``run_id`` is stored with another plan, or another process is running it.
         StoreError: the store cannot be used (nothing ran).
+        ApprovalError: an answer in ``approvals`` names a step that does not wait, or its edited
+            arguments do not fit the tool (nothing ran).
     """
     limits = limits_from(options)
     compiled, invoker = prepare(plan, tools, limits=limits, dialect=dialect, backend=backend, policy=policy)
-    return await run_compiled(compiled, invoker, limits, on_event, store, run_id, rerun_unknown)
+    gate, stored = resumed(compiled, invoker.registry, approval, on_approval, resume, approvals)
+    if stored is not None:
+        if store is not None:
+            raise UserError("resume= continues a run held in this process; a stored run resumes by its run_id.")
+        run = PlanRun(compiled, invoker, limits=limits, on_event=on_event, stored=stored, approval=gate)
+        run.run_id = stored.run_id
+        return await run.run()
+    return await run_compiled(compiled, invoker, limits, on_event, store, run_id, rerun_unknown, approval=gate)
 
 
 async def run_compiled(
@@ -149,21 +172,32 @@ async def run_compiled(
     parent: str | None = None,
     expires: float | None = None,
     expires_note: str = "the run's deadline",
+    approval: ApprovalGate | None = None,
 ) -> PlanResult:
     """Run a compiled plan, durably when a store is given (see `execute_plan`).
 
     ``parent`` links a stored run to what ran it (an agent run); ``expires`` is an enclosing run's
-    deadline (`PlanRun`).
+    deadline (`PlanRun`); ``approval`` holds the steps that need a person's answer.
     """
     if run_id is not None:
         check_run_id(run_id)
     if store is None:
         if rerun_unknown:
             raise UserError("rerun_unknown=True applies when resuming a durable run: pass store= as well.")
-        run = PlanRun(compiled, invoker, limits=limits, on_event=on_event, expires=expires, expires_note=expires_note)
+        run = PlanRun(
+            compiled,
+            invoker,
+            limits=limits,
+            on_event=on_event,
+            expires=expires,
+            expires_note=expires_note,
+            approval=approval,
+        )
         if run_id is not None:
             run.run_id = run_id
         return await run.run()
+    if approval is not None:
+        raise UserError("Approval is not available for durable runs yet: run without store=, or without approval=.")
     journal, stored = await store.begin(run_id, compiled.plan, limits, parent=parent)
     if stored is not None and stored.finished and stored.result is not None and rerun_unknown and stored.unknown:
         journal, stored = await store.begin(journal.run_id, compiled.plan, limits, parent=parent, reopen=True)

@@ -117,6 +117,10 @@ async def run_step(run: PlanRun, cs: CompiledStep) -> StepResult:
         args = resolve_compiled(cs.arguments, run.outputs, run.missing_field == "null", missed.append)
     except _RESOLVE_ERRORS as exc:
         return _record(run, cs, "failed", CallOutcome(error=_unresolvable(cs, exc)), 0, None, False, missed)
+    if run.approval is not None:  # a person may have to answer first (`_gate.py`)
+        args = await run.approval.gate(run, cs, args)
+        if isinstance(args, StepResult):
+            return args
     if run.groups and tool in run.groups and not in_fallback:  # alternatives: one is chosen now
         return await run_alternative(run, cs, args, attempt, missed)
     defaults = run.tool_defaults[tool]  # filled in by PlanRun.add
