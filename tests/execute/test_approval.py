@@ -119,6 +119,13 @@ async def test_callback_approves_and_the_step_runs_with_resolved_arguments() -> 
 async def test_other_steps_go_on_while_a_step_waits() -> None:
     asked = asyncio.Event()
     release = asyncio.Event()
+    probed = asyncio.Event()
+
+    @tool(read_only=True)
+    async def probe(name: str) -> str:
+        """A read-only lookup that says when it ran."""
+        probed.set()
+        return name
 
     async def slow_person(request: ApprovalRequest) -> Mapping[str, Approval]:
         asked.set()
@@ -128,15 +135,15 @@ async def test_other_steps_go_on_while_a_step_waits() -> None:
     plan = {
         "steps": [
             {"id": "d", "tool": "delete", "arguments": {"path": "/x"}},
-            {"id": "g", "tool": "find", "arguments": {"name": "b"}},
+            {"id": "p", "tool": "probe", "arguments": {"name": "b"}},
         ]
     }
+    rule = ApprovalRule(destructive=True)
     run = asyncio.ensure_future(
-        execute_plan(plan, TOOLS, approval=ApprovalRule(destructive=True), on_approval=slow_person, max_concurrency=1)
+        execute_plan(plan, [*TOOLS, probe], approval=rule, on_approval=slow_person, max_concurrency=1)
     )
     await asked.wait()
-    while ("find", "b") not in CALLS:  # the read-only lookup runs while the delete waits (one slot)
-        await asyncio.sleep(0)
+    await probed.wait()  # the read-only lookup runs while the delete waits (one slot)
     assert ("delete", "/x") not in CALLS
     release.set()
     result = await run

@@ -21,6 +21,8 @@ from ..execute import (
     DEFAULT_LIMITS,
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_MAX_VALUE_CHARS,
+    ApprovalCallback,
+    ApprovalRule,
     PlanEvent,
     PlanResult,
     PlanRun,
@@ -35,7 +37,7 @@ from ..models import ModelMessage, ToolCall, ToolReturnMessage
 from ..plan import compile_calls
 from ..tools import ToolRegistry
 from ._events import AgentEvent, ToolExecutionFinished, ToolExecutionStarted
-from ._metatools import MetaTool
+from ._metatools import MetaTool, _MetaTool
 
 if TYPE_CHECKING:
     from ._agent import Agent
@@ -85,6 +87,10 @@ class TurnContext:
     run_id: str = ""
     call_results: list[PlanResult] = field(default_factory=list[PlanResult])  # the turns' direct calls
     traced: bool = False  # the run is traced (OpenTelemetry): plans say which tool call they are
+    approval: ApprovalRule | None = None  # steps of the run's plans that need a person's answer
+    on_approval: ApprovalCallback | None = None
+    # Plans of this turn that wait for approval: tool call id -> (the plan's arguments, its result).
+    waiting: dict[str, tuple[dict[str, Any], PlanResult]] = field(default_factory=dict[str, Any])
 
 
 def tool_content(value: Any) -> str:
@@ -294,6 +300,8 @@ class ToolCallExecutor:
             content, is_error, result = exc.message, True, None
         if result is not None:
             ctx.plan_results.append(result)
+            if result.status == "awaiting_approval":  # the turn ends; the answers resume it (`Agent.run`)
+                ctx.waiting[call.id] = (args, result)
         if is_error:
             message = _error_message(call, content)
         else:
@@ -304,6 +312,17 @@ class ToolCallExecutor:
 
     @staticmethod
     async def _call_meta(meta: MetaTool, args: dict[str, Any], ctx: TurnContext) -> tuple[str, bool, PlanResult | None]:
+        if ctx.approval is not None and isinstance(meta, _MetaTool):
+            return await meta.call(
+                args,
+                invoker=ctx.invoker,
+                on_event=ctx.emit,
+                expires=ctx.expires,
+                store=ctx.store,
+                parent=ctx.run_id or None,
+                approval=ctx.approval,
+                on_approval=ctx.on_approval,
+            )
         return await meta.call(
             args,
             invoker=ctx.invoker,

@@ -25,7 +25,7 @@ from ._choice import ToolChooser
 from ._events import EventHandler, PlanEvent, PlanFinished
 from ._gate import ApprovalGate, resumed
 from ._invoke import ToolInvoker, calling_invoker
-from ._journal import RunStore, check_run_id
+from ._journal import RunStore, StoredRun, check_run_id
 from ._limits import LimitOptions, RunLimits, limits_from
 from ._result import PlanResult
 from ._run import PlanRun
@@ -152,13 +152,9 @@ async def execute_plan(
     limits = limits_from(options)
     compiled, invoker = prepare(plan, tools, limits=limits, dialect=dialect, backend=backend, policy=policy)
     gate, stored = resumed(compiled, invoker.registry, approval, on_approval, resume, approvals)
-    if stored is not None:
-        if store is not None:
-            raise UserError("resume= continues a run held in this process; a stored run resumes by its run_id.")
-        run = PlanRun(compiled, invoker, limits=limits, on_event=on_event, stored=stored, approval=gate)
-        run.run_id = stored.run_id
-        return await run.run()
-    return await run_compiled(compiled, invoker, limits, on_event, store, run_id, rerun_unknown, approval=gate)
+    return await run_compiled(
+        compiled, invoker, limits, on_event, store, run_id, rerun_unknown, approval=gate, resume=stored
+    )
 
 
 async def run_compiled(
@@ -173,11 +169,13 @@ async def run_compiled(
     expires: float | None = None,
     expires_note: str = "the run's deadline",
     approval: ApprovalGate | None = None,
+    resume: StoredRun | None = None,
 ) -> PlanResult:
     """Run a compiled plan, durably when a store is given (see `execute_plan`).
 
     ``parent`` links a stored run to what ran it (an agent run); ``expires`` is an enclosing run's
-    deadline (`PlanRun`); ``approval`` holds the steps that need a person's answer.
+    deadline (`PlanRun`); ``approval`` holds the steps that need a person's answer; ``resume`` is
+    what a run that waited for approval ran (in this process): its ended steps are reused.
     """
     if run_id is not None:
         check_run_id(run_id)
@@ -192,10 +190,15 @@ async def run_compiled(
             expires=expires,
             expires_note=expires_note,
             approval=approval,
+            stored=resume,
         )
-        if run_id is not None:
+        if resume is not None:
+            run.run_id = resume.run_id
+        elif run_id is not None:
             run.run_id = run_id
         return await run.run()
+    if resume is not None:
+        raise UserError("resume= continues a run held in this process; a stored run resumes by its run_id.")
     if approval is not None:
         raise UserError("Approval is not available for durable runs yet: run without store=, or without approval=.")
     journal, stored = await store.begin(run_id, compiled.plan, limits, parent=parent)

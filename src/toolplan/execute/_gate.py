@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from ..tools import ToolRegistry
     from ._run import PlanRun
 
-__all__ = ("ApprovalGate", "resumed")
+__all__ = ("ApprovalGate", "check_answers", "resumed", "waiting_result")
 
 _new_step_result = maker(StepResult)
 _TIMED_OUT = "approval timed out"

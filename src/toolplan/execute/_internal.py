@@ -6,6 +6,9 @@ The layering test refuses any other import of a private module from outside the 
 from __future__ import annotations
 
 from ._api import run_compiled as run_compiled
+from ._gate import ApprovalGate as ApprovalGate
+from ._gate import check_answers as check_answers
+from ._gate import resumed as resumed
 from ._journal import check_run_id as check_run_id
 from ._result import cap_text as cap_text
 from ._window import window_refusal as window_refusal
