@@ -279,10 +279,10 @@ class Agent(_AgentOptions[DepsT, OutputT]):
         run = RunState(messages=messages, ctx=ctx, model_name=self.model.name, new_from=new_from)
         result: AgentResult[OutputT] | None = None
         if resume is not None:
-            replies = await resume_turn(run, resume[0], resume[1])
+            resumed = await resume_turn(run, resume[0], resume[1])
             if ctx.waiting:  # still waiting (some steps were left unanswered)
-                return self._waiting(run, replies)
-            messages.extend(r for r in replies if r is not None)
+                return self._waiting(run, resumed)
+            messages.extend(r for r in resumed if r is not None)
         for iteration in range(1, self.max_iterations + 1):
             if emit is not None:
                 emit(ModelRequestStarted(iteration=iteration))

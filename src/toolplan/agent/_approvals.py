@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._errors import ApprovalError
-from ..execute import Approval, ApprovalRequest
+from ..execute import Approval, ApprovalRequest, PendingStep
 from ..models import AssistantMessage, ToolReturnMessage
 from ._executors import _error_message
 from ._metatools import _MetaTool
@@ -31,7 +31,7 @@ def waiting_result(
     run: RunState, result: AgentResult[Any], replies: Sequence[ToolReturnMessage | None]
 ) -> AgentResult[Any]:
     """``result`` (status ``awaiting_approval``) with the request of every waiting plan and the turn to go on with."""
-    steps = []
+    steps: list[PendingStep] = []
     problems: dict[str, str] = {}
     for _, plan in run.ctx.waiting.values():
         if plan.approval is not None:

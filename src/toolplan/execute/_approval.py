@@ -9,7 +9,7 @@ waiting step is asked and answered inside a run is in `_gate.py`.
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -62,9 +62,10 @@ class ApprovalRule:
     timeout: float | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.tools, str) or not all(isinstance(t, str) for t in self.tools):
-            raise UserError(f"ApprovalRule tools must be a set of tool names, got {self.tools!r}.")
-        object.__setattr__(self, "tools", frozenset(self.tools))
+        tools: object = self.tools  # (any value, from untyped callers)
+        if isinstance(tools, str) or not isinstance(tools, Iterable) or not all(isinstance(t, str) for t in tools):
+            raise UserError(f"ApprovalRule tools must be a set of tool names, got {tools!r}.")
+        object.__setattr__(self, "tools", frozenset(tools))
         if self.cost_above is not None and not (isinstance(self.cost_above, int | float) and self.cost_above >= 0):
             raise UserError(f"ApprovalRule cost_above must be a number >= 0, got {self.cost_above!r}.")
         if self.timeout is not None and not (
@@ -263,13 +264,13 @@ ApprovalCallback = Callable[[ApprovalRequest], Awaitable[Mapping[str, Approval]]
 _MAX_REASON = 2000
 
 
-def edit_problems(tools: ToolRegistry, tool: str, answer: Approval) -> str | None:
+def edit_problems(tools: ToolRegistry, tool: str, answer: object) -> str | None:
     """Why ``answer`` cannot be used for a step of ``tool`` (its edited arguments, its reason), or None."""
     if not isinstance(answer, Approval):
         return f"an answer must be an Approval, got {type(answer).__name__}"
     if answer.reason is not None and (not isinstance(answer.reason, str) or len(answer.reason) > _MAX_REASON):
         return f"a rejection's reason must be text of at most {_MAX_REASON} characters"
-    edited = answer.arguments
+    edited: object = answer.arguments
     if edited is None or not answer.approved:
         return None
     if not isinstance(edited, Mapping):
