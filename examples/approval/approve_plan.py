@@ -3,7 +3,7 @@
 Run it: ``python examples/approval/approve_plan.py``. It runs one plan three ways:
 
 1. with a callback that approves the plan's one destructive step after looking at it;
-2. without a callback: the run stops with status ``awaiting_approval`` once nothing else can run,
+2. without a callback: the run stops with status ``pending_approval`` once nothing else can run,
    and is resumed with a rejection (nothing that ran runs again);
 3. with an edit: the person approves with other arguments, checked against the tool's schema.
 """

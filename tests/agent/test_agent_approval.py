@@ -56,7 +56,7 @@ async def test_the_turn_ends_waiting_and_approvals_continue_it() -> None:
         model=model, tools=[lookup, close_account], tool_planning=True, approval=ApprovalRule(destructive=True)
     )
     waiting = await agent.run("close bob's account")
-    assert waiting.status == "awaiting_approval"
+    assert waiting.status == "pending_approval"
     assert waiting.approval is not None and waiting.approval.step_ids == ("c",)
     assert waiting.approval.steps[0].arguments == {"account": "acct-bob"}
     assert waiting.approval.steps[0].rationale == "asked by bob"
@@ -119,5 +119,5 @@ async def test_bad_resumes_are_refused() -> None:
         await agent.run("again", resume=waiting)
     assert CALLS == ["lookup bob"]
     still = await agent.run(resume=waiting, approvals={})  # nothing answered: it still waits
-    assert still.status == "awaiting_approval" and still.approval is not None
+    assert still.status == "pending_approval" and still.approval is not None
     assert still.approval.step_ids == ("c",)

@@ -182,7 +182,7 @@ async def test_edited_arguments_are_used_and_checked() -> None:
         return {"d": Approval.approve({"path": 42})}
 
     result = await execute_plan(PLAN, TOOLS, approval=ApprovalRule(destructive=True), on_approval=bad_edit)
-    assert result.status == "awaiting_approval"
+    assert result.status == "pending_approval"
     assert result.approval is not None and "d" in result.approval.problems
     assert ("delete", 42) not in CALLS and not any(c[0] == "delete" for c in CALLS)
 
@@ -241,15 +241,15 @@ async def test_without_a_callback_the_run_returns_waiting_and_resumes() -> None:
     events: list[PlanEvent] = []
     rule = ApprovalRule(destructive=True)
     waiting = await execute_plan(PLAN, TOOLS, approval=rule, on_event=events.append)
-    assert waiting.status == "awaiting_approval"
+    assert waiting.status == "pending_approval"
     assert waiting.approval is not None and waiting.approval.step_ids == ("d",)
-    assert waiting.steps["d"].status == "awaiting_approval"
+    assert waiting.steps["d"].status == "pending_approval"
     assert waiting.steps["d"].arguments == {"path": "/tmp/a.txt"}
     assert waiting.steps["n"].status == "pending"
     assert waiting.steps["f"].ok and waiting.steps["g"].ok
     assert any(isinstance(e, ApprovalRequested) for e in events)
     assert sorted(CALLS) == [("find", "a.txt"), ("find", "b.txt")]
-    assert json.loads(waiting.to_model_text())["awaiting_approval"] == ["d"]
+    assert json.loads(waiting.to_model_text())["pending_approval"] == ["d"]
 
     CALLS.clear()
     done = await execute_plan(PLAN, TOOLS, approval=rule, resume=waiting, approvals=waiting.approval.approve_all())
@@ -295,7 +295,7 @@ async def test_resume_without_answers_keeps_waiting_and_expiry_rejects() -> None
     assert waiting.approval is not None and waiting.approval.steps[0].expires_at is not None
     expires = waiting.approval.steps[0].expires_at
     still = await execute_plan(PLAN, TOOLS, approval=ApprovalRule(destructive=True), resume=waiting)
-    assert still.status == "awaiting_approval"
+    assert still.status == "pending_approval"
     # The deadline is the one first asked with (by the run's clock): it does not restart on resume.
     assert still.approval is not None and still.approval.steps[0].expires_at == expires
     await asyncio.sleep(0.02)  # let the approval deadline pass (a real deadline: nothing else to wait on)

@@ -26,7 +26,7 @@ def test_the_approval_example() -> None:
     assert done.returncode == 0, out + done.stderr
     assert "asked: rm calls delete_files" in out and "dependents ['tell']" in out
     assert "1. succeeded: posted" in out
-    assert "2. awaiting_approval, waiting: ['rm'], calls so far: ['find_old_files']" in out
+    assert "2. pending_approval, waiting: ['rm'], calls so far: ['find_old_files']" in out
     assert "resumed: failed; rm rejected, tell skipped" in out
     assert "keep the 2020 logs" in out
     assert "3. succeeded: delete_files ['/var/log/app/2019.log']" in out

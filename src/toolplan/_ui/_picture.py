@@ -38,7 +38,7 @@ _GROUP = {
     "unknown_outcome": "failed",
     "rejected": "failed",
     "not_run": "skipped",
-    "awaiting_approval": "pending",
+    "pending_approval": "pending",
 }
 _LEGEND = {
     "pending": "pending",

@@ -30,8 +30,8 @@ from ._metatools import planning_instructions as planning_instructions
 from ._options import OnLimit as OnLimit
 from ._output import OUTPUT_TOOL_NAME as OUTPUT_TOOL_NAME
 from ._result import AgentResult as AgentResult
-from ._result import WaitingTurn as WaitingTurn
 from ._result import RunStatus as RunStatus
+from ._result import WaitingTurn as WaitingTurn
 
 __all__ = (
     "BATCH_TOOL_NAME",

@@ -110,7 +110,7 @@ class Agent(_AgentOptions[DepsT, OutputT]):
         `UsageLimitExceeded` when the run stops at a limit first (unless ``on_limit="return"``).
 
         With ``Agent(approval=...)`` and no ``on_approval``, a plan whose steps need a person's answer
-        ends the model's turn: the result has status ``"awaiting_approval"`` and the request in
+        ends the model's turn: the result has status ``"pending_approval"`` and the request in
         ``result.approval``. ``agent.run(resume=result, approvals={step_id: Approval(...)})`` (no
         prompt) goes on: the plan runs its answered steps (nothing that ran runs again) and the
         model reads the outcome, rejections and their reasons included.
@@ -124,7 +124,7 @@ class Agent(_AgentOptions[DepsT, OutputT]):
             return await self._run(prompt, message_history, None, deps)
         if prompt is not None or message_history:
             raise UserError("resume= goes on with the waiting run's own conversation: pass no prompt or history.")
-        if resume.status != "awaiting_approval" or resume.waiting is None:
+        if resume.status != "pending_approval" or resume.waiting is None:
             raise UserError(f"resume= takes a result that waits for approval, got status {resume.status!r}.")
         return await self._run("", (), None, deps, (resume, approvals or {}))
 
@@ -367,7 +367,7 @@ class Agent(_AgentOptions[DepsT, OutputT]):
     def _waiting(self, run: RunState, replies: Sequence[ToolReturnMessage | None]) -> AgentResult[OutputT]:
         """The result of a run whose turn waits for approval (`AgentResult.waiting` holds the turn)."""
         output: Any = "" if self._output is None else None
-        return waiting_result(run, run.result(output, "awaiting_approval"), replies)
+        return waiting_result(run, run.result(output, "pending_approval"), replies)
 
     def _stopped(self, run: RunState, status: RunStatus, limit: str, message: str) -> AgentResult[OutputT]:
         """The partial result of a run stopped at ``limit``; raised in `UsageLimitExceeded` unless on_limit='return'."""

@@ -2,7 +2,7 @@
 
 With ``Agent(approval=rule)`` and no ``on_approval``, a plan (``execute_tool_plan``,
 ``execute_plan``) whose steps need approval returns waiting; the model's turn then ends with the
-request in the run's result (status ``awaiting_approval``). ``agent.run(resume=result,
+request in the run's result (status ``pending_approval``). ``agent.run(resume=result,
 approvals=...)`` resumes those plans with the answers (nothing that ran runs again), gives the model
 their results, rejections and reasons included, and the loop goes on.
 """
@@ -30,7 +30,7 @@ Resume = tuple[AgentResult[Any], Mapping[str, Approval]]
 def waiting_result(
     run: RunState, result: AgentResult[Any], replies: Sequence[ToolReturnMessage | None]
 ) -> AgentResult[Any]:
-    """``result`` (status ``awaiting_approval``) with the request of every waiting plan and the turn to go on with."""
+    """``result`` (status ``pending_approval``) with the request of every waiting plan and the turn to go on with."""
     steps: list[PendingStep] = []
     problems: dict[str, str] = {}
     for _, plan in run.ctx.waiting.values():
@@ -88,7 +88,7 @@ async def resume_turn(
         )
         if result is not None:
             ctx.plan_results.append(result)
-            if result.status == "awaiting_approval":
+            if result.status == "pending_approval":
                 ctx.waiting[call.id] = (dict(args), result)
                 continue
         replies[i] = (

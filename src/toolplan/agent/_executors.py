@@ -300,7 +300,7 @@ class ToolCallExecutor:
             content, is_error, result = exc.message, True, None
         if result is not None:
             ctx.plan_results.append(result)
-            if result.status == "awaiting_approval":  # the turn ends; the answers resume it (`Agent.run`)
+            if result.status == "pending_approval":  # the turn ends; the answers resume it (`Agent.run`)
                 ctx.waiting[call.id] = (args, result)
         if is_error:
             message = _error_message(call, content)

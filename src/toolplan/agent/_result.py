@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 __all__ = ("AgentResult", "RunStatus", "WaitingTurn")
 
-RunStatus = Literal["completed", "max_iterations", "usage_limit", "output_invalid", "awaiting_approval"]
+RunStatus = Literal["completed", "max_iterations", "usage_limit", "output_invalid", "pending_approval"]
 # The type of `AgentResult.output`: ``str`` unless the agent has an ``output_type``.
 OutputT = TypeVar("OutputT", default=str)
 
@@ -46,7 +46,7 @@ class AgentResult(Generic[OutputT]):
             `toolplan.UsageLimitExceeded`, or what ``on_limit="return"`` returns): ``"max_iterations"``
             (the run made ``max_iterations`` model requests), ``"usage_limit"`` (the model asked for
             tools after the run's deadline or budget ran out) or ``"output_invalid"`` (in
-            `toolplan.OutputValidationError`); ``error`` then says what to do. ``"awaiting_approval"``:
+            `toolplan.OutputValidationError`); ``error`` then says what to do. ``"pending_approval"``:
             a plan's steps wait for a person's answer (``approval``); ``agent.run(resume=result,
             approvals=...)`` goes on.
         messages: The whole conversation, system prompt first.
@@ -60,8 +60,8 @@ class AgentResult(Generic[OutputT]):
         call_results: The records of the model's direct tool calls, one `PlanResult` per turn (with
             the choices made among alternative tools).
         declarations: The plans the model declared with ``declare_plan`` (``Agent(declare_plan=True)``).
-        approval: For status ``awaiting_approval``: the steps that wait (`ApprovalRequest`).
-        waiting: For status ``awaiting_approval``: the turn to go on with (see `WaitingTurn`).
+        approval: For status ``pending_approval``: the steps that wait (`ApprovalRequest`).
+        waiting: For status ``pending_approval``: the turn to go on with (see `WaitingTurn`).
     """
 
     output: OutputT

@@ -32,7 +32,7 @@ STATUS_STYLES: dict[StepStatus, str] = {
     "not_run": "yellow",
     "unknown_outcome": "bold red",
     "rejected": "red",
-    "awaiting_approval": "bold magenta",
+    "pending_approval": "bold magenta",
 }
 
 DETAIL_LIMIT = 200  # characters of an output or error shown in a table, at most

@@ -133,7 +133,7 @@ async def execute_plan(
             (`ApprovalRule`). Such a step waits; the others go on.
         on_approval: Asked (async) with the steps waiting at one moment; returns an `Approval` per
             step id. Without it, or for steps it leaves unanswered, the run returns when nothing
-            else can run, with status ``awaiting_approval`` and the request in ``result.approval``.
+            else can run, with status ``pending_approval`` and the request in ``result.approval``.
         resume: A result that waits for approval: the run goes on from it (with ``approvals``);
             no step that ended runs again.
         approvals: The answers for ``resume``'s waiting steps, by step id (a step left out keeps waiting).
@@ -151,7 +151,8 @@ async def execute_plan(
     """
     limits = limits_from(options)
     compiled, invoker = prepare(plan, tools, limits=limits, dialect=dialect, backend=backend, policy=policy)
-    gate, stored = resumed(compiled, invoker.registry, approval, on_approval, resume, approvals)
+    durable = store is not None and run_id is not None
+    gate, stored = resumed(compiled, invoker.registry, approval, on_approval, resume, approvals, durable)
     return await run_compiled(
         compiled, invoker, limits, on_event, store, run_id, rerun_unknown, approval=gate, resume=stored
     )
@@ -199,9 +200,20 @@ async def run_compiled(
         return await run.run()
     if resume is not None:
         raise UserError("resume= continues a run held in this process; a stored run resumes by its run_id.")
-    if approval is not None:
-        raise UserError("Approval is not available for durable runs yet: run without store=, or without approval=.")
     journal, stored = await store.begin(run_id, compiled.plan, limits, parent=parent)
+    waiting = stored.result if stored is not None and stored.status == "pending_approval" else None
+    if approval is not None or waiting is not None:  # a stored run that waits: its request, the answers
+        try:
+            if approval is None:
+                raise UserError(
+                    f"Run {journal.run_id!r} waits for a person's approval: resume it with approval= and "
+                    "approvals= (CLI: toolplan runs approve)."
+                )
+            approval.take_up(waiting)
+        except UserError:
+            with contextlib.suppress(StoreError):  # let go of it as it was
+                await journal.close(waiting, stored.calls if stored else 0, stored.cost if stored else 0.0)
+            raise
     if stored is not None and stored.finished and stored.result is not None and rerun_unknown and stored.unknown:
         journal, stored = await store.begin(journal.run_id, compiled.plan, limits, parent=parent, reopen=True)
     if stored is not None and stored.finished and stored.result is not None and not (rerun_unknown and stored.unknown):

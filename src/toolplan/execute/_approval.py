@@ -82,6 +82,35 @@ class ApprovalRule:
                 "cost_above=... or when=... (or pass no rule for runs without approval)."
             )
 
+    def to_dict(self) -> dict[str, Any] | None:
+        """The rule as JSON data (`from_dict` reads it back), or None for a rule with a ``when`` function."""
+        if self.when is not None:
+            return None
+        return {
+            "every": self.every,
+            "destructive": self.destructive,
+            "not_read_only": self.not_read_only,
+            "tools": sorted(self.tools),
+            "cost_above": self.cost_above,
+            "timeout": self.timeout,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ApprovalRule:
+        """The rule `to_dict` wrote.
+
+        Raises:
+            UserError: the data does not make a rule.
+        """
+        return cls(
+            every=bool(data.get("every")),
+            destructive=bool(data.get("destructive")),
+            not_read_only=bool(data.get("not_read_only")),
+            tools=frozenset(data.get("tools") or ()),
+            cost_above=data.get("cost_above"),
+            timeout=data.get("timeout"),
+        )
+
     def needs_approval(self, step: Step, tools: ToolRegistry, arguments: Mapping[str, Any] | None = None) -> bool:
         """True when ``step`` needs approval before its tool is called.
 
@@ -189,11 +218,14 @@ class ApprovalRequest:
         steps: The waiting steps, in plan order.
         problems: Step id -> why an answer given for it was refused (an edit that does not fit the
             tool's schema); the step still waits.
+        rule: The run's `ApprovalRule` as JSON data (`ApprovalRule.to_dict`), so that a stored run
+            can be resumed with it; None for a rule with a ``when`` function.
     """
 
     run_id: str
     steps: tuple[PendingStep, ...]
     problems: Mapping[str, str] = field(default_factory=dict[str, str])
+    rule: Mapping[str, Any] | None = None
 
     @property
     def step_ids(self) -> tuple[str, ...]:
@@ -210,7 +242,12 @@ class ApprovalRequest:
 
     def to_dict(self) -> dict[str, Any]:
         """Every field as JSON data; `from_dict` reads it back."""
-        return {"run_id": self.run_id, "steps": [p.to_dict() for p in self.steps], "problems": dict(self.problems)}
+        return {
+            "run_id": self.run_id,
+            "steps": [p.to_dict() for p in self.steps],
+            "problems": dict(self.problems),
+            "rule": None if self.rule is None else dict(self.rule),
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ApprovalRequest:
@@ -219,6 +256,7 @@ class ApprovalRequest:
             run_id=data.get("run_id") or "",
             steps=tuple(PendingStep.from_dict(p) for p in data.get("steps") or ()),
             problems=dict(data.get("problems") or {}),
+            rule=data.get("rule"),
         )
 
 

@@ -3,7 +3,7 @@
 A step the rule marks waits once its arguments are resolved; the run's other steps go on (a
 waiting step gives its concurrency slot back). With a callback, the steps waiting at one moment
 are asked in one request; without one (or for steps it leaves unanswered), the step is parked: the
-run ends when nothing else can run, with status ``awaiting_approval`` and the request in
+run ends when nothing else can run, with status ``pending_approval`` and the request in
 `PlanResult.approval`. Resuming with the answers runs the approved steps and nothing that ran.
 """
 
@@ -92,6 +92,18 @@ class ApprovalGate:
         if not answer.approved:
             return self._rejected(run, cs, answer.reason or "rejected by the approver", args)
         return args if answer.arguments is None else dict(answer.arguments)
+
+    def take_up(self, stored: PlanResult | None) -> None:
+        """A stored run taken up: its waiting steps wait (or are answered) as first asked.
+
+        Raises:
+            ApprovalError: an answer names a step that does not wait, or its edit does not fit the tool.
+        """
+        request = None if stored is None else stored.approval
+        if request is not None:
+            self.asked = {p.step_id: p for p in request.steps}
+        if self.answers:
+            check_answers(request or ApprovalRequest(run_id="", steps=()), self.answers, self.tools)
 
     def _pending(self, run: PlanRun, cs: CompiledStep, args: Any) -> PendingStep:
         step = cs.step
@@ -218,8 +230,8 @@ class ApprovalGate:
             tool=cs.step.tool,
             status=status,
             error=error,
-            started_at=run.started_at.get(sid) if status != "awaiting_approval" else None,
-            ended_at=run.now() if status != "awaiting_approval" else None,
+            started_at=run.started_at.get(sid) if status != "pending_approval" else None,
+            ended_at=run.now() if status != "pending_approval" else None,
             arguments=args,
         )
 
@@ -229,11 +241,11 @@ class ApprovalGate:
 
     def _park(self, run: PlanRun, cs: CompiledStep, pending: PendingStep, args: Any) -> StepResult:
         self.waiting[cs.step.id] = pending
-        return self._record(run, cs, "awaiting_approval", None, args)
+        return self._record(run, cs, "pending_approval", None, args)
 
     def parks(self, run: PlanRun, result: StepResult) -> bool:
         """True when ``result`` is a step parked to wait for approval (its slot is given back; dependents wait)."""
-        if result.status != "awaiting_approval":
+        if result.status != "pending_approval":
             return False
         run.sched.hold(run.steps[result.id].step.tool, -1)
         run.results[result.id] = result  # (no event: the run's `ApprovalRequested` says it)
@@ -242,7 +254,7 @@ class ApprovalGate:
     def settle(self, run: PlanRun) -> ApprovalRequest | None:
         """The run ends: records for the steps that wait (and those waiting on them); the request, if any."""
         stopped = run.sched.stopped
-        waiting = [sid for sid in self.waiting if run.results.get(sid, _NONE).status == "awaiting_approval"]
+        waiting = [sid for sid in self.waiting if run.results.get(sid, _NONE).status == "pending_approval"]
         if stopped is not None:  # fail_fast, a store that failed: the waiting steps will not run
             for sid in waiting:
                 error = StepError(kind="not_run", message=stopped)
@@ -256,7 +268,12 @@ class ApprovalGate:
         order = {sid: i for i, sid in enumerate(run.steps)}
         waiting.sort(key=order.__getitem__)
         problems = {sid: self.problems[sid] for sid in waiting if sid in self.problems}
-        request = ApprovalRequest(run_id=run.run_id, steps=tuple(self.waiting[s] for s in waiting), problems=problems)
+        request = ApprovalRequest(
+            run_id=run.run_id,
+            steps=tuple(self.waiting[s] for s in waiting),
+            problems=problems,
+            rule=self.rule.to_dict(),
+        )
         if run.on_event is not None:
             run.emit(ApprovalRequested(run_id=run.run_id, request=request, at=run.now()))
         return request
@@ -266,10 +283,10 @@ _NONE = _new_step_result(id="", tool="", status="pending")
 
 
 def waiting_result(result: PlanResult, request: ApprovalRequest | None) -> PlanResult:
-    """``result`` with status ``awaiting_approval`` and its request, when steps wait."""
+    """``result`` with status ``pending_approval`` and its request, when steps wait."""
     if request is None or result.status == "cancelled":
         return result
-    return dataclasses.replace(result, status="awaiting_approval", approval=request)
+    return dataclasses.replace(result, status="pending_approval", approval=request)
 
 
 def resumed(
@@ -279,8 +296,12 @@ def resumed(
     callback: ApprovalCallback | None,
     resume: PlanResult | None,
     answers: Mapping[str, Approval] | None,
+    durable: bool = False,
 ) -> tuple[ApprovalGate | None, StoredRun | None]:
     """The gate of a run given ``approval=``, and what a resumed run reuses of ``resume``.
+
+    ``durable``: the run is a stored one, named by its id; ``answers`` are then checked once the
+    store has given its waiting request (`ApprovalGate.take_up`).
 
     Raises:
         UserError: the options do not fit together, or ``resume`` is not a waiting result of this plan.
@@ -295,14 +316,16 @@ def resumed(
     if rule is not None and not isinstance(rule, ApprovalRule):
         raise UserError(f"approval= takes an ApprovalRule, got {type(rule).__name__}.")
     if resume is None:
-        if answers is not None:
-            raise UserError("approvals= answers a waiting run: pass the result that waits as resume= too.")
-        return ApprovalGate(rule, tools, callback), None
+        if answers is not None and not durable:
+            raise UserError(
+                "approvals= answers a waiting run: pass the result that waits as resume= too (or, for a stored "
+                "run, store= and its run_id=)."
+            )
+        return ApprovalGate(rule, tools, callback, answers), None
     request = resume.approval
-    if resume.status != "awaiting_approval" or request is None:
+    if resume.status != "pending_approval" or request is None:
         raise UserError(
-            "resume= takes a result that waits for approval (status 'awaiting_approval'), "
-            f"got status {resume.status!r}."
+            f"resume= takes a result that waits for approval (status 'pending_approval'), got status {resume.status!r}."
         )
     if set(resume.steps) != set(compiled.steps):
         raise UserError("resume= holds the result of another plan: resume with the plan that made it.")

@@ -71,7 +71,7 @@ def check_run_id(run_id: object) -> str:
 # Stored statuses of a step whose call may have been in flight when its process stopped.
 _IN_FLIGHT = frozenset({"running", "cancelled"})
 # Stored statuses of a step that never called its tool: it runs (or is skipped again) as if new.
-_NOT_STARTED = frozenset({"pending", "not_run", "skipped", "awaiting_approval"})
+_NOT_STARTED = frozenset({"pending", "not_run", "skipped", "pending_approval"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

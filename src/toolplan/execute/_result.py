@@ -34,9 +34,9 @@ StepStatus = Literal[
     "not_run",
     "unknown_outcome",
     "rejected",  # a person rejected it (or its approval timed out): its tool was not called
-    "awaiting_approval",  # it waits for a person's answer (`PlanResult.approval`)
+    "pending_approval",  # it waits for a person's answer (`PlanResult.approval`)
 ]
-PlanStatus = Literal["succeeded", "failed", "cancelled", "awaiting_approval"]
+PlanStatus = Literal["succeeded", "failed", "cancelled", "pending_approval"]
 ErrorKind = Literal[
     "business",  # the tool returned a ToolResult with an error, or raised ToolError
     "infrastructure",  # the tool raised an unexpected exception
@@ -184,7 +184,7 @@ class PlanResult:
     deps: Mapping[str, tuple[str, ...]] = field(default_factory=dict[str, tuple[str, ...]])
     warnings: tuple[PlanIssue, ...] = field(default=())
     choices: tuple[Choice, ...] = field(default=())  # made among alternative tools, in order
-    # Status ``awaiting_approval``: the steps that wait for a person's answer (resume with the answers).
+    # Status ``pending_approval``: the steps that wait for a person's answer (resume with the answers).
     approval: ApprovalRequest | None = None
 
     # The graph facts below are computed when asked for (O(steps)), not on every run.
@@ -308,7 +308,7 @@ class PlanResult:
         if errors:
             out["errors"] = errors
         if self.approval is not None:
-            out["awaiting_approval"] = list(self.approval.step_ids)
+            out["pending_approval"] = list(self.approval.step_ids)
         return out
 
     def batch_summary(self, *, max_value_chars: int = DEFAULT_MAX_VALUE_CHARS) -> list[dict[str, Any]]:
