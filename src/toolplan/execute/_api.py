@@ -209,7 +209,7 @@ async def run_compiled(
                     f"Run {journal.run_id!r} waits for a person's approval: resume it with approval= and "
                     "approvals= (CLI: toolplan runs approve)."
                 )
-            approval.take_up(waiting)
+            approval.take_up(waiting, compiled)
         except UserError:
             with contextlib.suppress(StoreError):  # let go of it as it was
                 await journal.close(waiting, stored.calls if stored else 0, stored.cost if stored else 0.0)
@@ -229,6 +229,7 @@ async def run_compiled(
         journal=journal,
         stored=stored,
         rerun_unknown=rerun_unknown,
+        approval=approval,
     )
     return await run_journaled(run)
 

@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ApprovalError, UserError
+from .._errors import ApprovalError, StoreError, UserError
 from .._records import maker
 from ._approval import Approval, ApprovalCallback, ApprovalRequest, ApprovalRule, PendingStep, edit_problems
 from ._events import ApprovalRequested
@@ -93,8 +93,11 @@ class ApprovalGate:
             return self._rejected(run, cs, answer.reason or "rejected by the approver", args)
         return args if answer.arguments is None else dict(answer.arguments)
 
-    def take_up(self, stored: PlanResult | None) -> None:
+    def take_up(self, stored: PlanResult | None, compiled: CompiledPlan) -> None:
         """A stored run taken up: its waiting steps wait (or are answered) as first asked.
+
+        A run whose process stopped while a step was being asked has no stored request: the
+        answers may then name any step of the plan (each is asked again, and answered by them).
 
         Raises:
             ApprovalError: an answer names a step that does not wait, or its edit does not fit the tool.
@@ -102,8 +105,16 @@ class ApprovalGate:
         request = None if stored is None else stored.approval
         if request is not None:
             self.asked = {p.step_id: p for p in request.steps}
+        elif self.answers:
+            request = ApprovalRequest(
+                run_id="",
+                steps=tuple(
+                    PendingStep(step_id=sid, tool=cs.step.tool, arguments={}) for sid, cs in compiled.steps.items()
+                ),
+            )
         if self.answers:
-            check_answers(request or ApprovalRequest(run_id="", steps=()), self.answers, self.tools)
+            assert request is not None
+            check_answers(request, self.answers, self.tools)
 
     def _pending(self, run: PlanRun, cs: CompiledStep, args: Any) -> PendingStep:
         step = cs.step
@@ -199,9 +210,11 @@ class ApprovalGate:
                 self._queue.clear()
                 if not batch:
                     return
-                request = ApprovalRequest(run_id=run.run_id, steps=tuple(p for p, _ in batch))
-                if run.on_event is not None:
-                    run.emit(ApprovalRequested(run_id=run.run_id, request=request, at=run.now()))
+                request = ApprovalRequest(run_id=run.run_id, steps=tuple(p for p, _ in batch), rule=self.rule.to_dict())
+                stored = self._tell(run, request)
+                if stored is not None:  # asked only once the request is stored: it outlives this process
+                    with contextlib.suppress(StoreError):
+                        await stored
                 self._batch, self._calling = batch, True
                 try:
                     answers: Any = await callback(request)
@@ -274,9 +287,17 @@ class ApprovalGate:
             problems=problems,
             rule=self.rule.to_dict(),
         )
+        self._tell(run, request)
+        return request
+
+    @staticmethod
+    def _tell(run: PlanRun, request: ApprovalRequest) -> asyncio.Future[None] | None:
+        """The event, and for a durable run the stored request (done once committed)."""
         if run.on_event is not None:
             run.emit(ApprovalRequested(run_id=run.run_id, request=request, at=run.now()))
-        return request
+        if run.journal is not None:
+            return run.journal.event("approval_requested", None, request.to_dict())
+        return None
 
 
 _NONE = _new_step_result(id="", tool="", status="pending")

@@ -240,8 +240,8 @@ class Journal(Protocol):
         """Write a step that ended without a call of its own (skipped, not run, cancelled), in order."""
         ...
 
-    def event(self, kind: str, step_id: str | None, payload: Mapping[str, object]) -> None:
-        """Append an event (its number is the next in the run's gap-free sequence)."""
+    def event(self, kind: str, step_id: str | None, payload: Mapping[str, object]) -> asyncio.Future[None]:
+        """Append an event (its number is the next in the run's gap-free sequence); done once committed."""
         ...
 
     def plan_complete(self, plan: Plan) -> None:
