@@ -8,6 +8,7 @@ run. A run that returned waiting (no callback) is answered the same way.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import os
 import signal
@@ -124,7 +125,7 @@ def test_a_stored_waiting_run_is_rejected_from_the_command_line(tmp_path: Path) 
     os.environ["APPROVAL_CALLS"] = env["APPROVAL_CALLS"]
     try:
         sys.path.insert(0, str(tmp_path))
-        import tools as tool_module  # the same tools, in this process
+        tool_module = importlib.import_module("tools")  # the same tools, in this process
 
         async def first() -> str:
             store = open_store(db)
