@@ -110,6 +110,9 @@ def test_kill_9_while_asking_then_approve_from_another_process(tmp_path: Path) -
     assert holder.returncode == -signal.SIGKILL
     assert sorted(_calls(tmp_path)) == ["look x", "look y"]
 
+    refused = _toolplan(env, "runs", "resume", "r1", "--tools", str(tools), "--db", db)  # no rule: refused
+    assert refused.returncode == 2 and "waits for a person's approval" in refused.stderr
+    assert sorted(_calls(tmp_path)) == ["look x", "look y"]
     done = _toolplan(env, "runs", "approve", "r1", "--tools", str(tools), "--db", db, "--json")
     assert done.returncode == 0, done.stderr
     steps = {s["id"]: s for s in json.loads(done.stdout)["steps"]}

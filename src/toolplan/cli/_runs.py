@@ -192,7 +192,7 @@ async def waiting_request(store: Store, run_id: str) -> ApprovalRequest:
     info = await store.get_run(run_id)
     if info.result.approval is not None:
         return info.result.approval
-    if info.summary.status == "running":
+    if not info.finished:  # its process may have died while a person was being asked
         asked = [e for e in await store.events(run_id) if e.type == "approval_requested"]
         if asked and isinstance(asked[-1].payload, dict):
             return ApprovalRequest.from_dict(asked[-1].payload)

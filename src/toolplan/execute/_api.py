@@ -202,7 +202,8 @@ async def run_compiled(
         raise UserError("resume= continues a run held in this process; a stored run resumes by its run_id.")
     journal, stored = await store.begin(run_id, compiled.plan, limits, parent=parent)
     waiting = stored.result if stored is not None and stored.status == "pending_approval" else None
-    if approval is not None or waiting is not None:  # a stored run that waits: its request, the answers
+    waits = stored is not None and any(s.status == "pending_approval" for s in stored.steps.values())
+    if approval is not None or waits:  # a stored run that waits: its request, the answers
         try:
             if approval is None:
                 raise UserError(

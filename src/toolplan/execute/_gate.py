@@ -295,9 +295,15 @@ class ApprovalGate:
         """The event, and for a durable run the stored request (done once committed)."""
         if run.on_event is not None:
             run.emit(ApprovalRequested(run_id=run.run_id, request=request, at=run.now()))
-        if run.journal is not None:
-            return run.journal.event("approval_requested", None, request.to_dict())
-        return None
+        journal = run.journal
+        if journal is None:
+            return None
+        meter = run.invoker.meter
+        for p in request.steps:  # rows that say the step waits: no process takes the run up without a rule
+            if p.step_id not in run.results:
+                record = _new_step_result(id=p.step_id, tool=p.tool, status="pending_approval", arguments=p.arguments)
+                journal.finished(record, meter.calls, meter.cost)
+        return journal.event("approval_requested", None, request.to_dict())
 
 
 _NONE = _new_step_result(id="", tool="", status="pending")
