@@ -303,3 +303,20 @@ async def test_resume_without_answers_keeps_waiting_and_expiry_rejects() -> None
     d = late.steps["d"]
     assert d.status == "rejected" and d.error is not None and "approval timed out" in d.error.message
     assert not any(c[0] == "delete" for c in CALLS)
+
+
+async def test_stream_plan_takes_the_rule_and_tells_the_request() -> None:
+    from toolplan import stream_plan
+
+    async with stream_plan(PLAN, TOOLS, approval=ApprovalRule(destructive=True)) as events:
+        kinds = [event.kind async for event in events]
+    assert "approval_requested" in kinds
+    assert events.result is not None and events.result.status == "pending_approval"
+
+
+def test_alternatives_and_fallbacks_count_for_the_rule() -> None:
+    registry = ToolRegistry.of(TOOLS)
+    either = Step(id="e", tool="find|notify", arguments={"name": "x"}, one_of=("find", "notify"))
+    assert ApprovalRule(not_read_only=True).needs_approval(either, registry)
+    assert not ApprovalRule(destructive=True).needs_approval(either, registry)
+    assert ApprovalRule(tools=frozenset({"notify"})).needs_approval(either, registry)

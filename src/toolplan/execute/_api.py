@@ -288,11 +288,14 @@ async def stream_plan(
     run_id: str | None = None,
     rerun_unknown: bool = False,
     policy: ToolChooser | None = None,
+    approval: ApprovalRule | None = None,
+    on_approval: ApprovalCallback | None = None,
     **options: Unpack[LimitOptions],
 ) -> AsyncIterator[PlanStream]:
     """Run a plan in the background of this block and iterate over its events.
 
-    Takes the options of `execute_plan` (``store=`` and ``run_id=`` included).
+    Takes the options of `execute_plan` (``store=``, ``run_id=``, ``approval=`` and ``on_approval=``
+    included; a run that waits is resumed with `execute_plan`).
 
     ```python
     async with stream_plan(plan, tools) as events:
@@ -304,6 +307,7 @@ async def stream_plan(
     """
     limits = limits_from(options)
     compiled, invoker = prepare(plan, tools, limits=limits, dialect=dialect, backend=backend, policy=policy)
+    gate, _ = resumed(compiled, invoker.registry, approval, on_approval, None, None)
     stream = PlanStream()
     callback: Callable[[PlanEvent], None] | None = on_event
 
@@ -313,7 +317,7 @@ async def stream_plan(
         stream._put(event)
 
     async with task_group() as tg:
-        task = tg.create_task(run_compiled(compiled, invoker, limits, put, store, run_id, rerun_unknown))
+        task = tg.create_task(run_compiled(compiled, invoker, limits, put, store, run_id, rerun_unknown, approval=gate))
         task.add_done_callback(stream._done)
         try:
             yield stream
