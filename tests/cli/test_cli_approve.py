@@ -57,7 +57,29 @@ def test_approve_options_are_checked(cli: Cli, tools_file: Path, write_plan: Wri
     r = cli("run", str(plan), "--tools", str(tools_file), "--approve", "sometimes")
     assert r.code == 2 and "--approve 'sometimes' is not known" in r.stderr
     r = cli("run", str(plan), "--tools", str(tools_file), "--approve", "destructive")
-    assert r.code == 2 and "add --approve ask" in r.stderr
+    assert r.code == 2 and "add --approve ask" in r.stderr and "--db" in r.stderr
     r = cli("run", str(plan), "--tools", str(tools_file), "--approve", "ask", "--approve-timeout", "-1")
     assert r.code == 2 and "--approve-timeout" in r.stderr
     assert tool_calls() == []
+
+
+def test_a_stored_run_waits_and_runs_approve_answers_it(
+    cli: Cli, tools_file: Path, write_plan: WritePlan, tool_calls: Calls, tmp_path: Path
+) -> None:
+    plan = write_plan(STEPS)
+    db = str(tmp_path / "runs.db")
+    args = ("--tools", str(tools_file), "--db", db)
+    r = cli("run", str(plan), *args, "--run-id", "w1", "--approve", "tool:add")
+    assert r.code == 1, r.stderr
+    assert "Plan pending_approval" in r.stdout
+    assert "Waiting for approval: one, three. Answer with: toolplan runs approve w1" in r.stdout
+    assert tool_calls() == []
+    r = cli("runs", "approve", "w1", *args, "--step", "one", "--json")
+    assert r.code == 1, r.stderr
+    data = r.json()
+    assert data["status"] == "pending_approval"
+    assert {s["id"]: s["status"] for s in data["steps"]}["two"] == "succeeded"
+    r = cli("runs", "approve", "w1", *args, "--reject", "no")
+    assert r.code == 1, r.stderr
+    assert "rejected" in r.stdout
+    assert sorted(tool_calls()) == ["add", "echo"]

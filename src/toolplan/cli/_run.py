@@ -160,7 +160,7 @@ def run_command(
             check_run_id(run_id)
         except UserError as exc:
             fail(exc.message.replace("run_id", "--run-id", 1).replace(" (or leave it out for a new id)", ""))
-    approval = _approval(approve, approve_timeout, plan)
+    approval = _approval(approve, approve_timeout, plan, db is not None)
     limits = _limits(
         max_concurrency=max_concurrency,
         deadline=timeout,
@@ -250,8 +250,11 @@ def run_command(
                 loop.run(close_toolsets(registry))
 
 
-def _approval(values: list[str] | None, timeout: float | None, plan: str) -> dict[str, Any]:
-    """The options of `execute_plan` that ``--approve`` and ``--approve-timeout`` make."""
+def _approval(values: list[str] | None, timeout: float | None, plan: str, durable: bool) -> dict[str, Any]:
+    """The options of `execute_plan` that ``--approve`` and ``--approve-timeout`` make.
+
+    Without 'ask', a stored run (``--db``) returns waiting: ``toolplan runs approve`` answers it later.
+    """
     if not values:
         if timeout is not None:
             fail("--approve-timeout goes with --approve: add --approve ask.")
@@ -261,7 +264,12 @@ def _approval(values: list[str] | None, timeout: float | None, plan: str) -> dic
     except UserError as exc:
         fail(exc.message.replace("ApprovalRule timeout", "--approve-timeout"))
     if not ask:
-        fail("--approve needs 'ask' to answer on this terminal: add --approve ask.")
+        if not durable:
+            fail(
+                "--approve needs 'ask' to answer on this terminal (add --approve ask), or --db to store the run "
+                "and answer it later with toolplan runs approve."
+            )
+        return {"approval": rule}
     if plan == "-":
         fail("--approve ask reads the answers from stdin: give the plan as a file, not '-'.")
     return {"approval": rule, "on_approval": TerminalApprover()}
