@@ -320,3 +320,15 @@ def test_alternatives_and_fallbacks_count_for_the_rule() -> None:
     assert ApprovalRule(not_read_only=True).needs_approval(either, registry)
     assert not ApprovalRule(destructive=True).needs_approval(either, registry)
     assert ApprovalRule(tools=frozenset({"notify"})).needs_approval(either, registry)
+
+
+def test_the_live_feed_stores_the_request_as_a_durable_run_does() -> None:
+    from toolplan._ui._feed import record_of
+
+    request = ApprovalRequest(run_id="r", steps=())
+    assert record_of(ApprovalRequested(run_id="r", request=request, at=1.0)) == (
+        "approval_requested",
+        None,
+        request.to_dict(),
+        1.0,
+    )
