@@ -121,3 +121,34 @@ async def test_bad_resumes_are_refused() -> None:
     still = await agent.run(resume=waiting, approvals={})  # nothing answered: it still waits
     assert still.status == "pending_approval" and still.approval is not None
     assert still.approval.step_ids == ("c",)
+
+
+async def test_direct_calls_are_asked_too_or_told_to_use_a_plan() -> None:
+    direct = AssistantMessage(tool_calls=(ToolCall(id="d1", name="close_account", arguments='{"account": "x"}'),))
+    rule = ApprovalRule(destructive=True)
+    model = ScriptedModel([direct, "ok"])
+    result = await Agent(model=model, tools=[lookup, close_account], approval=rule).run("close x")
+    (reply,) = tool_replies(result.messages)
+    assert reply.is_error and "needs a person's approval" in reply.content and "execute_tool_plan" in reply.content
+    assert CALLS == []
+
+    asked: list[ApprovalRequest] = []
+
+    async def yes(request: ApprovalRequest) -> Mapping[str, Approval]:
+        asked.append(request)
+        return request.approve_all()
+
+    model = ScriptedModel([direct, "ok"])
+    result = await Agent(model=model, tools=[lookup, close_account], approval=rule, on_approval=yes).run("close x")
+    assert CALLS == ["close x"] and asked[0].steps[0].tool == "close_account"
+
+
+def test_streamed_plans_and_code_are_not_covered_yet() -> None:
+    with pytest.raises(UserError, match="streamed plans"):
+        Agent(
+            model=ScriptedModel([]),
+            tools=[close_account],
+            tool_planning=True,
+            stream_plans=True,
+            approval=ApprovalRule(destructive=True),
+        )

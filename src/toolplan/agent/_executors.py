@@ -33,6 +33,7 @@ from ..execute import (
     StepStarted,
     ToolInvoker,
 )
+from ..execute._internal import ApprovalGate
 from ..models import ModelMessage, ToolCall, ToolReturnMessage
 from ..plan import compile_calls
 from ..tools import ToolRegistry
@@ -266,6 +267,7 @@ class ToolCallExecutor:
             expires=ctx.expires,
             expires_note="the agent run's deadline",
             on_event=on_event if emit else None,
+            approval=None if ctx.approval is None else ApprovalGate(ctx.approval, ctx.registry, ctx.on_approval),
         )
         if ctx.traced:
             from ..tracing._internal import as_tool_call
@@ -281,6 +283,12 @@ class ToolCallExecutor:
     def _message(call: ToolCall, result: StepResult) -> ToolReturnMessage:
         if result.ok:
             return ToolReturnMessage(tool_call_id=call.id, name=call.name, content=tool_content(result.output))
+        if result.status == "pending_approval":  # a direct call cannot wait beyond its turn: a plan can
+            return _error_message(
+                call,
+                f"Not run: a call of {call.name!r} needs a person's approval, and a direct call cannot wait for "
+                "it. Make the call a step of an execute_tool_plan plan: the plan waits for the answer.",
+            )
         message = result.error.message if result.error else result.status
         return _error_message(call, message)
 
