@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from cli_support import Calls, Cli, WritePlan
@@ -83,3 +87,29 @@ def test_a_stored_run_waits_and_runs_approve_answers_it(
     assert r.code == 1, r.stderr
     assert "rejected" in r.stdout
     assert sorted(tool_calls()) == ["add", "echo"]
+
+
+def test_an_unanswered_prompt_times_out_and_the_process_ends(
+    tools_file: Path, write_plan: WritePlan, tool_calls: Calls, calls_file: Path, tmp_path: Path
+) -> None:
+    plan = write_plan(STEPS[:2])
+    env = {**os.environ, "TOOLPLAN_TEST_CALLS": str(calls_file)}
+    env.pop("FORCE_COLOR", None)
+    out = tmp_path / "out.json"
+    args = ["run", str(plan), "--tools", str(tools_file), "--json", "--approve", "ask", "--approve-timeout", "0.2"]
+    # stdin stays open and nobody answers: the step times out and the process exits all the same
+    with (
+        out.open("w", encoding="utf-8") as sink,
+        subprocess.Popen(
+            [sys.executable, "-m", "toolplan.cli", *args],
+            stdin=subprocess.PIPE,
+            stdout=sink,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            cwd=tmp_path,
+        ) as proc,
+    ):
+        assert proc.wait(timeout=60) == 1
+    steps = {s["id"]: s for s in json.loads(out.read_text(encoding="utf-8"))["steps"]}
+    assert steps["one"]["status"] == "rejected" and "approval timed out" in steps["one"]["error"]["message"]
+    assert tool_calls() == []

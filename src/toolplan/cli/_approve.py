@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 
 from .._errors import UserError
@@ -82,7 +84,7 @@ class TerminalApprover:
             _show(pending, request.problems.get(pending.step_id))
             sys.stderr.write("Approve? [y]es / [n]o [REASON] / [a]ll: ")
             sys.stderr.flush()
-            line = await asyncio.to_thread(sys.stdin.readline)
+            line = await _read_line()
             if not line:  # stdin closed: nobody can answer
                 reason = "no answer on the terminal (stdin closed)"
                 for p in request.steps:
@@ -97,6 +99,24 @@ class TerminalApprover:
             else:
                 answers[pending.step_id] = Approval.reject(reason.strip() or "rejected on the terminal")
         return answers
+
+
+async def _read_line() -> str:
+    """A line of stdin, read in a daemon thread: a run that ends (a timeout) does not wait for the person."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[str] = loop.create_future()
+
+    def done(line: str) -> None:
+        if not future.done():
+            future.set_result(line)
+
+    def read() -> None:
+        line = sys.stdin.readline()
+        with contextlib.suppress(RuntimeError):  # the run, and its loop, ended first
+            loop.call_soon_threadsafe(done, line)
+
+    threading.Thread(target=read, name="toolplan-approve", daemon=True).start()
+    return await future
 
 
 def _show(pending: PendingStep, problem: str | None) -> None:
