@@ -332,3 +332,16 @@ def test_the_live_feed_stores_the_request_as_a_durable_run_does() -> None:
         request.to_dict(),
         1.0,
     )
+
+
+async def test_a_rejection_does_not_stop_a_fail_fast_plan() -> None:
+    async def no(request: ApprovalRequest) -> Mapping[str, Approval]:
+        return request.reject_all("no")
+
+    result = await execute_plan(
+        PLAN, TOOLS, approval=ApprovalRule(destructive=True), on_approval=no, failure_mode="fail_fast"
+    )
+    assert result.steps["d"].status == "rejected"
+    error = result.steps["n"].error
+    assert error is not None and error.message == "Skipped because dependency 'd' did not run."
+    assert result.steps["g"].ok

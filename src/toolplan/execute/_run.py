@@ -509,7 +509,7 @@ class PlanRun:
         if not ok and self.approval is not None and self.approval.parks(self, result):
             return  # it waits for a person's answer; its dependents wait with it
         self._record(result)
-        if not ok and result.status == "not_run":  # refused at dispatch (budget)
+        if not ok and (result.status == "not_run" or result.status == "rejected"):  # refused (budget, a person)
             sched.refuse(sid, result.error.message if result.error else "not run")
             return
         sched.finish(sid, succeeded=ok)
