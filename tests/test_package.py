@@ -285,6 +285,7 @@ _SAMPLES: dict[str, Any] = {
     "bool": True,
     "Sequence[str]": ("first", "second"),
     "PlanResult | None": None,
+    "Mapping[str, str]": {"d": "edited arguments do not fit tool 'delete'"},
     "Any": {"issues": [{"code": "unknown_tool", "step": "a", "message": "Unknown tool 'x'."}]},
     "Sequence[PlanIssue]": (
         toolplan.PlanIssue(code="unknown_tool", message="Unknown tool 'x'.", step="a"),

@@ -4,6 +4,7 @@ The model writes a declarative plan; toolplan validates it, runs it as a depende
 maximal safe parallelism, keeps failures local and returns only the outputs the model asked for.
 """
 
+from ._errors import ApprovalError as ApprovalError
 from ._errors import ConcurrencyLimitError as ConcurrencyLimitError
 from ._errors import InvalidArgumentsError as InvalidArgumentsError
 from ._errors import InvalidToolSchemaError as InvalidToolSchemaError
@@ -42,8 +43,12 @@ from .agent import PlanTool as PlanTool
 from .agent import SequentialExecutor as SequentialExecutor
 from .agent import create_executor as create_executor
 from .agent import run as run
+from .execute import Approval as Approval
+from .execute import ApprovalRequest as ApprovalRequest
+from .execute import ApprovalRule as ApprovalRule
 from .execute import CallContext as CallContext
 from .execute import DryRunReport as DryRunReport
+from .execute import PendingStep as PendingStep
 from .execute import PlanResult as PlanResult
 from .execute import RunLimits as RunLimits
 from .execute import StepError as StepError
@@ -72,6 +77,10 @@ from .tools import tool as tool
 __all__ = (
     "Agent",
     "AgentResult",
+    "Approval",
+    "ApprovalError",
+    "ApprovalRequest",
+    "ApprovalRule",
     "BatchTool",
     "Budget",
     "CallContext",
@@ -91,6 +100,7 @@ __all__ = (
     "OptionalDependencyError",
     "OutputValidationError",
     "Plan",
+    "PendingStep",
     "PlanIssue",
     "PlanNotFoundError",
     "PlanResult",

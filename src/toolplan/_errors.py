@@ -5,6 +5,7 @@ ToolplanError                      root; every error toolplan raises on purpose
 ├── UserError                      the developer misused the API (fix the code, not the model)
 │   ├── OptionalDependencyError    an extra is not installed; the message names the pip command
 │   ├── CliInputError              a command-line input (file, option, tools spec) is unusable (toolplan.cli)
+│   ├── ApprovalError              answers to a run that waits for approval cannot be used; `.problems` by step
 │   ├── InvalidToolSchemaError     a tool's parameters schema cannot be used (its path is named)
 │   └── OpenAPISpecError           an OpenAPI document cannot be loaded or read (toolplan.builtin.OpenAPIToolset)
 ├── ModelFacingError               a signal the model can act on (it is shown to the model)
@@ -69,6 +70,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 __all__ = (
+    "ApprovalError",
     "ConcurrencyLimitError",
     "InvalidArgumentsError",
     "InvalidToolSchemaError",
@@ -137,6 +139,25 @@ class OptionalDependencyError(UserError, ImportError):
             f'Install it with: pip install "toolplan[{extra}]"'
         )
         self.extra = extra
+
+
+class ApprovalError(UserError):
+    """Answers given to a run that waits for approval cannot be used; nothing ran.
+
+    ``problems`` maps each step id to what is wrong with its answer (a step that does not wait, an
+    edit that does not fit the tool's schema).
+    """
+
+    code = "invalid_approval"
+
+    def __init__(self, problems: Mapping[str, str]) -> None:
+        listed = "; ".join(f"{sid}: {p}" if sid else p for sid, p in problems.items())
+        super().__init__(f"The approval answers cannot be used ({listed}). Fix them and resume again.")
+        self.problems = dict(problems)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"code", "message", "problems"}``."""
+        return {**super().to_dict(), "problems": dict(self.problems)}
 
 
 class InvalidToolSchemaError(UserError):

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..execute import (
+    ApprovalRequested,
     BudgetWarning,
     PlanEvent,
     PlanFinished,
@@ -55,6 +56,8 @@ def record_of(event: PlanEvent) -> tuple[str, str | None, dict[str, Any], float]
         return "plan_finished", None, {"status": event.result.status}, event.result.ended_at or now
     if isinstance(event, ToolChosen):
         return "tool_chosen", event.step_id, event.choice.to_dict(), event.at
+    if isinstance(event, ApprovalRequested):
+        return "approval_requested", None, event.request.to_dict(), event.at
     if isinstance(event, BudgetWarning):  # a durable run does not store it
         return None
     raise TypeError(f"not a plan event: {event!r}")  # pragma: no cover - PlanEvent is closed

@@ -33,7 +33,13 @@ STATE_COLOURS: Mapping[str, tuple[str, str]] = {
     "cancelled": ("#ffedd5", "#ea580c"),
     "skipped": ("#ffffff", "#cbd5e1"),
 }
-_GROUP = {"timed_out": "failed", "unknown_outcome": "failed", "not_run": "skipped"}
+_GROUP = {
+    "timed_out": "failed",
+    "unknown_outcome": "failed",
+    "rejected": "failed",
+    "not_run": "skipped",
+    "pending_approval": "pending",
+}
 _LEGEND = {
     "pending": "pending",
     "running": "running",

@@ -28,6 +28,7 @@ from ._options import OnLimit as OnLimit
 from ._output import OUTPUT_TOOL_NAME as OUTPUT_TOOL_NAME
 from ._result import AgentResult as AgentResult
 from ._result import RunStatus as RunStatus
+from ._result import WaitingTurn as WaitingTurn
 
 __all__ = (
     "BATCH_TOOL_NAME",
@@ -58,4 +59,5 @@ __all__ = (
     "create_executor",
     "planning_instructions",
     "run",
+    "WaitingTurn",
 )

@@ -6,19 +6,20 @@ import asyncio
 import functools
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import NoneType
 from typing import TYPE_CHECKING, Any
 
 from .._context import reset_run_deps, set_run_deps
 from .._errors import OutputValidationError, UsageLimitExceeded, UserError
 from .._tasks import task_group
-from ..execute import BudgetWarning, ToolInvoker
-from ..models import AssistantMessage, Model, ModelMessage, SystemMessage, UserMessage
+from ..execute import Approval, BudgetWarning, ToolInvoker
+from ..models import AssistantMessage, Model, ModelMessage, SystemMessage, ToolReturnMessage, UserMessage
 from ..models._internal import SpendMeter
 from ..tools import ToolsLike
 from ..tracing import tracing_enabled
 from ..tracing._internal import get_tracer
+from ._approvals import Resume, resume_turn, waiting_result
 from ._events import AgentEvent, ModelRequestStarted, RunFinished
 from ._executors import TurnContext, create_executor
 from ._options import DepsT, _AgentOptions
@@ -102,18 +103,36 @@ class Agent(_AgentOptions[DepsT, OutputT]):
 
     async def run(
         self,
-        prompt: str,
+        prompt: str | None = None,
         *,
         message_history: Sequence[ModelMessage] = (),
         deps: DepsT = None,  # type: ignore[assignment]  # None is DepsT's default
+        resume: AgentResult[OutputT] | None = None,
+        approvals: Mapping[str, Approval] | None = None,
     ) -> AgentResult[OutputT]:
         """Run the agent on ``prompt`` until the model answers.
 
         ``deps`` is what the run's tools get as ``ctx.deps`` (see `RunContext`). Raises
         `UsageLimitExceeded` when the run stops at a limit first (unless ``on_limit="return"``).
+
+        With ``Agent(approval=...)`` and no ``on_approval``, a plan whose steps need a person's answer
+        ends the model's turn: the result has status ``"pending_approval"`` and the request in
+        ``result.approval``. ``agent.run(resume=result, approvals={step_id: Approval(...)})`` (no
+        prompt) goes on: the plan runs its answered steps (nothing that ran runs again) and the
+        model reads the outcome, rejections and their reasons included.
         """
         self._check_deps(deps)
-        return await self._run(prompt, message_history, None, deps)
+        if resume is None:
+            if prompt is None:
+                raise UserError("Agent.run() needs a prompt (or resume= a result that waits for approval).")
+            if approvals is not None:
+                raise UserError("approvals= answers a run that waits: pass that result as resume= too.")
+            return await self._run(prompt, message_history, None, deps)
+        if prompt is not None or message_history:
+            raise UserError("resume= goes on with the waiting run's own conversation: pass no prompt or history.")
+        if resume.status != "pending_approval" or resume.waiting is None:
+            raise UserError(f"resume= takes a result that waits for approval, got status {resume.status!r}.")
+        return await self._run("", (), None, deps, (resume, approvals or {}))
 
     async def arun(
         self,
@@ -187,28 +206,33 @@ class Agent(_AgentOptions[DepsT, OutputT]):
         history: Sequence[ModelMessage],
         emit: Callable[[AgentEvent], None] | None,
         deps: DepsT,
+        resume: Resume | None = None,
     ) -> AgentResult[OutputT]:
         # The run's dependencies, for the length of the run: every task and tool thread it starts
         # copies the context, so direct calls, plans, streamed plans and code mode all see them.
         token = set_run_deps(deps)
         try:
             if self.tracing is None:
-                return await self._traced_loop(prompt, history, emit)
+                return await self._traced_loop(prompt, history, emit, resume)
             with tracing_enabled(self.tracing):  # for the run's plans too
-                return await self._traced_loop(prompt, history, emit)
+                return await self._traced_loop(prompt, history, emit, resume)
         finally:
             reset_run_deps(token)
 
     async def _traced_loop(
-        self, prompt: str, history: Sequence[ModelMessage], emit: Callable[[AgentEvent], None] | None
+        self,
+        prompt: str,
+        history: Sequence[ModelMessage],
+        emit: Callable[[AgentEvent], None] | None,
+        resume: Resume | None,
     ) -> AgentResult[OutputT]:
         tracer = get_tracer()
         if tracer is None:
-            return await self._loop(prompt, history, emit, None)
+            return await self._loop(prompt, history, emit, None, resume)
         from ..tracing._internal import agent_span, record_run
 
         with agent_span(tracer, self.name, self.model.name) as span:
-            result = await self._loop(prompt, history, emit, tracer)
+            result = await self._loop(prompt, history, emit, tracer, resume)
             record_run(span, result.usage.input_tokens, result.usage.output_tokens, result.status)
             return result
 
@@ -218,16 +242,21 @@ class Agent(_AgentOptions[DepsT, OutputT]):
         history: Sequence[ModelMessage],
         emit: Callable[[AgentEvent], None] | None,
         tracer: Tracer | None,
+        resume: Resume | None = None,
     ) -> AgentResult[OutputT]:
         meta = self.meta_tools()
         definitions = self.tool_definitions(meta)
         messages: list[ModelMessage] = []
-        system = self.system_prompt()
-        if system and not any(isinstance(m, SystemMessage) for m in history):
-            messages.append(SystemMessage(content=system))
-        messages.extend(history)
-        new_from = len(messages) if history else 0  # this run's own messages (`AgentResult.new_messages`)
-        messages.append(UserMessage(content=prompt))
+        if resume is not None:  # a turn that waited for approval: its conversation so far
+            messages.extend(resume[0].messages)
+            new_from = resume[0].new_message_index
+        else:
+            system = self.system_prompt()
+            if system and not any(isinstance(m, SystemMessage) for m in history):
+                messages.append(SystemMessage(content=system))
+            messages.extend(history)
+            new_from = len(messages) if history else 0  # this run's own messages (`AgentResult.new_messages`)
+            messages.append(UserMessage(content=prompt))
         deadline = self.limits.run_deadline
         ctx = TurnContext(
             registry=self.registry,
@@ -241,6 +270,8 @@ class Agent(_AgentOptions[DepsT, OutputT]):
             store=self.store,
             run_id=f"agent_{int(time.time())}_{os.urandom(8).hex()}",
             traced=tracer is not None,
+            approval=self.approval,
+            on_approval=self.on_approval,
         )
         if tracer is not None:
             from ..tracing._internal import set_run_id
@@ -255,6 +286,11 @@ class Agent(_AgentOptions[DepsT, OutputT]):
         if self.spend is not None:
             run.meter = SpendMeter(self.spend, self.model)
         result: AgentResult[OutputT] | None = None
+        if resume is not None:
+            resumed = await resume_turn(run, resume[0], resume[1])
+            if ctx.waiting:  # still waiting (some steps were left unanswered)
+                return self._waiting(run, resumed)
+            messages.extend(r for r in resumed if r is not None)
         for iteration in range(1, self.max_iterations + 1):
             if run.meter is not None:
                 refused = await run.spend_refusal()
@@ -320,6 +356,10 @@ class Agent(_AgentOptions[DepsT, OutputT]):
                 run.calls += len(rest)  # the final answer is not a tool call
                 done = await run_calls(executor, rest, streamed, ctx) if rest else []
                 replies = {m.tool_call_id: m for m in done}
+                if ctx.waiting:  # a plan waits for a person's answer: the turn ends here
+                    answered = [None if c.id in ctx.waiting else replies.get(c.id) for c in tool_calls]
+                    result = self._waiting(run, answered)
+                    break
                 value: Any = MISSING
                 if final:
                     assert output is not None
@@ -345,6 +385,11 @@ class Agent(_AgentOptions[DepsT, OutputT]):
         if emit is not None:
             emit(RunFinished(result=result))
         return result
+
+    def _waiting(self, run: RunState, replies: Sequence[ToolReturnMessage | None]) -> AgentResult[OutputT]:
+        """The result of a run whose turn waits for approval (`AgentResult.waiting` holds the turn)."""
+        output: Any = "" if self._output is None else None
+        return waiting_result(run, run.result(output, "pending_approval"), replies)
 
     def _stopped(self, run: RunState, status: RunStatus, limit: str, message: str) -> AgentResult[OutputT]:
         """The partial result of a run stopped at ``limit``; raised in `UsageLimitExceeded` unless on_limit='return'."""

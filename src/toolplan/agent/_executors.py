@@ -21,6 +21,8 @@ from ..execute import (
     DEFAULT_LIMITS,
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_MAX_VALUE_CHARS,
+    ApprovalCallback,
+    ApprovalRule,
     PlanEvent,
     PlanResult,
     RunLimits,
@@ -30,12 +32,12 @@ from ..execute import (
     StepStarted,
     ToolInvoker,
 )
-from ..execute._internal import PlanRun
+from ..execute._internal import ApprovalGate, PlanRun
 from ..models import ModelMessage, ToolCall, ToolReturnMessage
 from ..plan._internal import compile_calls
 from ..tools import ToolRegistry
 from ._events import AgentEvent, ToolExecutionFinished, ToolExecutionStarted
-from ._metatools import MetaTool
+from ._metatools import MetaTool, _MetaTool
 
 if TYPE_CHECKING:
     from ._result import AgentResult
@@ -96,6 +98,10 @@ class TurnContext:
     run_id: str = ""
     call_results: list[PlanResult] = field(default_factory=list[PlanResult])  # the turns' direct calls
     traced: bool = False  # the run is traced (OpenTelemetry): plans say which tool call they are
+    approval: ApprovalRule | None = None  # steps of the run's plans that need a person's answer
+    on_approval: ApprovalCallback | None = None
+    # Plans of this turn that wait for approval: tool call id -> (the plan's arguments, its result).
+    waiting: dict[str, tuple[dict[str, Any], PlanResult]] = field(default_factory=dict[str, Any])
 
 
 def tool_content(value: Any) -> str:
@@ -271,6 +277,7 @@ class ToolCallExecutor:
             expires=ctx.expires,
             expires_note="the agent run's deadline",
             on_event=on_event if emit else None,
+            approval=None if ctx.approval is None else ApprovalGate(ctx.approval, ctx.registry, ctx.on_approval),
         )
         if ctx.traced:
             from ..tracing._internal import as_tool_call
@@ -286,6 +293,12 @@ class ToolCallExecutor:
     def _message(call: ToolCall, result: StepResult) -> ToolReturnMessage:
         if result.ok:
             return ToolReturnMessage(tool_call_id=call.id, name=call.name, content=tool_content(result.output))
+        if result.status == "pending_approval":  # a direct call cannot wait beyond its turn: a plan can
+            return _error_message(
+                call,
+                f"Not run: a call of {call.name!r} needs a person's approval, and a direct call cannot wait for "
+                "it. Make the call a step of an execute_tool_plan plan: the plan waits for the answer.",
+            )
         message = result.error.message if result.error else result.status
         return _error_message(call, message)
 
@@ -305,6 +318,8 @@ class ToolCallExecutor:
             content, is_error, result = exc.message, True, None
         if result is not None:
             ctx.plan_results.append(result)
+            if result.status == "pending_approval":  # the turn ends; the answers resume it (`Agent.run`)
+                ctx.waiting[call.id] = (args, result)
         if is_error:
             message = _error_message(call, content)
         else:
@@ -315,6 +330,17 @@ class ToolCallExecutor:
 
     @staticmethod
     async def _call_meta(meta: MetaTool, args: dict[str, Any], ctx: TurnContext) -> tuple[str, bool, PlanResult | None]:
+        if ctx.approval is not None and isinstance(meta, _MetaTool):
+            return await meta.call(
+                args,
+                invoker=ctx.invoker,
+                on_event=ctx.emit,
+                expires=ctx.expires,
+                store=ctx.store,
+                parent=ctx.run_id or None,
+                approval=ctx.approval,
+                on_approval=ctx.on_approval,
+            )
         return await meta.call(
             args,
             invoker=ctx.invoker,

@@ -9,8 +9,18 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from .._errors import PlanValidationError
-from ..execute import DEFAULT_MAX_VALUE_CHARS, EventHandler, PlanResult, RunLimits, RunStore, ToolInvoker
-from ..execute._internal import run_compiled
+from ..execute import (
+    DEFAULT_MAX_VALUE_CHARS,
+    Approval,
+    ApprovalCallback,
+    ApprovalRule,
+    EventHandler,
+    PlanResult,
+    RunLimits,
+    RunStore,
+    ToolInvoker,
+)
+from ..execute._internal import resumed, run_compiled
 from ..plan import META_TOOL_NAMES, Budget, Dialect, compile_plan
 from ..plan._internal import BATCH_MAX_STEPS, OPERATORS
 from ..tools import Tool, ToolAnnotations, ToolDefinition, ToolRegistry, ToolResult, ToolsLike
@@ -390,12 +400,17 @@ class _MetaTool:
         expires: float | None = None,
         store: RunStore | None = None,
         parent: str | None = None,
+        approval: ApprovalRule | None = None,
+        on_approval: ApprovalCallback | None = None,
+        resume: PlanResult | None = None,
+        approvals: Mapping[str, Approval] | None = None,
     ) -> PlanResult:
         """Validate and run ``plan``; raises `PlanValidationError` when it is invalid.
 
         Pass ``invoker`` to share its budget and per-tool limits with other calls (an agent run),
         ``expires`` for the enclosing run's deadline (`time.monotonic`), and ``store`` to store the
-        plan's run (durably) under ``parent`` (the agent run's id).
+        plan's run (durably) under ``parent`` (the agent run's id). ``approval``, ``on_approval``,
+        ``resume`` and ``approvals`` are `execute_plan`'s.
         """
         limits = self.limits
         compiled = compile_plan(plan, self.registry, dialect=self._dialect, max_steps=limits.max_steps)
@@ -403,6 +418,7 @@ class _MetaTool:
         invoker = (
             ToolInvoker.for_limits(self.registry, limits) if invoker is None else invoker.with_budget(limits.budget)
         )
+        gate, stored = resumed(compiled, self.registry, approval, on_approval, resume, approvals)
         result = await run_compiled(
             compiled,
             invoker,
@@ -413,6 +429,8 @@ class _MetaTool:
             parent=parent,
             expires=expires,
             expires_note="the agent run's deadline",
+            approval=gate,
+            resume=stored,
         )
         if self.on_result is not None:
             self.on_result(result)
@@ -435,11 +453,27 @@ class _MetaTool:
         expires: float | None = None,
         store: RunStore | None = None,
         parent: str | None = None,
+        approval: ApprovalRule | None = None,
+        on_approval: ApprovalCallback | None = None,
+        resume: PlanResult | None = None,
+        approvals: Mapping[str, Approval] | None = None,
     ) -> tuple[str, bool, PlanResult | None]:
-        """Run the plan with the agent run's invoker; an invalid plan is an error listing every problem."""
+        """Run the plan with the agent run's invoker; an invalid plan is an error listing every problem.
+
+        ``approval`` (and the rest) as in `run`: a plan that waits for approval returns its result.
+        """
         try:
             result = await self.run(
-                dict(arguments), invoker=invoker, on_event=on_event, expires=expires, store=store, parent=parent
+                dict(arguments),
+                invoker=invoker,
+                on_event=on_event,
+                expires=expires,
+                store=store,
+                parent=parent,
+                approval=approval,
+                on_approval=on_approval,
+                resume=resume,
+                approvals=approvals,
             )
         except PlanValidationError as exc:
             return exc.message, True, None

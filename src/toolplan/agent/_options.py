@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, Self, get_origin
 from typing_extensions import TypeVar
 
 from .._errors import UserError
-from ..execute import Backend, RunLimits, RunStore, ToolChooser
+from ..execute import ApprovalCallback, ApprovalRule, Backend, RunLimits, RunStore, ToolChooser
 from ..models import Model, ModelSettings, SpendLimits, infer_model
 from ..plan import META_TOOL_NAMES, Budget
 from ..policy import STRATEGIES, StatsStore, Strategy, ToolPolicy
@@ -83,6 +83,8 @@ class _AgentOptions(Generic[DepsT, OutputT]):
         declare_plan: bool = False,
         backend: Backend | None = None,
         tracing: bool | None = None,
+        approval: ApprovalRule | None = None,
+        on_approval: ApprovalCallback | None = None,
     ) -> None:
         if max_iterations < 1:
             raise UserError(f"max_iterations must be >= 1, got {max_iterations}.")
@@ -127,6 +129,17 @@ class _AgentOptions(Generic[DepsT, OutputT]):
         self.declare_plan = declare_plan
         self.backend = backend
         self.tracing = tracing
+        if approval is not None and not isinstance(approval, ApprovalRule):
+            raise UserError(f"approval= takes an ApprovalRule, got {type(approval).__name__}.")
+        if approval is not None and (stream_plans or code_execution is not None):
+            raise UserError(
+                "approval= covers plans and direct tool calls, not streamed plans or execute_code yet: leave out "
+                "stream_plans=True and code_execution=, or approval=."
+            )
+        if on_approval is not None and approval is None:
+            raise UserError("on_approval= answers the steps a rule marks: pass approval=ApprovalRule(...) as well.")
+        self.approval = approval
+        self.on_approval = on_approval
         self._output: OutputSpec[OutputT] | None = None if output_type is str else OutputSpec(output_type)
         if self._output is not None:
             if OUTPUT_TOOL_NAME in registry:

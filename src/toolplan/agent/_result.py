@@ -1,23 +1,36 @@
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Generic, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal
 
 from typing_extensions import TypeVar
 
-from ..execute import PlanResult
-from ..models import ModelMessage, Usage
+from ..execute import ApprovalRequest, PlanResult
+from ..models import ModelMessage, ToolReturnMessage, Usage
 from ..policy import Declaration
 
 if TYPE_CHECKING:
     from ..policy import Finding
     from ..tools import ToolsLike
 
-__all__ = ("AgentResult", "RunStatus")
+__all__ = ("AgentResult", "RunStatus", "WaitingTurn")
 
-RunStatus = Literal["completed", "max_iterations", "usage_limit", "output_invalid"]
+RunStatus = Literal["completed", "max_iterations", "usage_limit", "output_invalid", "pending_approval"]
 # The type of `AgentResult.output`: ``str`` unless the agent has an ``output_type``.
 OutputT = TypeVar("OutputT", default=str)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WaitingTurn:
+    """A model turn that ended waiting for approval: what `Agent.run` needs to go on with the answers.
+
+    ``replies``: the replies to the turn's tool calls, in order, None for a plan that waits;
+    ``plans``: tool call id -> (the plan's arguments, its result that waits).
+    """
+
+    replies: tuple[ToolReturnMessage | None, ...]
+    plans: Mapping[str, tuple[Mapping[str, Any], PlanResult]]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -34,7 +47,8 @@ class AgentResult(Generic[OutputT]):
             (the run made ``max_iterations`` model requests), ``"usage_limit"`` (the model asked for
             tools after the run's deadline or budget ran out, or the run reached a model spend cap)
             or ``"output_invalid"`` (in `toolplan.OutputValidationError`); ``error`` then says what
-            to do.
+            to do. ``"pending_approval"``: a plan's steps wait for a person's answer (``approval``);
+            ``agent.run(resume=result, approvals=...)`` goes on.
         messages: The whole conversation, system prompt first.
         usage: Requests and tokens over the run (input, output, cached input, cache writes).
         money: What the run's model requests cost at the price table of ``Agent(spend=...)``;
@@ -48,6 +62,8 @@ class AgentResult(Generic[OutputT]):
         call_results: The records of the model's direct tool calls, one `PlanResult` per turn (with
             the choices made among alternative tools).
         declarations: The plans the model declared with ``declare_plan`` (``Agent(declare_plan=True)``).
+        approval: For status ``pending_approval``: the steps that wait (`ApprovalRequest`).
+        waiting: For status ``pending_approval``: the turn to go on with (see `WaitingTurn`).
     """
 
     output: OutputT
@@ -62,6 +78,8 @@ class AgentResult(Generic[OutputT]):
     call_results: tuple[PlanResult, ...] = field(default=(), repr=False)
     declarations: tuple[Declaration, ...] = ()
     money: float | None = None
+    approval: ApprovalRequest | None = None
+    waiting: WaitingTurn | None = field(default=None, repr=False)
 
     def audit(self, *, tools: ToolsLike | None = None) -> list[Finding]:
         """The model's last declared plan (``declare_plan``) against what the run did: `toolplan.policy.audit`.

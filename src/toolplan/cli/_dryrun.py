@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .._errors import ToolplanError
-from ..execute import DryRunReport, DryRunStep, RunLimits, execute_plan
+from ..execute import ApprovalRule, DryRunReport, DryRunStep, RunLimits, execute_plan
 from ..tools import ToolRegistry
 from ._common import EXIT_OK, fail, out
 from ._render import print_json, say
@@ -45,10 +45,12 @@ def dry_run(
     max_steps: int | None,
     as_json: bool,
     loop: asyncio.Runner,
+    approval: ApprovalRule | None = None,
 ) -> NoReturn:
-    """Print the dry run's report of a valid plan and exit 0."""
+    """Print the dry run's report of a valid plan (with the steps ``approval`` would hold) and exit 0."""
     try:
-        report = loop.run(_report(data, registry, db, limits=limits, dialect=dialect, max_steps=max_steps))
+        options: dict[str, Any] = {"limits": limits, "dialect": dialect, "max_steps": max_steps, "approval": approval}
+        report = loop.run(_report(data, registry, db, **options))
     except ToolplanError as exc:  # one line, never a traceback
         fail(f"The dry run failed: {' '.join(exc.message.split())}")
     if as_json:

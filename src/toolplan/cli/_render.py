@@ -158,3 +158,6 @@ def print_summary(console: Console, result: PlanResult, *, unfinished: bool = Fa
     ran = any(not r.reused and r.duration for r in result.steps.values())  # a reused run: no parallelism to show
     parallelism = f" (parallelism {result.parallelism:.1f}x)" if ran and result.parallelism > 0 else ""
     say(console, f"Plan {result.status}: {parts} in {result.duration:.2f}s{parallelism}.", style)
+    if result.approval is not None:
+        waiting = ", ".join(result.approval.step_ids)
+        say(console, f"Waiting for approval: {waiting}. Answer with: toolplan runs approve {result.run_id}", "yellow")

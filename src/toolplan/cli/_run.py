@@ -13,6 +13,7 @@ from ..execute import DEFAULT_MAX_CONCURRENCY, Backend, EventHandler, PlanResult
 from ..execute._internal import check_run_id, forgetful
 from ..plan import ValidationReport
 from ..tools import ToolRegistry
+from ._approve import APPROVE_HELP, TerminalApprover, approval_rule
 from ._common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -141,6 +142,15 @@ def run_command(
     ] = _UI_KEEP,
     backend: BackendOpt = None,
     trace: Annotated[str | None, typer.Option("--trace", metavar="TARGET", help=TRACE_HELP)] = None,
+    approve: Annotated[list[str] | None, typer.Option("--approve", metavar="RULE", help=APPROVE_HELP)] = None,
+    approve_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--approve-timeout",
+            metavar="SECONDS",
+            help="With --approve: a step unanswered this long ends rejected ('approval timed out').",
+        ),
+    ] = None,
 ) -> NoReturn:
     """Run a plan with the tools of a Python file, of MCP servers and of OpenAPI documents.
 
@@ -166,6 +176,7 @@ def run_command(
             check_run_id(run_id)
         except UserError as exc:
             fail(exc.message.replace("run_id", "--run-id", 1).replace(" (or leave it out for a new id)", ""))
+    approval = _approval(approve, approve_timeout, plan, db is not None, dry_run)
     limits = _limits(
         max_concurrency=max_concurrency,
         deadline=timeout,
@@ -213,8 +224,9 @@ def run_command(
                     max_steps=max_steps,
                     as_json=as_json,
                     loop=loop,
+                    approval=approval.get("approval"),
                 )
-            live = sys.stdout.isatty() and not as_json
+            live = sys.stdout.isatty() and not as_json and not approve  # (a prompt and a live table do not mix)
             backend_obj = start_backend(backend)  # after validation: an invalid plan starts no cluster
             stop_tracing = None
             if trace is not None:
@@ -234,6 +246,7 @@ def run_command(
             }
             if backend_obj is not None:
                 options["backend"] = backend_obj
+            options.update(approval)
             if not ui:
                 with stdout_to_stderr(as_json):
                     try:
@@ -291,6 +304,36 @@ def _check_dry_run(
     if given:
         them = "it" if len(given) == 1 else "them"
         fail(f"--dry-run calls no tool, so {', '.join(given)} would do nothing: leave {them} out.")
+
+
+def _approval(
+    values: list[str] | None, timeout: float | None, plan: str, durable: bool, dry_run: bool = False
+) -> dict[str, Any]:
+    """The options of `execute_plan` that ``--approve`` and ``--approve-timeout`` make.
+
+    Without 'ask', a stored run (``--db``) returns waiting: ``toolplan runs approve`` answers it later.
+    A dry run only reports the steps the rule would hold: it asks nobody.
+    """
+    if not values:
+        if timeout is not None:
+            fail("--approve-timeout goes with --approve: add --approve ask.")
+        return {}
+    try:
+        rule, ask = approval_rule(values, timeout)
+    except UserError as exc:
+        fail(exc.message.replace("ApprovalRule timeout", "--approve-timeout"))
+    if dry_run:
+        return {"approval": rule}
+    if not ask:
+        if not durable:
+            fail(
+                "--approve needs 'ask' to answer on this terminal (add --approve ask), or --db to store the run "
+                "and answer it later with toolplan runs approve."
+            )
+        return {"approval": rule}
+    if plan == "-":
+        fail("--approve ask reads the answers from stdin: give the plan as a file, not '-'.")
+    return {"approval": rule, "on_approval": TerminalApprover()}
 
 
 def _step_tools(report: ValidationReport) -> dict[str, str]:

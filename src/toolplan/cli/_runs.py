@@ -10,7 +10,7 @@ import typer
 
 from .._defaults import DEFAULT_PAGE_SIZE
 from .._errors import RunConflictError, ToolplanError
-from ..execute import PlanResult
+from ..execute import Approval, ApprovalRequest, ApprovalRule, PlanResult
 from ._common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -21,6 +21,7 @@ from ._common import (
     command_group,
     db_option,
     err,
+    fail,
     needed_tools,
     out,
     show_result,
@@ -130,6 +131,62 @@ def resume_run(
             db, lambda store: resume(run_id, registry, store=store, rerun_unknown=rerun_unknown)
         )
     show_result(result, as_json=as_json)
+
+
+@runs_app.command("approve", cls=Command, short_help="Answer a stored run that waits for approval, and go on.")
+def approve(
+    run_id: RunIdArg,
+    tools: ToolsOpt = None,
+    db: ResumeDbOpt = None,
+    as_json: JsonOpt = False,
+    step: Annotated[
+        list[str] | None,
+        typer.Option("--step", metavar="ID", help="Answer this waiting step only (repeat for more; default: all)."),
+    ] = None,
+    reject: Annotated[
+        str | None,
+        typer.Option("--reject", metavar="REASON", help="Reject the steps with this reason (default: approve them)."),
+    ] = None,
+) -> NoReturn:
+    """Approve (or, with --reject, reject) the steps a stored run waits for, then go on with the run.
+
+    Steps that ran are not run again; steps left unanswered keep waiting. The run may have returned
+    waiting, or its process may have died while a person was being asked. Exit code 0 when every step
+    succeeded, 1 when some did not (or some still wait), 2 when an input is invalid.
+    """
+    from ..store import resume
+
+    with stdout_to_stderr(as_json):
+        registry = needed_tools(tools, "approve")
+
+        async def go(store: Store) -> PlanResult:
+            request = await waiting_request(store, run_id)
+            if request.rule is None:
+                fail(f"Run {run_id}'s approval rule has a function: answer it from Python (toolplan.store.resume).")
+            waiting = request.step_ids
+            chosen = list(step or waiting)
+            unknown = [s for s in chosen if s not in waiting]
+            if unknown:
+                fail(f"Run {run_id} does not wait for {', '.join(unknown)}; it waits for: {', '.join(waiting)}.")
+            answer = Approval() if reject is None else Approval.reject(reject)
+            rule = ApprovalRule.from_dict(request.rule)
+            approvals = dict.fromkeys(chosen, answer)
+            return await resume(run_id, registry, store=store, approval=rule, approvals=approvals)
+
+        result: PlanResult = with_store(db, go)
+    show_result(result, as_json=as_json)
+
+
+async def waiting_request(store: Store, run_id: str) -> ApprovalRequest:
+    """What stored run ``run_id`` waits for: its stored request, or the last one asked before its process died."""
+    info = await store.get_run(run_id)
+    if info.result.approval is not None:
+        return info.result.approval
+    if not info.finished:  # its process may have died while a person was being asked
+        asked = [e for e in await store.events(run_id) if e.type == "approval_requested"]
+        if asked and isinstance(asked[-1].payload, dict):
+            return ApprovalRequest.from_dict(asked[-1].payload)
+    fail(f"Run {run_id} does not wait for approval (its status is {info.summary.status}).")
 
 
 @runs_app.command("work", cls=Command, short_help="Run stored runs that need a process, until none is left.")

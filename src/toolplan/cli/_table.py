@@ -31,6 +31,8 @@ STATUS_STYLES: dict[StepStatus, str] = {
     "skipped": "yellow",
     "not_run": "yellow",
     "unknown_outcome": "bold red",
+    "rejected": "red",
+    "pending_approval": "bold magenta",
 }
 
 DETAIL_LIMIT = 200  # characters of an output or error shown in a table, at most

@@ -9,6 +9,11 @@ from ._api import execute_plan as execute_plan
 from ._api import execute_plan_sync as execute_plan_sync
 from ._api import prepare as prepare
 from ._api import stream_plan as stream_plan
+from ._approval import Approval as Approval
+from ._approval import ApprovalCallback as ApprovalCallback
+from ._approval import ApprovalRequest as ApprovalRequest
+from ._approval import ApprovalRule as ApprovalRule
+from ._approval import PendingStep as PendingStep
 from ._backend import Backend as Backend
 from ._backend import InProcessBackend as InProcessBackend
 from ._choice import Choice as Choice
@@ -20,6 +25,7 @@ from ._dryrun import DryRunReport as DryRunReport
 from ._dryrun import DryRunStep as DryRunStep
 from ._dryrun import LatencyStats as LatencyStats
 from ._dryrun import ToolLatency as ToolLatency
+from ._events import ApprovalRequested as ApprovalRequested
 from ._events import BudgetWarning as BudgetWarning
 from ._events import EventHandler as EventHandler
 from ._events import PlanEvent as PlanEvent
@@ -56,6 +62,11 @@ __all__ = (
     "DEFAULT_LIMITS",
     "DEFAULT_MAX_CONCURRENCY",
     "DEFAULT_MAX_VALUE_CHARS",
+    "Approval",
+    "ApprovalCallback",
+    "ApprovalRequest",
+    "ApprovalRequested",
+    "ApprovalRule",
     "Backend",
     "BudgetWarning",
     "BudgetWindow",
@@ -71,6 +82,7 @@ __all__ = (
     "InProcessBackend",
     "LatencyStats",
     "MemoryWindow",
+    "PendingStep",
     "PlanEvent",
     "PlanFinished",
     "PlanResult",

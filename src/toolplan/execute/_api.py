@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Literal, overload
 
@@ -19,12 +19,14 @@ from .._errors import StoreError, UserError
 from .._tasks import task_group
 from ..plan import Budget, CompiledPlan, Dialect, FailureMode, compile_plan
 from ..tools import ToolRegistry, ToolsLike
+from ._approval import Approval, ApprovalCallback, ApprovalRule
 from ._backend import Backend
 from ._choice import ToolChooser, warn_forgetful
 from ._dryrun import DryRunReport, dry_run_report
 from ._events import EventHandler, PlanEvent, PlanFinished
+from ._gate import ApprovalGate, resumed
 from ._invoke import ToolInvoker, calling_invoker
-from ._journal import RunStore, check_run_id
+from ._journal import RunStore, StoredRun, check_run_id
 from ._limits import LimitOptions, RunLimits, limits_from
 from ._result import PlanResult
 from ._run import PlanRun
@@ -109,7 +111,10 @@ async def execute_plan(
     rerun_unknown: bool = False,
     policy: ToolChooser | None = None,
     dry_run: Literal[False] = False,
-    approval: Any = None,
+    approval: ApprovalRule | None = None,
+    on_approval: ApprovalCallback | None = None,
+    resume: PlanResult | None = None,
+    approvals: Mapping[str, Approval] | None = None,
     **options: Unpack[LimitOptions],
 ) -> PlanResult: ...
 
@@ -127,7 +132,10 @@ async def execute_plan(
     rerun_unknown: bool = False,
     policy: ToolChooser | None = None,
     dry_run: Literal[True],
-    approval: Any = None,
+    approval: ApprovalRule | None = None,
+    on_approval: ApprovalCallback | None = None,
+    resume: PlanResult | None = None,
+    approvals: Mapping[str, Approval] | None = None,
     **options: Unpack[LimitOptions],
 ) -> DryRunReport: ...
 
@@ -145,7 +153,10 @@ async def execute_plan(
     rerun_unknown: bool = False,
     policy: ToolChooser | None = None,
     dry_run: bool,
-    approval: Any = None,
+    approval: ApprovalRule | None = None,
+    on_approval: ApprovalCallback | None = None,
+    resume: PlanResult | None = None,
+    approvals: Mapping[str, Approval] | None = None,
     **options: Unpack[LimitOptions],
 ) -> PlanResult | DryRunReport: ...
 
@@ -162,7 +173,10 @@ async def execute_plan(
     rerun_unknown: bool = False,
     policy: ToolChooser | None = None,
     dry_run: bool = False,
-    approval: Any = None,
+    approval: ApprovalRule | None = None,
+    on_approval: ApprovalCallback | None = None,
+    resume: PlanResult | None = None,
+    approvals: Mapping[str, Approval] | None = None,
     **options: Unpack[LimitOptions],
 ) -> PlanResult | DryRunReport:
     """Validate and run a plan; return every step's record.
@@ -187,9 +201,15 @@ async def execute_plan(
         dry_run: Call no tool and write no run: validate the plan and return a `DryRunReport` of
             what it would do (its graph, each step's tool, annotations and arguments, the budget's
             worst case against the limits, the expected duration from ``store``'s statistics).
-        approval: With ``dry_run``: a rule whose ``needs_approval(step, tools)`` says which steps a
-            person would have to approve (``step`` a `Step`, ``tools`` the `ToolRegistry`); the
-            report lists them.
+        approval: The steps that need a person's approval before their tool is called
+            (`ApprovalRule`). Such a step waits; the others go on. With ``dry_run``, the report lists
+            the steps the rule would hold.
+        on_approval: Asked (async) with the steps waiting at one moment; returns an `Approval` per
+            step id. Without it, or for steps it leaves unanswered, the run returns when nothing
+            else can run, with status ``pending_approval`` and the request in ``result.approval``.
+        resume: A result that waits for approval: the run goes on from it (with ``approvals``);
+            no step that ended runs again.
+        approvals: The answers for ``resume``'s waiting steps, by step id (a step left out keeps waiting).
         **options: The limits (`LimitOptions`): ``limits``, ``max_concurrency``, ``timeout``,
             ``step_timeout``, ``failure_mode``, ``budget``, ``max_steps``, ``retry_delay``. The
             plan's own ``max_concurrency``, ``budget`` and ``failure_mode`` merge in: the tighter wins.
@@ -199,12 +219,18 @@ async def execute_plan(
         UserError: an option is unknown or out of range (the message names it).
         RunConflictError: ``run_id`` is stored with another plan, or another process is running it.
         StoreError: the store cannot be used (nothing ran).
+        ApprovalError: an answer in ``approvals`` names a step that does not wait, or its edited
+            arguments do not fit the tool (nothing ran).
     """
     limits = limits_from(options)
-    if dry_run or approval is not None:
-        return await _dry_run(plan, tools, limits, dialect, store, approval, dry_run, run_id)
+    if dry_run:
+        return await _dry_run(plan, tools, limits, dialect, store, approval, run_id)
     compiled, invoker = prepare(plan, tools, limits=limits, dialect=dialect, backend=backend, policy=policy)
-    return await run_compiled(compiled, invoker, limits, on_event, store, run_id, rerun_unknown)
+    durable = store is not None and run_id is not None
+    gate, stored = resumed(compiled, invoker.registry, approval, on_approval, resume, approvals, durable)
+    return await run_compiled(
+        compiled, invoker, limits, on_event, store, run_id, rerun_unknown, approval=gate, resume=stored
+    )
 
 
 async def _dry_run(
@@ -213,13 +239,10 @@ async def _dry_run(
     limits: RunLimits,
     dialect: Dialect | None,
     store: object,
-    approval: Any,
-    dry_run: bool,
+    approval: ApprovalRule | None,
     run_id: str | None,
 ) -> DryRunReport:
     """`execute_plan` with ``dry_run=True``: the report; no tool is called and nothing is written."""
-    if not dry_run:
-        raise UserError("approval= applies to a dry run here: pass dry_run=True to see which steps need approval.")
     if run_id is not None:
         raise UserError("A dry run writes no run, so it takes no run_id: leave run_id out.")
     if approval is not None and not callable(getattr(approval, "needs_approval", None)):
@@ -242,22 +265,52 @@ async def run_compiled(
     parent: str | None = None,
     expires: float | None = None,
     expires_note: str = "the run's deadline",
+    approval: ApprovalGate | None = None,
+    resume: StoredRun | None = None,
 ) -> PlanResult:
     """Run a compiled plan, durably when a store is given (see `execute_plan`).
 
     ``parent`` links a stored run to what ran it (an agent run); ``expires`` is an enclosing run's
-    deadline (`PlanRun`).
+    deadline (`PlanRun`); ``approval`` holds the steps that need a person's answer; ``resume`` is
+    what a run that waited for approval ran (in this process): its ended steps are reused.
     """
     if run_id is not None:
         check_run_id(run_id)
     if store is None:
         if rerun_unknown:
             raise UserError("rerun_unknown=True applies when resuming a durable run: pass store= as well.")
-        run = PlanRun(compiled, invoker, limits=limits, on_event=on_event, expires=expires, expires_note=expires_note)
-        if run_id is not None:
+        run = PlanRun(
+            compiled,
+            invoker,
+            limits=limits,
+            on_event=on_event,
+            expires=expires,
+            expires_note=expires_note,
+            approval=approval,
+            stored=resume,
+        )
+        if resume is not None:
+            run.run_id = resume.run_id
+        elif run_id is not None:
             run.run_id = run_id
         return await run.run()
+    if resume is not None:
+        raise UserError("resume= continues a run held in this process; a stored run resumes by its run_id.")
     journal, stored = await store.begin(run_id, compiled.plan, limits, parent=parent)
+    waiting = stored.result if stored is not None and stored.status == "pending_approval" else None
+    waits = stored is not None and any(s.status == "pending_approval" for s in stored.steps.values())
+    if approval is not None or waits:  # a stored run that waits: its request, the answers
+        try:
+            if approval is None:
+                raise UserError(
+                    f"Run {journal.run_id!r} waits for a person's approval: resume it with approval= and "
+                    "approvals= (CLI: toolplan runs approve)."
+                )
+            approval.take_up(waiting, compiled)
+        except UserError:
+            with contextlib.suppress(StoreError):  # let go of it as it was
+                await journal.close(waiting, stored.calls if stored else 0, stored.cost if stored else 0.0)
+            raise
     if stored is not None and stored.finished and stored.result is not None and rerun_unknown and stored.unknown:
         journal, stored = await store.begin(journal.run_id, compiled.plan, limits, parent=parent, reopen=True)
     if stored is not None and stored.finished and stored.result is not None and not (rerun_unknown and stored.unknown):
@@ -273,6 +326,7 @@ async def run_compiled(
         journal=journal,
         stored=stored,
         rerun_unknown=rerun_unknown,
+        approval=approval,
     )
     return await run_journaled(run)
 
@@ -346,11 +400,14 @@ async def stream_plan(
     run_id: str | None = None,
     rerun_unknown: bool = False,
     policy: ToolChooser | None = None,
+    approval: ApprovalRule | None = None,
+    on_approval: ApprovalCallback | None = None,
     **options: Unpack[LimitOptions],
 ) -> AsyncIterator[PlanStream]:
     """Run a plan in the background of this block and iterate over its events.
 
-    Takes the options of `execute_plan` (``store=`` and ``run_id=`` included).
+    Takes the options of `execute_plan` (``store=``, ``run_id=``, ``approval=`` and ``on_approval=``
+    included; a run that waits is resumed with `execute_plan`).
 
     ```python
     async with stream_plan(plan, tools) as events:
@@ -362,6 +419,7 @@ async def stream_plan(
     """
     limits = limits_from(options)
     compiled, invoker = prepare(plan, tools, limits=limits, dialect=dialect, backend=backend, policy=policy)
+    gate, _ = resumed(compiled, invoker.registry, approval, on_approval, None, None)
     stream = PlanStream()
     callback: Callable[[PlanEvent], None] | None = on_event
 
@@ -371,7 +429,7 @@ async def stream_plan(
         stream._put(event)
 
     async with task_group() as tg:
-        task = tg.create_task(run_compiled(compiled, invoker, limits, put, store, run_id, rerun_unknown))
+        task = tg.create_task(run_compiled(compiled, invoker, limits, put, store, run_id, rerun_unknown, approval=gate))
         task.add_done_callback(stream._done)
         try:
             yield stream

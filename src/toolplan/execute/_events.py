@@ -4,10 +4,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from ._approval import ApprovalRequest
 from ._choice import Choice
 from ._result import PlanResult, StepError, StepResult
 
 __all__ = (
+    "ApprovalRequested",
     "BudgetWarning",
     "EventHandler",
     "PlanEvent",
@@ -107,6 +109,16 @@ class BudgetWarning:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalRequested:
+    """Steps of the run wait for a person's approval (`ApprovalRequest`): asked now, or the run returns waiting."""
+
+    kind: Literal["approval_requested"] = "approval_requested"
+    run_id: str
+    request: ApprovalRequest
+    at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PlanFinished:
     """A plan ended; ``result`` holds every step's record."""
 
@@ -116,6 +128,13 @@ class PlanFinished:
 
 
 PlanEvent: TypeAlias = (
-    PlanStarted | StepStarted | StepRetrying | StepFinished | ToolChosen | BudgetWarning | PlanFinished
+    PlanStarted
+    | StepStarted
+    | StepRetrying
+    | StepFinished
+    | ToolChosen
+    | BudgetWarning
+    | ApprovalRequested
+    | PlanFinished
 )
 EventHandler: TypeAlias = Callable[[PlanEvent], None]

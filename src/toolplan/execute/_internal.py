@@ -9,6 +9,9 @@ from ._api import run_compiled as run_compiled
 from ._choice import forgetful as forgetful
 from ._choice import learns as learns
 from ._choice import set_default_policy as set_default_policy
+from ._gate import ApprovalGate as ApprovalGate
+from ._gate import check_answers as check_answers
+from ._gate import resumed as resumed
 from ._journal import StoredRun as StoredRun
 from ._journal import check_run_id as check_run_id
 from ._result import cap_text as cap_text

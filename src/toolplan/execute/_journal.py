@@ -71,7 +71,7 @@ def check_run_id(run_id: object) -> str:
 # Stored statuses of a step whose call may have been in flight when its process stopped.
 _IN_FLIGHT = frozenset({"running", "cancelled"})
 # Stored statuses of a step that never called its tool: it runs (or is skipped again) as if new.
-_NOT_STARTED = frozenset({"pending", "not_run", "skipped"})
+_NOT_STARTED = frozenset({"pending", "not_run", "skipped", "pending_approval"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -240,8 +240,8 @@ class Journal(Protocol):
         """Write a step that ended without a call of its own (skipped, not run, cancelled), in order."""
         ...
 
-    def event(self, kind: str, step_id: str | None, payload: Mapping[str, object]) -> None:
-        """Append an event (its number is the next in the run's gap-free sequence)."""
+    def event(self, kind: str, step_id: str | None, payload: Mapping[str, object]) -> asyncio.Future[None]:
+        """Append an event (its number is the next in the run's gap-free sequence); done once committed."""
         ...
 
     def plan_complete(self, plan: Plan) -> None:

@@ -9,6 +9,7 @@ from .._errors import PlanIssue
 from .._json import dumps, json_safe
 from .._records import fast_init
 from ..plan import Dialect, critical_path, waves
+from ._approval import ApprovalRequest
 from ._choice import Choice
 
 __all__ = (
@@ -23,9 +24,19 @@ __all__ = (
 )
 
 StepStatus = Literal[
-    "pending", "running", "succeeded", "failed", "timed_out", "cancelled", "skipped", "not_run", "unknown_outcome"
+    "pending",
+    "running",
+    "succeeded",
+    "failed",
+    "timed_out",
+    "cancelled",
+    "skipped",
+    "not_run",
+    "unknown_outcome",
+    "rejected",  # a person rejected it (or its approval timed out): its tool was not called
+    "pending_approval",  # it waits for a person's answer (`PlanResult.approval`)
 ]
-PlanStatus = Literal["succeeded", "failed", "cancelled"]
+PlanStatus = Literal["succeeded", "failed", "cancelled", "pending_approval"]
 ErrorKind = Literal[
     "business",  # the tool returned a ToolResult with an error, or raised ToolError
     "infrastructure",  # the tool raised an unexpected exception
@@ -42,6 +53,8 @@ ErrorKind = Literal[
     "condition",  # skipped on purpose: the step's condition was false, or a dependency's was
     "unknown_outcome",  # a resumed run found the call in flight and may not repeat it (durable runs)
     "store",  # the store failed, so the step could not run durably
+    "rejected",  # a person rejected the step, or its approval timed out
+    "approval",  # the approval rule's function raised: the step was not run
 ]
 
 DEFAULT_MAX_VALUE_CHARS = 4000
@@ -173,6 +186,8 @@ class PlanResult:
     deps: Mapping[str, tuple[str, ...]] = field(default_factory=dict[str, tuple[str, ...]])
     warnings: tuple[PlanIssue, ...] = field(default=())
     choices: tuple[Choice, ...] = field(default=())  # made among alternative tools, in order
+    # Status ``pending_approval``: the steps that wait for a person's answer (resume with the answers).
+    approval: ApprovalRequest | None = None
 
     # The graph facts below are computed when asked for (O(steps)), not on every run.
 
@@ -257,6 +272,7 @@ class PlanResult:
             "parallelism": round(self.parallelism, 3),
             "warnings": [w.to_dict(severity=True) for w in self.warnings],
             "choices": [c.to_dict() for c in self.choices],
+            "approval": None if self.approval is None else self.approval.to_dict(),
         }
 
     @classmethod
@@ -278,6 +294,7 @@ class PlanResult:
             deps={sid: tuple(d) for sid, d in (data.get("deps") or {}).items()},
             warnings=tuple(PlanIssue.from_dict(w, severity="warning") for w in data.get("warnings") or ()),
             choices=tuple(Choice.from_dict(c) for c in data.get("choices") or ()),
+            approval=ApprovalRequest.from_dict(data["approval"]) if data.get("approval") else None,
         )
 
     def summary(self, *, max_value_chars: int = DEFAULT_MAX_VALUE_CHARS) -> dict[str, Any]:
@@ -292,6 +309,8 @@ class PlanResult:
         }
         if errors:
             out["errors"] = errors
+        if self.approval is not None:
+            out["pending_approval"] = list(self.approval.step_ids)
         return out
 
     def batch_summary(self, *, max_value_chars: int = DEFAULT_MAX_VALUE_CHARS) -> list[dict[str, Any]]:

@@ -25,6 +25,7 @@ from ._budget import watch_budget
 from ._choice import Choice
 from ._events import EventHandler, PlanEvent, PlanFinished, PlanStarted, StepFinished
 from ._finish import plan_result
+from ._gate import waiting_result
 from ._invoke import CallOutcome, ToolInvoker
 from ._journal import Decision, Journal, StoredRun, StoredStep, take_up
 from ._keeper import SlotKeeper
@@ -36,6 +37,7 @@ from ._step import clock, new_step_result, run_step
 
 if TYPE_CHECKING:
     from ..tracing._internal import PlanTrace
+    from ._gate import ApprovalGate
 
 __all__ = ("PlanRun",)
 
@@ -64,6 +66,7 @@ class PlanRun:
         journal: A durable run's journal: each step's start and result commit before the run goes on.
         stored: What the store held of this run (a resumed run): ended steps are reused, not run again.
         rerun_unknown: Call again steps whose call was in flight even if their tool may not be repeated.
+        approval: Holds the steps an approval rule marks until a person answers (`_gate.py`).
     """
 
     # Slots: a run is made per plan, so its ~40 fields cost a dict per run without them (-2.6% of
@@ -82,6 +85,7 @@ class PlanRun:
         "_waiters",
         "_yielding",
         "aborted",
+        "approval",
         "attempts",
         "cancelled_by_us",
         "choices",
@@ -121,8 +125,10 @@ class PlanRun:
         journal: Journal | None = None,
         stored: StoredRun | None = None,
         rerun_unknown: bool = False,
+        approval: ApprovalGate | None = None,
     ) -> None:
         self.compiled = compiled
+        self.approval = approval
         self.invoker = invoker.for_plan()  # this plan's ledger: its own budget arrives with the plan
         self.trace: PlanTrace | None = None
         tracer = get_tracer()
@@ -499,17 +505,20 @@ class PlanRun:
         """Record how a step ended and tell the scheduler (which may make others ready)."""
         sched = self.sched
         del self.tasks[sid]  # only running steps keep their task (fewer live objects in long plans)
+        ok = result.status == "succeeded"
+        if not ok and self.approval is not None and self.approval.parks(self, result):
+            return  # it waits for a person's answer; its dependents wait with it
         self._record(result)
         status = result.status
-        if status != "succeeded":
-            if status == "not_run":  # refused at dispatch (budget)
+        if not ok:
+            if status == "not_run" or status == "rejected":  # refused (budget, a person)
                 sched.refuse(sid, result.error.message if result.error else "not run")
                 return
             if status == "skipped":  # its condition was false
                 sched.refuse(sid, result.error.message if result.error else "skipped", unmet=True)
                 return
-        sched.finish(sid, succeeded=status == "succeeded")
-        if sched.stopped is not None and result.status != "succeeded":
+        sched.finish(sid, succeeded=ok)
+        if not ok and sched.stopped is not None:
             self._cancel([other for other in self.tasks if sched.state(other) == "running"])
         if self._keeper.unheld is not None and sched.done:  # nothing waits for the slots a thread holds
             self._keeper.release()
@@ -575,6 +584,7 @@ class PlanRun:
             self.sched.cancel(sid, running_error.message)
 
     def _finalize(self, start: float, forced: PlanStatus | None) -> PlanResult:
+        waiting = None if self.approval is None else self.approval.settle(self)
         result = plan_result(
             None if self.aborted is not None else self.compiled,
             self.steps,
@@ -585,6 +595,8 @@ class PlanRun:
             ended_at=self.now(),
             choices=tuple(self.choices),
         )
+        if waiting is not None:
+            result = waiting_result(result, waiting)
         if self.trace is not None:
             meter = self.invoker.meter
             self.trace.finish(result, meter.calls, meter.cost)

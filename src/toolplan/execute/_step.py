@@ -147,6 +147,10 @@ async def run_step(run: PlanRun, cs: CompiledStep) -> StepResult:
         return _record(run, cs, "failed", outcome, 0, None, False, missed)
     except _RESOLVE_ERRORS as exc:
         return _record(run, cs, "failed", CallOutcome(error=_unresolvable(cs, exc)), 0, None, False, missed)
+    if run.approval is not None:  # a person may have to answer first (`_gate.py`)
+        args = await run.approval.gate(run, cs, args)
+        if isinstance(args, StepResult):
+            return args
     if run.groups and tool in run.groups and not in_fallback:  # alternatives: one is chosen now
         return await run_alternative(run, cs, args, attempt, missed)
     defaults = run.tool_defaults[tool]  # filled in by PlanRun.add

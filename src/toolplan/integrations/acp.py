@@ -37,7 +37,9 @@ from ..tools import ToolRegistry, ToolsLike
 __all__ = ("AcpExporter", "acp_updates")
 
 _MAX_TEXT = DEFAULT_MAX_VALUE_CHARS  # the cap of a value shown to a client, as to a model
-_DONE = frozenset({"succeeded", "failed", "timed_out", "cancelled", "skipped", "not_run", "unknown_outcome"})
+_DONE = frozenset(
+    {"succeeded", "failed", "timed_out", "cancelled", "skipped", "not_run", "unknown_outcome", "rejected"}
+)
 
 
 def _notification(session_id: str, update: dict[str, Any]) -> dict[str, Any]:

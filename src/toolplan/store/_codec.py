@@ -15,7 +15,7 @@ from typing import Any
 
 from .._errors import PlanIssue
 from .._json import compact_encoder, dumps, encodable, json_safe, loads
-from ..execute import PlanResult, PlanStatus, RunLimits, StepResult
+from ..execute import ApprovalRequest, PlanResult, PlanStatus, RunLimits, StepResult
 from ..plan import Budget, Fallback, Plan, Step
 
 __all__ = ("decode", "encode", "output_json", "plan_hash", "result_facts", "result_from_row", "step_from_row")
@@ -220,6 +220,7 @@ def result_facts(result: PlanResult) -> str:
             "ended_at": result.ended_at,
             "deps": {k: list(v) for k, v in result.deps.items()},
             "warnings": [w.to_dict(severity=True) for w in result.warnings],
+            "approval": None if result.approval is None else result.approval.to_dict(),
         }
     )
 
@@ -232,7 +233,10 @@ def result_from_row(run_id: str, plan: Plan, row: Mapping[Any, Any], records: Ma
     """
     facts = loads(row["result"]) if row["result"] else {}
     steps = {s.id: records.get(s.id) or StepResult(id=s.id, tool=s.tool, status="pending") for s in plan.steps}
-    status: PlanStatus = row["status"] if row["status"] in ("succeeded", "failed", "cancelled") else "failed"
+    status: PlanStatus = (
+        row["status"] if row["status"] in ("succeeded", "failed", "cancelled", "pending_approval") else "failed"
+    )
+    approval = facts.get("approval")
     return PlanResult(
         status=status,
         steps=steps,
@@ -244,4 +248,5 @@ def result_from_row(run_id: str, plan: Plan, row: Mapping[Any, Any], records: Ma
         deps={k: tuple(v) for k, v in (facts.get("deps") or {}).items()},
         # Warnings stored without their severity (by an older toolplan) are warnings all the same.
         warnings=tuple(PlanIssue.from_dict(w, severity="warning") for w in facts.get("warnings") or ()),
+        approval=ApprovalRequest.from_dict(approval) if status == "pending_approval" and approval else None,
     )

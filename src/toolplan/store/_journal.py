@@ -306,8 +306,8 @@ class Journal:
         statements, self._buffer = self._buffer, []
         self._writes.db.write(self, statements, future)
 
-    def event(self, kind: str, step_id: str | None, payload: Mapping[str, object]) -> None:
-        self._add([self._event(kind, step_id, payload, time.time())])
+    def event(self, kind: str, step_id: str | None, payload: Mapping[str, object]) -> asyncio.Future[None]:
+        return self._add([self._event(kind, step_id, payload, time.time())])
 
     def plan_complete(self, plan: Plan) -> None:
         writes, body = self._writes, encode(plan)

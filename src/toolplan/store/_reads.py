@@ -66,7 +66,7 @@ def stored_run(conn: sa.Connection, run_id: str, row: Mapping[Any, Any]) -> Stor
             result=record,
         )
     result = None
-    if row["status"] in ("succeeded", "failed") and row["result"]:
+    if row["status"] in ("succeeded", "failed", "pending_approval") and row["result"]:
         plan = _plan_of(conn, row, steps)
         result = result_from_row(run_id, plan, row, {sid: s.result for sid, s in steps.items() if s.result})
     return StoredRun(

@@ -24,7 +24,7 @@ __all__ = (
     "plan_row",
 )
 
-ENDED = ("succeeded", "failed", "timed_out", "unknown_outcome")  # a step's own outcome
+ENDED = ("succeeded", "failed", "timed_out", "unknown_outcome", "rejected")  # a step's own outcome
 STREAMING = "streaming"  # the plan id of a streamed run whose plan has not arrived whole
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
-from ..execute import Backend, EventHandler, PlanResult, WindowCharge, execute_plan
+from ..execute import Approval, ApprovalRule, Backend, EventHandler, PlanResult, WindowCharge, execute_plan
 from ..tools import ToolsLike
 from ._store import Store
 
@@ -20,6 +21,8 @@ async def resume(
     on_event: EventHandler | None = None,
     backend: Backend | None = None,
     window: WindowCharge | None = None,
+    approval: ApprovalRule | None = None,
+    approvals: Mapping[str, Approval] | None = None,
 ) -> PlanResult:
     """Go on with stored run ``run_id``, with its own plan and limits.
 
@@ -29,11 +32,15 @@ async def resume(
     ``rerun_unknown`` is True; otherwise it ends ``unknown_outcome``. Budget counters and attempts
     go on from their stored values. A finished run is returned as stored, without calling anything.
     ``window`` charges the calls still to make to a budget window (`toolplan.execute.WindowCharge`).
+    A run that waits for approval resumes with its ``approval`` rule and the ``approvals`` (by step
+    id); a step left unanswered waits again (the result's status is ``pending_approval``).
 
     Raises:
         RunNotFoundError: no run has this id.
         RunConflictError: another live process is running it.
         StoreError: the store cannot be used.
+        UserError: the run waits for approval and no ``approval`` rule was given.
+        ApprovalError: an answer names a step that does not wait, or its edit does not fit the tool.
     """
     plan, limits = await store.plan_of(run_id)
     if window is not None:  # never stored: the caller's window (the service's, per API key)
@@ -47,4 +54,6 @@ async def resume(
         on_event=on_event,
         backend=backend,
         limits=limits,
+        approval=approval,
+        approvals=approvals,
     )
