@@ -47,6 +47,7 @@ _STILL_RUNNING = (
     "current_call().cancelled, and whatever it returns is discarded."
 )
 _KIND: dict[StepState, ErrorKind] = {"skipped": "skipped", "cancelled": "cancelled", "not_run": "not_run"}
+_REFUSED = frozenset(("not_run", "rejected", "skipped"))  # step statuses that end without a call's outcome
 
 
 class PlanRun:
@@ -510,13 +511,9 @@ class PlanRun:
             return  # it waits for a person's answer; its dependents wait with it
         self._record(result)
         status = result.status
-        if not ok:
-            if status == "not_run" or status == "rejected":  # refused (budget, a person)
-                sched.refuse(sid, result.error.message if result.error else "not run")
-                return
-            if status == "skipped":  # its condition was false
-                sched.refuse(sid, result.error.message if result.error else "skipped", unmet=True)
-                return
+        if not ok and status in _REFUSED:  # refused at dispatch (budget, a person), or its condition was false
+            sched.refuse(sid, result.error.message if result.error else status, unmet=status == "skipped")
+            return
         sched.finish(sid, succeeded=ok)
         if not ok and sched.stopped is not None:
             self._cancel([other for other in self.tasks if sched.state(other) == "running"])
@@ -546,13 +543,9 @@ class PlanRun:
             ended_at=None if started is None else self.now(),
         )
         self._record(result)
-        if self.journal is not None and not self._stored_as(sid, status):  # in order, behind its cause
-            self.journal.ended(result)
-
-    def _stored_as(self, sid: str, status: StepStatus) -> bool:
-        """True when a resumed run's store holds ``sid`` with this status already (a skip found again)."""
         stored = self.stored.get(sid) if self.stored is not None else None
-        return stored is not None and stored[1].status == status
+        if self.journal is not None and (stored is None or stored[1].status != status):  # unless stored already
+            self.journal.ended(result)
 
     def _record(self, result: StepResult) -> None:
         sid = result.id
