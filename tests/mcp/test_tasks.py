@@ -16,6 +16,7 @@ from toolplan.mcp import create_server
 pytestmark = pytest.mark.anyio
 
 gate = asyncio.Event()
+both_began = asyncio.Event()
 began: list[str] = []
 stopped: list[str] = []
 
@@ -30,6 +31,8 @@ async def double(x: int) -> int:
 async def wait_for_gate(name: str) -> str:
     """Waits until the test opens the gate."""
     began.append(name)
+    if len(began) == 2:
+        both_began.set()
     try:
         await gate.wait()
     except asyncio.CancelledError:
@@ -45,8 +48,9 @@ def anyio_backend() -> str:
 
 @pytest.fixture(autouse=True)
 def _fresh() -> None:
-    global gate
+    global gate, both_began
     gate = asyncio.Event()  # an event is bound to the loop that first waits on it: one per test
+    both_began = asyncio.Event()
     began.clear()
     stopped.clear()
 
@@ -62,17 +66,12 @@ def _gated_plan() -> dict[str, Any]:
     }
 
 
-async def _until(check: Any) -> None:
-    while not check():
-        await asyncio.sleep(0)
-
-
 async def test_a_task_answers_at_once_shows_progress_and_gives_the_synchronous_result() -> None:
     server = create_server([double, wait_for_gate])
     async with Client(server) as client:
         task = await start_task(client.session, _gated_plan())
         assert task.status == "working" and task.ttl == 60_000 and task.task_id.startswith("mcptask_")
-        await _until(lambda: len(began) == 2)
+        await both_began.wait()
         state = await get_task(client.session, task.task_id)
         assert state.status == "working" and state.status_message == "running: 1/4 steps done"
         assert [t.task_id for t in await list_tasks(client.session)] == [task.task_id]
@@ -90,7 +89,7 @@ async def test_cancel_stops_running_tools_and_every_step_ends_on_record() -> Non
     server = create_server([double, wait_for_gate])
     async with Client(server) as client:
         task = await start_task(client.session, _gated_plan())
-        await _until(lambda: len(began) == 2)
+        await both_began.wait()
         cancelled = await cancel_task(client.session, task.task_id)
         assert cancelled.status == "cancelled"
         assert sorted(stopped) == ["b", "c"]
@@ -99,7 +98,11 @@ async def test_cancel_stops_running_tools_and_every_step_ends_on_record() -> Non
             await cancel_task(client.session, task.task_id)
     body = result.structured_content
     assert result.is_error and body is not None and body["status"] == "cancelled"
-    assert {sid: e["status"] for sid, e in body["errors"].items()} == {"b": "cancelled", "c": "cancelled", "d": "not_run"}
+    assert {sid: e["status"] for sid, e in body["errors"].items()} == {
+        "b": "cancelled",
+        "c": "cancelled",
+        "d": "not_run",
+    }
     assert body["outputs"] == {} or "a" not in body["errors"]
 
 
@@ -120,7 +123,7 @@ async def test_the_live_tasks_are_capped_and_finished_ones_forgotten_after_their
             await start_task(client.session, _gated_plan())
         assert (await get_task(client.session, first.task_id)).status == "working"  # a live task is kept
         await cancel_task(client.session, first.task_id)
-        with pytest.raises(MCPError, match="No task 'mcptask_.*' on this server"):
+        with pytest.raises(MCPError, match=r"No task 'mcptask_.*' on this server"):
             await get_task(client.session, first.task_id)
         gate.set()
         second = await start_task(client.session, _gated_plan(), ttl=10**12)

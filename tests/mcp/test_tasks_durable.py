@@ -140,7 +140,9 @@ def test_a_task_survives_a_kill_9_of_its_server(workdir: Path) -> None:
         task = asyncio.run(begin())
         deadline = time.monotonic() + 60
         # killed while "gated" runs, after "one" is on record
-        while not ("start gated" in _ledger(workdir) and asyncio.run(_step_stored(workdir / "runs.db", task.task_id, "one"))):
+        while not (
+            "start gated" in _ledger(workdir) and asyncio.run(_step_stored(workdir / "runs.db", task.task_id, "one"))
+        ):
             assert time.monotonic() < deadline, _ledger(workdir)
             time.sleep(0.05)
     finally:

@@ -151,7 +151,9 @@ class TaskBoard:
                 f"of {PLAN_TOOL_NAME}, which does.",
             )
         task = self._start(dict(call.arguments or {}), call.task.ttl if call.task is not None else None)
-        body = mt.CreateTaskResult(task=mt.Task(**task.view())).model_dump(by_alias=True, mode="json", exclude_none=True)
+        body = mt.CreateTaskResult(task=mt.Task(**task.view())).model_dump(
+            by_alias=True, mode="json", exclude_none=True
+        )
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             body["resultType"] = "task"
         return body
@@ -193,7 +195,10 @@ class TaskBoard:
             if body is None:
                 body = {"status": "cancelled", "outputs": {}, "errors": {}}
             text = "The task was cancelled: steps that had not finished ended cancelled."
-            task.end(mt.CallToolResult(content=[mt.TextContent(text=text)], structured_content=body, is_error=True), "cancelled")
+            task.end(
+                mt.CallToolResult(content=[mt.TextContent(text=text)], structured_content=body, is_error=True),
+                "cancelled",
+            )
             raise
         task.end(result, _status(result))
 
