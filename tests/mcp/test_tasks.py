@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import socket
 from typing import Any
 
+import httpx
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from task_support import PLAN_TOOL, cancel_task, get_task, list_tasks, start_task, task_result
 
 from toolplan import tool
-from toolplan.mcp import create_server
+from toolplan.mcp import create_server, serve_http
 
 pytestmark = pytest.mark.anyio
 
@@ -144,3 +148,56 @@ async def test_only_the_plan_tool_runs_as_a_task_and_says_so() -> None:
         with pytest.raises(MCPError, match="No task 'nope'"):
             await get_task(client.session, "nope")
     assert set(tools) == {"double", PLAN_TOOL}
+
+
+ACCEPT = {"Accept": "application/json, text/event-stream"}
+
+
+def _message(response: httpx.Response) -> dict[str, Any]:
+    """The JSON-RPC answer of a streamable-HTTP POST (a JSON body, or the data of an event stream)."""
+    assert response.status_code == 200, response.text
+    if response.headers["content-type"].startswith("application/json"):
+        return dict(response.json())
+    data = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
+    return dict(json.loads(data[-1]))
+
+
+async def test_a_2025_11_25_client_over_http(loopback_socket: socket.socket) -> None:
+    loopback_socket.listen(100)
+    serving = asyncio.create_task(serve_http(create_server([double, wait_for_gate]), sock=loopback_socket))
+    url = f"http://127.0.0.1:{loopback_socket.getsockname()[1]}/mcp"
+    client_info = {"name": "raw", "version": "1"}
+    try:
+        async with httpx.AsyncClient(timeout=30) as http:
+            init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client_info}
+            answer = await http.post(
+                url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}, headers=ACCEPT
+            )
+            session = {
+                **ACCEPT,
+                "mcp-session-id": answer.headers["mcp-session-id"],
+                "mcp-protocol-version": "2025-11-25",
+            }
+            capabilities = _message(answer)["result"]["capabilities"]
+            await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+
+            async def call(n: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+                body = {"jsonrpc": "2.0", "id": n, "method": method, "params": params}
+                return _message(await http.post(url, json=body, headers=session))
+
+            tools = (await call(2, "tools/list", {}))["result"]["tools"]
+            plan = {"steps": [{"id": "a", "tool": "double", "arguments": {"x": 4}}]}
+            created = await call(3, "tools/call", {"name": PLAN_TOOL, "arguments": plan, "task": {"ttl": 5000}})
+            task_id = created["result"]["task"]["taskId"]
+            result = await call(4, "tasks/result", {"taskId": task_id})
+            state = await call(5, "tasks/get", {"taskId": task_id})
+    finally:
+        serving.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving
+    assert capabilities["tasks"] == {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+    execution = {t["name"]: t.get("execution") for t in tools}
+    assert execution == {"double": None, "wait_for_gate": None, PLAN_TOOL: {"taskSupport": "optional"}}
+    assert created["result"]["task"]["status"] == "working" and created["result"]["task"]["ttl"] == 5000
+    assert result["result"]["structuredContent"] == {"status": "succeeded", "outputs": {"a": 8}, "errors": {}}
+    assert state["result"]["status"] == "completed"
