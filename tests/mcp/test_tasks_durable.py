@@ -175,3 +175,43 @@ def test_a_task_survives_a_kill_9_of_its_server(workdir: Path) -> None:
     assert finished.status == "completed" and finished.status_message == "completed: 3/3 steps done"
     assert again.structured_content == result.structured_content
     assert _ledger(workdir).count("done three") == 1
+
+
+def test_a_server_stopped_gently_leaves_its_tasks_queued_and_resumes_them(workdir: Path) -> None:
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    first = _serve_http(workdir, port)
+    try:
+
+        async def begin() -> mt.Task:
+            async with Client(url) as client:
+                return await start_task(client.session, PLAN)
+
+        task = asyncio.run(begin())
+        deadline = time.monotonic() + 60
+        while "start gated" not in _ledger(workdir):
+            assert time.monotonic() < deadline, _ledger(workdir)
+            time.sleep(0.05)
+    finally:
+        first.terminate()  # SIGTERM: a graceful stop
+        first.wait(timeout=30)
+
+    async def stored_status() -> str:
+        async with open_store(f"sqlite:///{workdir / 'runs.db'}") as store:
+            return (await store.get_run(task.task_id)).summary.status
+
+    assert asyncio.run(stored_status()) == "queued"
+    (workdir / "gate").touch()
+
+    async def result() -> mt.CallToolResult:
+        async with Client(url) as client:
+            return await task_result(client.session, task.task_id)
+
+    second = _serve_http(workdir, port)
+    try:
+        outcome = asyncio.run(result())
+    finally:
+        second.terminate()
+        second.wait(timeout=30)
+    assert outcome.structured_content == {"status": "succeeded", "outputs": OUTPUTS, "errors": {}}
+    assert _ledger(workdir).count("start one") == 1
