@@ -15,7 +15,7 @@ import ipaddress
 import secrets
 import socket
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcp.types as mt
 from mcp.server import Server
@@ -29,10 +29,12 @@ from ..agent import PLAN_TOOL_NAME, PlanTool
 from ..execute import DEFAULT_MAX_VALUE_CHARS, PlanEvent, PlanResult, PlanStarted, RunLimits, StepFinished, ToolInvoker
 from ..execute._internal import cap_text
 from ..plan import META_TOOL_NAMES
-from ..store import Store
 from ..tools import ToolDefinition, ToolRegistry, ToolsLike
 from ._convert import mcp_annotations
 from ._taskboard import DEFAULT_MAX_TASKS, TASKS_EXTENSION, TaskBoard
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 __all__ = ("PLAN_OUTPUT_SCHEMA", "create_server", "serve_http", "serve_stdio")
 

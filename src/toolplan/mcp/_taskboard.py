@@ -30,9 +30,9 @@ from .._errors import RunNotFoundError, ToolplanError
 from .._tasks import task_group
 from ..agent import PLAN_TOOL_NAME
 from ..execute import PlanEvent, PlanFinished, PlanResult, PlanStarted, StepFinished
-from ..store import Store, resume
 
 if TYPE_CHECKING:
+    from ..store import Store
     from ._server import _Gateway
 
 __all__ = ("DEFAULT_MAX_TASKS", "MAX_TASK_TTL", "TASKS_EXTENSION", "TaskBoard")
@@ -180,6 +180,8 @@ class TaskBoard:
         return await self.gateway.run_plan(arguments, task.on_event, run_id=task.task_id)
 
     async def _resume(self, task: _Task) -> mt.CallToolResult:
+        from ..store import resume  # only with a store: the store package is not imported otherwise
+
         assert self.store is not None
         try:
             result = await resume(task.task_id, self.gateway.registry, store=self.store, on_event=task.on_event)
