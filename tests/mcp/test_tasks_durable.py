@@ -19,6 +19,7 @@ from mcp import Client, StdioServerParameters
 from mcp_support import ROOT
 from task_support import PLAN_TOOL, get_task, list_tasks, start_task, task_result
 
+from toolplan import RunNotFoundError
 from toolplan.store import open_store
 
 pytestmark = pytest.mark.slow  # server subprocesses that import the MCP SDK
@@ -122,7 +123,10 @@ def _serve_http(workdir: Path, port: int) -> subprocess.Popen[bytes]:
 
 async def _step_stored(db: Path, run_id: str, step: str) -> bool:
     async with open_store(f"sqlite:///{db}") as store:
-        info = await store.get_run(run_id)
+        try:
+            info = await store.get_run(run_id)
+        except RunNotFoundError:  # its row is written a moment after the run starts
+            return False
     record = info.result.steps.get(step)
     return record is not None and record.status == "succeeded"
 
