@@ -162,6 +162,15 @@ class TaskBoard:
         if self._tg is None:
             raise MCPError(code=INVALID_PARAMS, message="The server is stopping: it starts no more tasks.")
         self._forget_expired()
+        self._check_room()
+        ttl = DEFAULT_TASK_TTL if ttl is None else max(0, min(int(ttl), MAX_TASK_TTL))
+        task_id = f"{_PREFIX}{int(time.time())}_{os.urandom(8).hex()}"
+        task = _Task(task_id=task_id, created=time.time(), ttl=ttl)
+        self.tasks[task_id] = task
+        task.runner = self._tg.create_task(self._run(task, lambda: self._call(task, arguments)))
+        return task
+
+    def _check_room(self) -> None:
         live = sum(1 for t in self.tasks.values() if t.status == "working")
         if live >= self.max_tasks:
             raise MCPError(
@@ -169,12 +178,6 @@ class TaskBoard:
                 message=f"This server runs at most {self.max_tasks} tasks at once and all are working: wait for "
                 "one to finish (tasks/result), cancel one (tasks/cancel), or call without 'task'.",
             )
-        ttl = DEFAULT_TASK_TTL if ttl is None else max(0, min(int(ttl), MAX_TASK_TTL))
-        task_id = f"{_PREFIX}{int(time.time())}_{os.urandom(8).hex()}"
-        task = _Task(task_id=task_id, created=time.time(), ttl=ttl)
-        self.tasks[task_id] = task
-        task.runner = self._tg.create_task(self._run(task, lambda: self._call(task, arguments)))
-        return task
 
     async def _call(self, task: _Task, arguments: dict[str, Any]) -> mt.CallToolResult:
         return await self.gateway.run_plan(arguments, task.on_event, run_id=task.task_id)
@@ -231,16 +234,20 @@ class TaskBoard:
         if task_id in self.tasks:  # looked up twice at once: the first one made it
             return self.tasks[task_id]
         summary = info.summary
+        finished = summary.status in ("succeeded", "failed", "cancelled")
+        if not finished:
+            if self._tg is None:
+                raise MCPError(code=INVALID_PARAMS, message="The server is stopping: it resumes no tasks.")
+            self._check_room()  # a task resumed after a restart counts as any other
         task = _Task(task_id=task_id, created=summary.created_at, ttl=DEFAULT_TASK_TTL, total=summary.steps)
         self.tasks[task_id] = task
-        if summary.status in ("succeeded", "failed", "cancelled"):
+        if finished:
             task.done = sum(1 for s in info.result.steps.values() if s.status != "not_run")
             result = self.gateway.plan_result(info.result)
             task.end(result, "cancelled" if summary.status == "cancelled" else _status(result))
             task.updated = summary.updated_at
-        elif self._tg is None:
-            raise MCPError(code=INVALID_PARAMS, message="The server is stopping: it resumes no tasks.")
         else:
+            assert self._tg is not None
             task.message = "resuming after a restart"
             task.runner = self._tg.create_task(self._run(task, lambda: self._resume(task)))
         return task
