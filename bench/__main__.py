@@ -19,6 +19,7 @@ BENCHMARKS = (
     "streaming",
     "durable",
     "mcp",
+    "mcp_tasks",
     "service",
     "planner",
     "bandit",

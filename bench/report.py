@@ -570,6 +570,24 @@ def mcp_section(d: dict[str, Any]) -> list[str]:
     return out
 
 
+def mcp_tasks_section(d: dict[str, Any]) -> list[str]:
+    out = ["## MCP tasks: a long plan's task handle", "", _machine(d), ""]
+    out.append(
+        f"`execute_tool_plan` called with `task` for {d['settings']['plan']}; median of {d['reps']} repetitions; "
+        f"mcp {d['versions'].get('mcp')}, protocol {d.get('protocol_version')}. Load average (1 min) before and "
+        f"after: {d.get('load_average_before', ['?'])[0]}, {d.get('load_average_after', ['?'])[0]}."
+    )
+    out += ["", "| server | task handle, median (ms) | slowest (ms) | tasks/result (ms) | result = synchronous call |"]
+    out.append("|---|---:|---:|---:|---|")
+    for way, label in (("inprocess", "in process"), ("stdio", "`toolplan mcp serve`, stdio")):
+        r = d[way]
+        out.append(
+            f"| {label} | {r['handle_ms']['median']:,.1f} | {r['handle_ms']['max']:,.1f} | "
+            f"{r['result_ms']['median']:,.0f} | {'yes' if r['result_equals_synchronous'] else '**no**'} |"
+        )
+    return out
+
+
 def _pct(d: dict[str, Any], key: str) -> str:
     """``p50 / p99`` of a latency measure in ms, or "-" when nothing was measured."""
     m = d.get(key) or {}
@@ -743,6 +761,7 @@ def write_report(out_dir: Path) -> Path:
         ("streaming", streaming_section),
         ("durable", durable_section),
         ("mcp", mcp_section),
+        ("mcp_tasks", mcp_tasks_section),
         ("service", service_section),
         ("bandit", bandit_section),
         ("ray", ray_section),

@@ -404,13 +404,14 @@ class _MetaTool:
         on_approval: ApprovalCallback | None = None,
         resume: PlanResult | None = None,
         approvals: Mapping[str, Approval] | None = None,
+        run_id: str | None = None,
     ) -> PlanResult:
         """Validate and run ``plan``; raises `PlanValidationError` when it is invalid.
 
         Pass ``invoker`` to share its budget and per-tool limits with other calls (an agent run),
-        ``expires`` for the enclosing run's deadline (`time.monotonic`), and ``store`` to store the
-        plan's run (durably) under ``parent`` (the agent run's id). ``approval``, ``on_approval``,
-        ``resume`` and ``approvals`` are `execute_plan`'s.
+        ``expires`` for the enclosing run's deadline (`time.monotonic`), ``store`` to store the
+        plan's run (durably) under ``parent`` (the agent run's id), and ``run_id`` to name the run.
+        ``approval``, ``on_approval``, ``resume`` and ``approvals`` are `execute_plan`'s.
         """
         limits = self.limits
         compiled = compile_plan(plan, self.registry, dialect=self._dialect, max_steps=limits.max_steps)
@@ -425,7 +426,7 @@ class _MetaTool:
             limits,
             on_event or self.on_event,
             store if store is not None else self.store,
-            None,
+            run_id,
             parent=parent,
             expires=expires,
             expires_note="the agent run's deadline",

@@ -15,7 +15,7 @@ import typer
 from .._errors import OptionalDependencyError, ToolplanError
 from ..plan import META_TOOL_NAMES
 from ..tools import ToolRegistry
-from ._common import Command, JsonOpt, ToolsOpt, command_group, err, fail, out, tools_of
+from ._common import Command, JsonOpt, ToolsOpt, command_group, err, fail, out, store_url, tools_of
 from ._loader import owners_of
 from ._openapi import OpenAPIOpt, load_openapi
 from ._render import print_json, print_listing, say
@@ -220,6 +220,15 @@ def serve_command(
     ] = 8000,
     token: TokenOpt = None,
     openapi: OpenAPIOpt = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            metavar="PATH|URL",
+            help="Store every plan's run here (a SQLite file or a database URL): a plan run as an MCP task "
+            "survives a restart of the server.",
+        ),
+    ] = None,
 ) -> None:
     """Serve each tool and execute_tool_plan (one plan over all of them) to MCP clients.
 
@@ -234,6 +243,7 @@ def serve_command(
     try:
         from ..mcp import create_server, serve_http, serve_stdio
         from ..mcp._internal import is_loopback
+        from ..store import open_store
     except OptionalDependencyError as exc:
         fail(str(exc))
     if transport == "streamable-http" and not token and not is_loopback(host):
@@ -242,6 +252,7 @@ def serve_command(
             "send it as 'Authorization: Bearer TOKEN'. Or bind 127.0.0.1."
         )
     registry = tools_of(tools) if tools is not None else None
+    store_at = store_url(store, what="MCP tasks", existing=False) if store is not None else None
     specs = list(upstream or ())
     urls = [s for s in specs if s.startswith(("http://", "https://"))]
     toolsets = _toolsets([s for s in specs if s not in urls], urls)
@@ -258,12 +269,14 @@ def serve_command(
                 catalogue.add(ts)
             for api in await load_openapi(openapi or ()):
                 catalogue.add(api)
-            server = create_server(catalogue)
-            if transport == "stdio":
-                await serve_stdio(server)
-            else:
-                say(err, f"toolplan MCP server on http://{host}:{port}/mcp ({len(catalogue)} tools)")
-                await serve_http(server, host=host, port=port, token=token)
+            async with contextlib.AsyncExitStack() as stack:
+                opened = await stack.enter_async_context(open_store(store_at)) if store_at is not None else None
+                server = create_server(catalogue, store=opened)
+                if transport == "stdio":
+                    await serve_stdio(server)
+                else:
+                    say(err, f"toolplan MCP server on http://{host}:{port}/mcp ({len(catalogue)} tools)")
+                    await serve_http(server, host=host, port=port, token=token)
         finally:
             for ts in toolsets:
                 await ts.aclose()

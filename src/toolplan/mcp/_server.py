@@ -15,7 +15,7 @@ import ipaddress
 import secrets
 import socket
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcp.types as mt
 from mcp.server import Server
@@ -31,6 +31,10 @@ from ..execute._internal import cap_text
 from ..plan import META_TOOL_NAMES
 from ..tools import ToolDefinition, ToolRegistry, ToolsLike
 from ._convert import mcp_annotations
+from ._taskboard import DEFAULT_MAX_TASKS, TASKS_EXTENSION, TaskBoard
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 __all__ = ("PLAN_OUTPUT_SCHEMA", "create_server", "serve_http", "serve_stdio")
 
@@ -97,12 +101,14 @@ def _plan_annotations(definitions: list[ToolDefinition]) -> mt.ToolAnnotations:
 class _Gateway:
     """The handlers of one served catalogue."""
 
-    def __init__(self, tools: ToolsLike, limits: RunLimits | None, max_value_chars: int) -> None:
+    def __init__(
+        self, tools: ToolsLike, limits: RunLimits | None, max_value_chars: int, store: Store | None = None
+    ) -> None:
         registry = ToolRegistry.of(tools).without(*META_TOOL_NAMES)
         self.registry = registry
         self.limits = limits or RunLimits()
         self.max_value_chars = max_value_chars
-        self.plan_tool = PlanTool(registry, limits=self.limits, max_value_chars=max_value_chars)
+        self.plan_tool = PlanTool(registry, limits=self.limits, max_value_chars=max_value_chars, store=store)
         self.listing = self._listing()
 
     def _listing(self) -> list[mt.Tool]:
@@ -127,6 +133,7 @@ class _Gateway:
                 input_schema=schema,
                 output_schema=PLAN_OUTPUT_SCHEMA,
                 annotations=_plan_annotations(definitions),
+                execution=mt.ToolExecution(task_support="optional"),
             )
         )
         return out
@@ -168,21 +175,34 @@ class _Gateway:
         async with task_group() as tg:
             tg.create_task(_report_progress(ctx, events))
             try:
-                result = await self.plan_tool.run(arguments, on_event=events.put_nowait)
-            except PlanValidationError as exc:
-                issues = [i.to_dict() for i in exc.issues]
-                body = {"status": "invalid", "outputs": {}, "errors": {}, "issues": issues}
-                return mt.CallToolResult(
-                    content=[mt.TextContent(text=exc.message)], structured_content=body, is_error=True
-                )
-            except ToolplanError as exc:  # a limit out of range, a store that failed: said, not raised
-                return _error(exc.message)
+                return await self.run_plan(arguments, events.put_nowait)
             finally:
                 events.put_nowait(None)
-        body = self._plan_body(result)
+
+    async def run_plan(
+        self, arguments: dict[str, Any], on_event: Callable[[PlanEvent], None], *, run_id: str | None = None
+    ) -> mt.CallToolResult:
+        """Validate and run a plan: its ``CallToolResult`` (the same called directly or as a task)."""
+        try:
+            result = await self.plan_tool.run(arguments, on_event=on_event, run_id=run_id)
+        except PlanValidationError as exc:
+            issues = [i.to_dict() for i in exc.issues]
+            body = {"status": "invalid", "outputs": {}, "errors": {}, "issues": issues}
+            return mt.CallToolResult(content=[mt.TextContent(text=exc.message)], structured_content=body, is_error=True)
+        except ToolplanError as exc:  # a limit out of range, a store that failed: said, not raised
+            return _error(exc.message)
+        return self.plan_result(result)
+
+    def plan_result(self, result: PlanResult) -> mt.CallToolResult:
+        """A finished plan's ``CallToolResult``: its body as text and as structured output."""
+        body = self.plan_body(result)
         return mt.CallToolResult(content=[mt.TextContent(text=dumps(body))], structured_content=body)
 
-    def _plan_body(self, result: PlanResult) -> dict[str, Any]:
+    @staticmethod
+    def error(message: str) -> mt.CallToolResult:
+        return _error(message)
+
+    def plan_body(self, result: PlanResult) -> dict[str, Any]:
         limit = self.max_value_chars
         errors = {
             sid: {"status": step.status, "kind": step.error.kind, "message": cap_text(step.error.message, limit)}
@@ -220,6 +240,8 @@ def create_server(
     limits: RunLimits | None = None,
     max_value_chars: int = DEFAULT_MAX_VALUE_CHARS,
     instructions: str | None = None,
+    store: Store | None = None,
+    max_tasks: int = DEFAULT_MAX_TASKS,
 ) -> Server[Any]:
     """An MCP server offering ``tools`` and ``execute_tool_plan`` over them.
 
@@ -229,17 +251,45 @@ def create_server(
         limits: Limits of every plan and call (a plan's own merge in; the tighter wins).
         max_value_chars: Longest value (and error message) in a result.
         instructions: What the server tells clients about itself (default: when to plan).
+        store: A durable store (`toolplan.store.open_store`): every plan's run is stored, and a task's id
+            is its run id, so a task outlives a restart of the server (finished: answered from the store;
+            cut off: resumed, its finished steps not run again).
+        max_tasks: How many plans may run at once as MCP tasks (``tools/call`` with ``task``).
 
     Serve it with `serve_stdio` or `serve_http`, or connect to it in-process (``mcp.Client(server)``).
     """
-    gateway = _Gateway(tools, limits, max_value_chars)
-    return Server(
+    if isinstance(max_tasks, bool) or not isinstance(max_tasks, int) or not 1 <= max_tasks <= 10_000:
+        raise UserError(f"max_tasks must be a whole number from 1 to 10000, not {max_tasks!r}.")
+    gateway = _Gateway(tools, limits, max_value_chars, store)
+    board = TaskBoard(gateway, store, max_tasks)
+    server = _TaskServer(
         name,
         instructions=instructions
         or f"Call {PLAN_TOOL_NAME} to run several tool calls in one turn: independent steps run in parallel.",
+        lifespan=board.lifespan,
         on_list_tools=gateway.list_tools,
         on_call_tool=gateway.call_tool,
     )
+    server.middleware.append(board.middleware)
+    server.add_request_handler("tasks/get", mt.GetTaskRequestParams, board.get)
+    server.add_request_handler("tasks/result", mt.GetTaskPayloadRequestParams, board.result)
+    server.add_request_handler("tasks/cancel", mt.CancelTaskRequestParams, board.cancel)
+    server.add_request_handler("tasks/list", mt.PaginatedRequestParams, board.list)
+    server.extensions[TASKS_EXTENSION] = {}
+    return server
+
+
+class _TaskServer(Server[Any]):
+    """The low-level server, advertising tasks: ``tasks`` (2025-11-25) and the tasks extension (2026-07-28)."""
+
+    def get_capabilities(self, *args: Any, **kwargs: Any) -> mt.ServerCapabilities:
+        capabilities = super().get_capabilities(*args, **kwargs)
+        tasks = mt.ServerTasksCapability(
+            list=mt.TasksListCapability(),
+            cancel=mt.TasksCancelCapability(),
+            requests=mt.ServerTasksRequestsCapability(tools=mt.TasksToolsCapability(call=mt.TasksCallCapability())),
+        )
+        return capabilities.model_copy(update={"tasks": tasks})
 
 
 async def serve_stdio(server: Server[Any]) -> None:
