@@ -18,7 +18,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import mcp.types as mt
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -33,7 +33,8 @@ from ..execute import PlanEvent, PlanFinished, PlanResult, PlanStarted, StepFini
 
 if TYPE_CHECKING:
     from ..store import Store
-    from ._server import _Gateway
+    from ..tools import ToolRegistry
+
 
 __all__ = ("DEFAULT_MAX_TASKS", "MAX_TASK_TTL", "TASKS_EXTENSION", "TaskBoard")
 
@@ -42,6 +43,24 @@ DEFAULT_MAX_TASKS = 32  # plans running at once as tasks, per server
 DEFAULT_TASK_TTL = 3_600_000  # ms a task is remembered after it was created, when the request names none
 MAX_TASK_TTL = 86_400_000  # the longest ``ttl`` a request may ask for (longer asks get this)
 POLL_INTERVAL = 500  # ms, suggested to clients
+
+
+class _Plans(Protocol):
+    """What the board needs of the server's gateway: run a plan, and shape its answers."""
+
+    registry: ToolRegistry
+
+    async def run_plan(
+        self, arguments: dict[str, Any], on_event: Callable[[PlanEvent], None], *, run_id: str | None = None
+    ) -> mt.CallToolResult: ...
+
+    def plan_result(self, result: PlanResult) -> mt.CallToolResult: ...
+
+    def error(self, message: str) -> mt.CallToolResult: ...
+
+    def plan_body(self, result: PlanResult) -> dict[str, Any]: ...
+
+
 _KEPT_PER_LIVE = 8  # finished tasks remembered: at most this many per live slot (the oldest go first)
 _PREFIX = "mcptask_"  # task ids (and, with a store, run ids) this server made
 _MAX_ID = 128
@@ -109,7 +128,7 @@ class _Task:
 class TaskBoard:
     """The tasks of one server: started, watched, cancelled and forgotten here."""
 
-    def __init__(self, gateway: _Gateway, store: Store | None, max_tasks: int) -> None:
+    def __init__(self, gateway: _Plans, store: Store | None, max_tasks: int) -> None:
         self.gateway = gateway
         self.store = store
         self.max_tasks = max_tasks
