@@ -39,10 +39,11 @@ def dump_plan(plan: Plan, dialect: Dialect = "native") -> dict[str, Any]:
     ``{{get_weather.temp}}``. ``dependsOn`` lists each step's dependencies (references and
     ``depends_on``), ``runAfter`` its ``after`` steps; ``executionOrder`` is the order of ``tools``,
     which puts every step after its dependencies; ``failure_mode`` and ``output_steps`` are written
-    when they matter. What no dialect runs differently is left out where the dialect has no place for it: ``goal``,
-    ``rationale``, ``expected_outcome``. One rule changes with the dialect, as documented for it:
-    a reference to a field that is missing at run time gives null in native plans and keeps its
-    template text in chaining plans.
+    when they matter, and ``"parallel": true`` unless the plan runs one step at a time
+    (``max_concurrency`` 1, as chaining plans do by default). What no dialect runs differently is
+    left out where the dialect has no place for it: ``goal``, ``rationale``, ``expected_outcome``.
+    One rule changes with the dialect, as documented for it: a reference to a field that is missing
+    at run time gives null in native plans and keeps its template text in chaining plans.
 
     Batch: ``{"steps": [{"tool", "args"}]}``, for plans of independent calls only.
 
@@ -102,7 +103,8 @@ def _unsayable_fields(plan: Plan, dialect: str, issues: list[PlanIssue]) -> None
     present = {
         "budget": plan.budget is not None and (not plan.budget.unlimited or plan.budget.warn_at is not None),
         "policy": plan.policy is not None,
-        "max_concurrency": plan.max_concurrency is not None,
+        # Chaining plans run one step at a time, or in parallel ("parallel": true): no other limit.
+        "max_concurrency": plan.max_concurrency is not None and (dialect != "chaining" or plan.max_concurrency != 1),
     }
     for name in (name for name, there in present.items() if there):
         issues.append(_issue(dialect, f"it has no place for the plan's '{name}'. Leave it out."))
@@ -169,6 +171,8 @@ def _chaining(
         data["output_steps"] = [rename[o] for o in plan.output_steps]
     if plan.failure_mode != _CHAINING_DEFAULT_FAILURE_MODE:
         data["failure_mode"] = plan.failure_mode
+    if plan.max_concurrency is None:  # chaining plans run one step at a time unless they say otherwise
+        data["parallel"] = True
     return data
 
 

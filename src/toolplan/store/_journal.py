@@ -373,7 +373,7 @@ class Journal:
             error_message=error.message if error else None,
             started_at=r.started_at,
             ended_at=r.ended_at,
-            used_fallback=int(r.used_fallback),
+            used_fallback=r.fallback_link or int(r.used_fallback),  # the link of its fallback chain that stands
             warnings=dumps(list(r.warnings)) if r.warnings else None,
             arguments=dumps(r.arguments) if r.arguments is not None else None,
         )
