@@ -68,6 +68,9 @@ def registry() -> ToolRegistry:
     return tools
 
 
+TOOLS = [search, lookup, summarize]  # an agent's tools, without groups
+
+
 def declared(plan_id: str, *tools: str, replaces: str | None = None, **context: Any) -> dict[str, Any]:
     body: dict[str, Any] = {
         "planId": plan_id,
@@ -219,34 +222,41 @@ async def test_findings_carry_the_proposals_kinds() -> None:
 # -- replanning ------------------------------------------------------------------------------------------
 
 
-def replanning_model(replaces: str | None) -> ScriptedModel:
+def replanning_model(replaces: str | None, *, plans: bool = False) -> ScriptedModel:
+    """Declares p1 (search, summarize), searches, replans to p2 (lookup), looks up; ``plans``: each call in a plan."""
+
+    def make(cid: str, tool_name: str, arguments: dict[str, Any]) -> AssistantMessage:
+        if not plans:
+            return call(cid, tool_name, arguments)
+        return call(cid, "execute_tool_plan", {"steps": [{"id": cid, "tool": tool_name, "arguments": arguments}]})
+
     return ScriptedModel(
         [
-            call("d1", "declare_plan", declared("p1", "search", "summarize")),
-            call("s", "search", {"query": "tides"}),
-            call("d2", "declare_plan", declared("p2", "lookup", replaces=replaces)),
-            call("l", "lookup", {"key": "tide table"}),
+            call("d1", "declare_plan", declared("p1", "search", "summarize")["toolCallPlan"]),
+            make("s", "search", {"query": "tides"}),
+            call("d2", "declare_plan", declared("p2", "lookup", replaces=replaces)["toolCallPlan"]),
+            make("l", "lookup", {"key": "tide table"}),
             "done",
         ]
     )
 
 
 async def test_a_replan_judges_each_call_against_the_plan_in_force() -> None:
-    result = await Agent(replanning_model("p1"), tools=registry(), declare_plan=True).run("go")
+    result = await Agent(replanning_model("p1"), tools=TOOLS, declare_plan=True).run("go")
     assert [d.plan_id for d in result.declarations] == ["p1", "p2"]
     assert result.declarations[1].replaces == "p1"
     assert result.audit() == []  # search under p1, lookup under p2; p1's summarize was withdrawn
     reply = next(m for m in result.messages if isinstance(m, ToolReturnMessage) and m.tool_call_id == "d2")
     assert "'p2'" in reply.content and "replacing 'p1'" in reply.content
     # Without the link, the last declaration is judged against every call, as before.
-    unlinked = await Agent(replanning_model(None), tools=registry(), declare_plan=True).run("go")
+    unlinked = await Agent(replanning_model(None), tools=TOOLS, declare_plan=True).run("go")
     assert [(f.kind, f.code) for f in unlinked.audit()] == [("PlanDeviation", "undeclared_call")]
     assert audit_chain(unlinked.declarations, trace_of(unlinked)) == unlinked.audit()
 
 
 async def test_a_replan_of_an_unknown_plan_is_refused() -> None:
-    model = ScriptedModel([call("d", "declare_plan", declared("p2", "lookup", replaces="p0")), "ok"])
-    result = await Agent(model, tools=registry(), declare_plan=True).run("go")
+    model = ScriptedModel([call("d", "declare_plan", declared("p2", "lookup", replaces="p0")["toolCallPlan"]), "ok"])
+    result = await Agent(model, tools=TOOLS, declare_plan=True).run("go")
     reply = next(m for m in result.messages if isinstance(m, ToolReturnMessage))
     assert reply.is_error and "'p0', which was not declared" in reply.content
 
@@ -256,7 +266,8 @@ def test_toolplan_audit_shows_the_chain_of_declarations(tmp_path: Path) -> None:
 
     async def run() -> str:
         async with open_store(url) as store:
-            agent = Agent(replanning_model("p1"), tools=registry(), declare_plan=True, store=store)
+            model = replanning_model("p1", plans=True)
+            agent = Agent(model, tools=TOOLS, declare_plan=True, tool_planning=True, store=store)
             result = await agent.run("go")
             parents = {s.parent_id for s in await store.list_runs() if s.parent_id}
             assert len(parents) == 1 and len(await store.timed_declarations(next(iter(parents)))) == 2

@@ -7,14 +7,16 @@ naming the failed step), unless the plan asks otherwise (``"parallel": true``, o
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
-from toolplan import Agent, ToolError, execute_plan, parse_plan, tool, validate_plan
-from toolplan.models import AssistantMessage, ToolCall, ToolReturnMessage
+from toolplan import ToolError, execute_plan, parse_plan, tool, validate_plan
+from toolplan.cli import app
 from toolplan.plan import dump_plan
-from toolplan.testing import ScriptedModel
 
 CALLS: list[str] = []
 
@@ -115,21 +117,35 @@ def test_the_native_dialect_is_unchanged() -> None:
     assert parse_plan(native).max_concurrency is None
 
 
-async def test_through_an_agent_the_model_reads_where_the_chain_stopped() -> None:
-    plan = chaining()
-    model = ScriptedModel(
-        [
-            AssistantMessage(tool_calls=(ToolCall(id="p", name="execute_tool_plan", arguments=_json(plan)),)),
-            "done",
-        ]
-    )
-    result = await Agent(model, tools=TOOLS, tool_planning=True).run("Make Ada's blog and tell her")
-    reply = next(m for m in result.messages if isinstance(m, ToolReturnMessage))
-    assert "create_blog" in reply.content and "send_email" in reply.content
-    assert CALLS == ["create_user", "create_blog"]
+TOOLS_FILE = """
+from toolplan import ToolError, tool
 
 
-def _json(data: Any) -> str:
-    import json
+@tool
+def create_user(name: str) -> dict:
+    return {"id": 7, "name": name}
 
-    return json.dumps(data)
+
+@tool
+def create_blog(user_id: int, title: str) -> dict:
+    raise ToolError("the blog service is down")
+
+
+@tool
+def send_email(to: str) -> str:
+    return "sent"
+"""
+
+
+def test_the_cli_runs_the_chain_in_order_and_stops(tmp_path: Path) -> None:
+    (tmp_path / "tools.py").write_text(TOOLS_FILE, encoding="utf-8")
+    (tmp_path / "plan.json").write_text(json.dumps(chaining()), encoding="utf-8")
+    args = ["run", str(tmp_path / "plan.json"), "--tools", str(tmp_path / "tools.py"), "--json"]
+    done = CliRunner().invoke(app, args, catch_exceptions=False)
+    steps = {s["id"]: s for s in json.loads(done.stdout)["steps"]}
+    assert [steps[s]["status"] for s in ("create_user", "create_blog", "send_email")] == [
+        "succeeded",
+        "failed",
+        "not_run",
+    ]
+    assert "'create_blog' failed" in steps["send_email"]["error"]["message"]

@@ -111,8 +111,9 @@ def test_each_link_is_validated_like_a_step() -> None:
 
 
 def test_the_chain_is_bounded() -> None:
-    plan = chain(fallback={"tool": "archive", "arguments": {"query": "x"}})  # a fourth link
-    assert MAX_FALLBACK_DEPTH == 3
+    third = {"tool": "archive", "arguments": {"query": "x"}}
+    assert MAX_FALLBACK_DEPTH == 3 and validate_plan(chain(fallback=third), TOOLS).ok  # three links
+    plan = chain(fallback={**third, "fallback": third})  # a fourth link
     errors = validate_plan(plan, TOOLS).errors
     assert [e.code for e in errors] == ["fallback_too_deep"]
 
