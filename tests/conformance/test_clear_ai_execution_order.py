@@ -106,8 +106,13 @@ def test_a_bad_parallel_option_is_a_coded_error() -> None:
 
 
 def test_a_chaining_dump_keeps_how_the_plan_runs() -> None:
-    native = {"steps": [{"id": "a", "tool": "send_email", "arguments": {"to": "x"}}]}
-    assert dump_plan(parse_plan(native), "chaining")["parallel"] is True  # a native plan runs in parallel
+    two = [
+        {"id": "a", "tool": "send_email", "arguments": {"to": "x"}},
+        {"id": "b", "tool": "create_user", "arguments": {"name": "y"}},
+    ]
+    assert dump_plan(parse_plan({"steps": two}), "chaining")["parallel"] is True  # these two may run at once
+    chained = {"steps": [two[0], {**two[1], "depends_on": ["a"]}]}
+    assert "parallel" not in dump_plan(parse_plan(chained), "chaining")  # one after the other anyway
     sequential = dump_plan(parse_plan(chaining()), "chaining")
     assert "parallel" not in sequential and parse_plan(sequential).max_concurrency == 1
 

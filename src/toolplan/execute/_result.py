@@ -138,7 +138,8 @@ class StepResult:
             used_fallback=bool(data.get("used_fallback", False)),
             warnings=tuple(data.get("warnings") or ()),
             reused=bool(data.get("reused", False)),
-            fallback_link=int(data.get("fallback_link") or int(bool(data.get("used_fallback", False)))),
+            # (a record written before fallback chains: its one fallback, if it was used)
+            fallback_link=int(data["fallback_link"] if "fallback_link" in data else bool(data.get("used_fallback"))),
         )
 
 

@@ -39,8 +39,8 @@ def dump_plan(plan: Plan, dialect: Dialect = "native") -> dict[str, Any]:
     ``{{get_weather.temp}}``. ``dependsOn`` lists each step's dependencies (references and
     ``depends_on``), ``runAfter`` its ``after`` steps; ``executionOrder`` is the order of ``tools``,
     which puts every step after its dependencies; ``failure_mode`` and ``output_steps`` are written
-    when they matter, and ``"parallel": true`` unless the plan runs one step at a time
-    (``max_concurrency`` 1, as chaining plans do by default). What no dialect runs differently is
+    when they matter, and ``"parallel": true`` when steps of the plan may run at once (chaining
+    plans run one step at a time by default). What no dialect runs differently is
     left out where the dialect has no place for it: ``goal``, ``rationale``, ``expected_outcome``.
     One rule changes with the dialect, as documented for it: a reference to a field that is missing
     at run time gives null in native plans and keeps its template text in chaining plans.
@@ -138,7 +138,8 @@ def _order(steps: tuple[Step, ...], deps: Mapping[str, tuple[str, ...]]) -> list
 def _chaining(
     plan: Plan, deps: Mapping[str, tuple[str, ...]], after: Mapping[str, tuple[str, ...]], issues: list[PlanIssue]
 ) -> dict[str, Any]:
-    ordered = _order(plan.steps, ordering(deps, after))
+    edges = ordering(deps, after)
+    ordered = _order(plan.steps, edges)
     rename: dict[str, str] = {}
     owner: dict[str, str] = {}  # chaining name -> the step that has it
     counts: dict[str, int] = {}
@@ -171,7 +172,9 @@ def _chaining(
         data["output_steps"] = [rename[o] for o in plan.output_steps]
     if plan.failure_mode != _CHAINING_DEFAULT_FAILURE_MODE:
         data["failure_mode"] = plan.failure_mode
-    if plan.max_concurrency is None:  # chaining plans run one step at a time unless they say otherwise
+    # Chaining plans run one step at a time unless they say otherwise: said when steps could overlap.
+    one_by_one = all(a.id in edges[b.id] for a, b in zip(ordered, ordered[1:], strict=False))
+    if plan.max_concurrency is None and not one_by_one:
         data["parallel"] = True
     return data
 
