@@ -300,7 +300,7 @@ async def _fall_back(
     if fb is None or outcome.error is None or outcome.error.kind == "store":
         return outcome, attempt, 0
     assert cs.fallback_arguments is not None
-    links = ((fb, cs.fallback_arguments),)
+    links: tuple[tuple[Fallback, Any], ...] = ((fb, cs.fallback_arguments),)  # (link, its compiled arguments)
     if fb.fallback is not None:
         links += tuple(zip(fb.chain[1:], cs.more_fallback_arguments, strict=True))
     message = outcome.error.message

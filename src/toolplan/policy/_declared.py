@@ -78,18 +78,6 @@ class DeclaredPolicy:
     exploration_rate: float | None = None
     temperature: float | None = None
 
-    @property
-    def policy_text(self) -> str:
-        """The policy as a plan's ``policy`` text (what `toolplan.policy.ToolPolicy` honours)."""
-        words = [self.strategy or ""]
-        if self.prefer_general_methods == "always":
-            words.append("prefer_general_methods")
-        if self.exploration_rate is not None:
-            words.append(f"explorationRate={self.exploration_rate:g}")
-        if self.temperature is not None:
-            words.append(f"temperature={self.temperature:g}")
-        return ", ".join(w for w in words if w)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Declaration:
