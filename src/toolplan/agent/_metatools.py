@@ -11,7 +11,7 @@ from typing import Any, Protocol, runtime_checkable
 from .._errors import PlanValidationError
 from ..execute import DEFAULT_MAX_VALUE_CHARS, EventHandler, PlanResult, RunLimits, RunStore, ToolInvoker
 from ..execute._internal import run_compiled
-from ..plan import META_TOOL_NAMES, Budget, Dialect, compile_plan
+from ..plan import MAX_FALLBACK_DEPTH, META_TOOL_NAMES, Budget, Dialect, compile_plan
 from ..plan._internal import BATCH_MAX_STEPS
 from ..tools import Tool, ToolAnnotations, ToolDefinition, ToolRegistry, ToolResult, ToolsLike
 
@@ -126,7 +126,11 @@ def _plan_schema(
         },
         "timeout": {"type": "number", "description": "Seconds before the step fails."},
         "retry": {"type": "integer", "description": "Extra attempts if the step fails."},
-        "fallback": {**call, "description": "A call whose result replaces the step's if it fails."},
+        "fallback": {
+            **call,
+            "description": "A call whose result replaces the step's if it fails; it may have its own "
+            f'"fallback", a chain of at most {MAX_FALLBACK_DEPTH}.',
+        },
     }
 
     def step(tool: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
