@@ -12,18 +12,20 @@ from typing import Any
 
 import pytest
 
-from toolplan import PlanValidationError, ToolError, execute_plan, parse_plan, tool, validate_plan
+from toolplan import PlanValidationError, ToolError, current_call, execute_plan, parse_plan, tool, validate_plan
 from toolplan.plan import MAX_FALLBACK_DEPTH
 from toolplan.policy import parse_declaration
 from toolplan.store import open_store
 
 CALLS: list[str] = []
+KEYS: list[str] = []
 
 
 @tool(read_only=True)
 def primary(query: str) -> str:
     """The main search."""
     CALLS.append("primary")
+    KEYS.append(current_call().idempotency_key)
     raise ToolError("primary is down")
 
 
@@ -31,6 +33,7 @@ def primary(query: str) -> str:
 def mirror(query: str) -> str:
     """A mirror of the main search."""
     CALLS.append("mirror")
+    KEYS.append(current_call().idempotency_key)
     raise ToolError("mirror is down too")
 
 
@@ -38,6 +41,7 @@ def mirror(query: str) -> str:
 def archive(query: str) -> str:
     """An old copy."""
     CALLS.append(f"archive:{query}")
+    KEYS.append(current_call().idempotency_key)
     return f"archived {query}"
 
 
@@ -53,6 +57,7 @@ TOOLS = [primary, mirror, archive, topic]
 @pytest.fixture(autouse=True)
 def _clear() -> None:
     CALLS.clear()
+    KEYS.clear()
 
 
 def chain(**last: Any) -> dict[str, Any]:
@@ -80,6 +85,8 @@ async def test_each_link_is_tried_until_one_succeeds_and_the_record_names_it() -
     assert step.used_fallback and step.fallback_link == 2 and step.attempts == 3
     assert CALLS == ["primary", "mirror", "archive:tides"]
     assert step.to_dict()["fallback_link"] == 2
+    run = result.run_id  # each link is another call, with a key of its own
+    assert KEYS == [f"{run}:s", f"{run}:s:fallback", f"{run}:s:fallback2"]
 
 
 async def test_every_link_is_a_call_for_the_budget() -> None:

@@ -101,7 +101,7 @@ async def run_step(run: PlanRun, cs: CompiledStep) -> StepResult:
     step = cs.step
     sid, tool = step.id, step.tool
     attempt = 1
-    in_fallback = False
+    in_fallback = 0  # the link of the fallback chain a resumed step was calling (0: none)
     if run.stored is not None:  # a resumed run: what the store holds decides
         stored = run.stored.get(sid)
         if stored is not None:
@@ -111,7 +111,7 @@ async def run_step(run: PlanRun, cs: CompiledStep) -> StepResult:
             if decision == "unknown":
                 return _unknown(run, cs, row)
             attempt = row.attempt + 1
-            in_fallback = decision == "rerun" and row.fallback and step.fallback is not None
+            in_fallback = row.fallback if decision == "rerun" and step.fallback is not None else 0
     missed: list[Ref] = []  # REF nodes of fields the output did not have
     try:
         args = resolve_compiled(cs.arguments, run.outputs, run.missing_field == "null", missed.append)
@@ -124,7 +124,7 @@ async def run_step(run: PlanRun, cs: CompiledStep) -> StepResult:
     retries = step.retry if step.retry is not None else defaults[0]
     if in_fallback:  # its fallback was in flight: the step's own calls had failed before
         failed = CallOutcome(error=StepError(kind="infrastructure", message=f"Step {sid!r} failed before a resume."))
-        outcome, attempt, used_fallback = await _fall_back(run, cs, failed, attempt - 1, missed)
+        outcome, attempt, used_fallback = await _fall_back(run, cs, failed, attempt - 1, missed, in_fallback)
         return _end(run, cs, outcome, attempt, args, used_fallback, missed)
     run.attempts[sid] = attempt
     if run.on_event is not None:
@@ -152,7 +152,7 @@ async def run_step(run: PlanRun, cs: CompiledStep) -> StepResult:
 
 
 async def _durable_call(
-    run: PlanRun, sid: str, tool: str, args: Any, timeout: float | None, attempt: int, fallback: bool
+    run: PlanRun, sid: str, tool: str, args: Any, timeout: float | None, attempt: int, fallback: int
 ) -> CallOutcome:
     """A call of a durable run: its ``running`` row commits first; a store that fails stops the run."""
     journal = run.journal
@@ -239,7 +239,7 @@ def _record(
 
 
 async def _call(
-    run: PlanRun, sid: str, tool: str, args: Any, timeout: float | None, attempt: int, fallback: bool = False
+    run: PlanRun, sid: str, tool: str, args: Any, timeout: float | None, attempt: int, fallback: int = False
 ) -> CallOutcome:
     if run.journal is not None:
         return await _durable_call(run, sid, tool, args, timeout, attempt, fallback)
@@ -288,12 +288,13 @@ async def _recover(
 
 
 async def _fall_back(
-    run: PlanRun, cs: CompiledStep, outcome: CallOutcome, attempt: int, missed: list[Ref]
+    run: PlanRun, cs: CompiledStep, outcome: CallOutcome, attempt: int, missed: list[Ref], start: int = 1
 ) -> tuple[CallOutcome, int, int]:
     """The step's fallback chain after its own calls failed (``attempt`` of them), if it has one.
 
-    Each link is tried in turn until one succeeds; returns the outcome, the calls made and the link
-    whose result stands (1 for the fallback, 2 for its own fallback...; 0 when none succeeded).
+    Each link is tried in turn, from link ``start`` (a resumed step: the one it was calling), until
+    one succeeds; returns the outcome, the calls made and the link whose result stands (1 for the
+    fallback, 2 for its own fallback...; 0 when none succeeded).
     """
     step = cs.step
     fb = step.fallback
@@ -306,13 +307,15 @@ async def _fall_back(
     message = outcome.error.message
     failed_tool = step.tool
     for n, (link, compiled) in enumerate(links, 1):
+        if n < start:
+            continue
         try:
             fb_args = resolve_compiled(compiled, run.outputs, run.missing_field == "null", missed.append)
         except _RESOLVE_ERRORS as exc:
             return CallOutcome(error=_unresolvable(cs, exc)), attempt, 0
         attempt += 1
         run.attempts[step.id] = attempt
-        fb_outcome, fb_tool = await _fallback_call(run, cs, link, fb_args, attempt, failed_tool)
+        fb_outcome, fb_tool = await _fallback_call(run, cs, link, n, fb_args, attempt, failed_tool)
         if fb_outcome.error is None:
             return fb_outcome, attempt, n
         fb_error = _name_nulls(run, fb_outcome, compiled).error or fb_outcome.error
@@ -326,9 +329,9 @@ async def _fall_back(
 
 
 async def _fallback_call(
-    run: PlanRun, cs: CompiledStep, link: Fallback, args: Any, attempt: int, failed_tool: str
+    run: PlanRun, cs: CompiledStep, link: Fallback, n: int, args: Any, attempt: int, failed_tool: str
 ) -> tuple[CallOutcome, str]:
-    """One link of a step's fallback chain: its call (a group's member chosen, leaving out the one that failed)."""
+    """Link ``n`` of a step's fallback chain: its call (a group's member chosen, leaving out the one that failed)."""
     sid, invoker = cs.step.id, run.invoker
     fb_tool = link.tool
     alternatives = invoker.alternatives(fb_tool)
@@ -338,7 +341,7 @@ async def _fallback_call(
     if run.on_event is not None:
         run.emit(StepStarted(run_id=run.run_id, step_id=sid, tool=fb_tool, attempt=attempt, at=run.now()))
     began = time.perf_counter()
-    fb_outcome = await _call(run, sid, fb_tool, args, invoker.timeout_for(fb_tool, cs.step.timeout), attempt, True)
+    fb_outcome = await _call(run, sid, fb_tool, args, invoker.timeout_for(fb_tool, cs.step.timeout), attempt, n)
     run.hold_until_done(fb_tool, fb_outcome)
     if alternatives is not None:
         await _observe_fallback(run, choice, alternatives[0], fb_outcome, time.perf_counter() - began)

@@ -10,6 +10,7 @@ with coded issues, never written as a different plan.
 from __future__ import annotations
 
 import heapq
+import itertools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -173,7 +174,7 @@ def _chaining(
     if plan.failure_mode != _CHAINING_DEFAULT_FAILURE_MODE:
         data["failure_mode"] = plan.failure_mode
     # Chaining plans run one step at a time unless they say otherwise: said when steps could overlap.
-    one_by_one = all(a.id in edges[b.id] for a, b in zip(ordered, ordered[1:], strict=False))
+    one_by_one = all(a.id in edges[b.id] for a, b in itertools.pairwise(ordered))
     if plan.max_concurrency is None and not one_by_one:
         data["parallel"] = True
     return data

@@ -12,6 +12,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from .._context import call_key
 from .._json import dumps
 from ..execute import PlanResult, StepResult
 from ..plan import Plan
@@ -318,8 +319,8 @@ class Journal:
             ]
         )
 
-    def started(self, step_id: str, tool: str, attempt: int, fallback: bool, at: float) -> asyncio.Future[None]:
-        key = f"{self.run_id}:{step_id}:fallback" if fallback else f"{self.run_id}:{step_id}"
+    def started(self, step_id: str, tool: str, attempt: int, fallback: int, at: float) -> asyncio.Future[None]:
+        key = call_key(self.run_id, step_id, fallback)
         payload: dict[str, Any] = {"tool": tool, "attempt": attempt}
         if fallback:
             payload["fallback"] = True

@@ -61,7 +61,7 @@ def stored_run(conn: sa.Connection, run_id: str, row: Mapping[Any, Any]) -> Stor
             status=status,
             attempt=r["attempt"],
             call_tool=r["call_tool"],
-            fallback=bool(r["fallback"]),
+            fallback=int(r["fallback"]),
             result=record,
         )
     result = None
