@@ -259,8 +259,8 @@ async def _recover(
     """After a failed call (number ``attempt``): retries (for retryable errors), then the fallback, if any.
 
     Returns the final outcome, the attempts made and the link of the fallback chain whose result
-    stands (0: none). A retry
-    never overlaps the attempt it replaces: if that attempt's thread still runs, it waits for it.
+    stands (0: none). A retry never overlaps the attempt it replaces: if that attempt's thread
+    still runs, it waits for it.
     """
     step = cs.step
     sid = step.id
