@@ -134,6 +134,14 @@ def test_an_ignored_field_is_a_warning_not_silence() -> None:
     assert len(warned) == 2 and any("'retry'" in w for w in warned) and any("'timeout'" in w for w in warned)
 
 
+def test_an_ignored_field_of_a_chaining_entry_or_a_batch_step_is_a_warning() -> None:
+    chaining = {"tools": [{"name": "archive", "parameters": {"query": "x"}, "fallback": {"tool": "mirror"}}]}
+    warned = [(w.code, w.step) for w in validate_plan(chaining, TOOLS).warnings]
+    assert warned == [("unknown_field", "archive")]
+    batch = {"steps": [{"tool": "archive", "args": {"query": "x"}, "retry": 2}]}
+    assert [(w.code, w.step) for w in validate_plan(batch, TOOLS).warnings] == [("unknown_field", "0")]
+
+
 def test_the_chain_survives_a_round_trip() -> None:
     plan = parse_plan(chain())
     assert parse_plan(plan.to_dict()) == plan

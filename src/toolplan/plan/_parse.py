@@ -407,6 +407,7 @@ def _parse_chaining(data: dict[str, Any], issues: _Issues) -> Plan:
         name = _tool_name(t.get("name"), f"tools[{i}]", issues)
         counts[name] = counts.get(name, 0) + 1
         sid = name if counts[name] == 1 else f"{name}_{counts[name]}"
+        _warn_unknown(t, _CHAINING_KEYS, "a chaining tool entry (name, parameters, dependsOn, runAfter)", sid, issues)
         steps.append(
             _new_step(
                 id=sid,
@@ -434,6 +435,18 @@ def _parse_chaining(data: dict[str, Any], issues: _Issues) -> Plan:
         dialect="chaining",
         missing_field="keep",
     )
+
+
+_CHAINING_KEYS = frozenset({"name", "parameters", "dependsOn", "runAfter"})
+_BATCH_KEYS = frozenset({"tool", "args"})
+
+
+def _warn_unknown(entry: dict[str, Any], known: frozenset[str], what: str, sid: str, issues: _Issues) -> None:
+    """A validation warning for each field of ``entry`` that is not read (it would be ignored)."""
+    if not known.issuperset(entry):
+        for key in entry:
+            if key not in known:
+                issues.warn("unknown_field", f"Field {key!r} is not part of {what} and was ignored.", sid)
 
 
 def _check_execution_order(order: Any, steps: list[Step], issues: _Issues) -> list[str] | None:
@@ -486,6 +499,7 @@ def _parse_batch(data: dict[str, Any], issues: _Issues) -> Plan:
             issues.error("invalid_step", f"Step #{i} must be an object with 'tool' and 'args'.", sid)
             continue
         s: dict[str, Any] = raw
+        _warn_unknown(s, _BATCH_KEYS, "a batch step (tool, args)", sid, issues)
         steps.append(
             _new_step(
                 id=sid,
