@@ -86,7 +86,7 @@ async def test_each_link_is_tried_until_one_succeeds_and_the_record_names_it() -
     assert CALLS == ["primary", "mirror", "archive:tides"]
     assert step.to_dict()["fallback_link"] == 2
     run = result.run_id  # each link is another call, with a key of its own
-    assert KEYS == [f"{run}:s", f"{run}:s:fallback", f"{run}:s:fallback2"]
+    assert [f"{run}:s", f"{run}:s:fallback", f"{run}:s:fallback2"] == KEYS
 
 
 async def test_every_link_is_a_call_for_the_budget() -> None:
