@@ -22,6 +22,7 @@ __all__ = (
     "RawCall",
     "abandon",
     "abandoned_calls",
+    "call_key",
     "current_call",
     "current_call_or_none",
     "linger_hook",
@@ -45,7 +46,8 @@ class CallContext:
         attempt: 1 for the first attempt, 2 for the first retry, and so on (a fallback is an attempt too).
         deadline: When the call must end, in `time.monotonic` seconds (the tighter of the call's
             timeout and the run's deadline), or None.
-        fallback: True when this is the call of the step's fallback tool.
+        fallback: Truthy when this is a call of the step's fallback chain: the link (1 its fallback,
+            2 that one's fallback, ...); 0 (False) for the step's own call.
         trace_context: The OpenTelemetry trace context of the call (W3C ``traceparent`` and
             ``tracestate`` headers) when toolplan traces it, else None. Spans the tool starts
             nest under the call's span by themselves; pass these headers on to carry the trace
@@ -61,7 +63,7 @@ class CallContext:
     tool: str
     attempt: int = 1
     deadline: float | None = None
-    fallback: bool = False
+    fallback: int = False
     trace_context: Mapping[str, str] | None = None
     _call: int = field(default=0, repr=False, compare=False)  # the id of the call's raw record (0: none)
 
@@ -78,13 +80,12 @@ class CallContext:
     def idempotency_key(self) -> str:
         """``"{run_id}:{step_id}"``: the same for every attempt of one step, and after a resume.
 
-        A step's fallback has its own, ``"{run_id}:{step_id}:fallback"`` (it is another call). Pass
-        it to APIs that de-duplicate requests (payments, bookings) so a retried or resumed step
-        cannot repeat a side effect that completed.
+        A step's fallback has its own, ``"{run_id}:{step_id}:fallback"`` (it is another call), and
+        each further link of a fallback chain too (``":fallback2"``, ``":fallback3"``). Pass it to
+        APIs that de-duplicate requests (payments, bookings) so a retried or resumed step cannot
+        repeat a side effect that completed.
         """
-        if self.fallback:
-            return f"{self.run_id}:{self.step_id}:fallback"
-        return f"{self.run_id}:{self.step_id}"
+        return call_key(self.run_id, self.step_id, self.fallback)
 
     def remaining(self) -> float | None:
         """Seconds left before `deadline` (never negative), or None without a deadline."""
@@ -103,13 +104,20 @@ RawCall = tuple[
     str,  # tool
     int,  # attempt
     float | None,  # deadline (time.monotonic)
-    bool,  # the step's fallback
+    int,  # the link of the step's fallback chain (0: none)
 ]
 _CURRENT: ContextVar[RawCall | None] = ContextVar("toolplan_current_call", default=None)
 
 # Set by `toolplan.tracing` once tracing is first switched on: the current trace context as W3C
 # headers, or None outside a trace. Until then no call context looks for one.
 trace_carrier: Callable[[], Mapping[str, str] | None] | None = None
+
+
+def call_key(run_id: str, step_id: str, fallback: int) -> str:
+    """The idempotency key of a step's call: its own (``fallback`` 0), or link ``fallback`` of its fallback chain."""
+    if not fallback:
+        return f"{run_id}:{step_id}"
+    return f"{run_id}:{step_id}:fallback" if fallback == 1 else f"{run_id}:{step_id}:fallback{int(fallback)}"
 
 
 def raw_call(
@@ -119,7 +127,7 @@ def raw_call(
     tool: str,
     attempt: int,
     deadline: float | None,
-    fallback: bool = False,
+    fallback: int = False,
 ) -> RawCall:
     """The value the invoker sets in the context variable for one call."""
     return (on_linger, run_id, step_id, tool, attempt, deadline, fallback)

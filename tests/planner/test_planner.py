@@ -198,6 +198,7 @@ async def test_a_chaining_planner_delivers_the_valid_plan_in_the_chaining_dialec
         "executionOrder": ["get_weather", "get_weather", "compare"],
         "output_steps": ["compare"],
         "failure_mode": "fail_forward",
+        "parallel": True,  # the plan's steps run as a native plan's do, not one at a time
     }
     assert draft.as_dialect("chaining") == draft.document and draft.as_dialect("native") == GOOD
     result = await execute_plan(draft.document, TOOLS)

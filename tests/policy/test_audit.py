@@ -192,8 +192,8 @@ def test_policy_violations_from_recorded_choices() -> None:
         general="fetch",
     )
     res = result(call("a", "search", 0, 1), choices=(special,))
-    codes = {f.code for f in audit(d, trace_of(res), tools=TOOLS) if f.kind == "PolicyViolation"}
-    assert codes == {"specialised_tool", "strategy_mismatch"}
+    kinds = {(f.kind, f.code) for f in audit(d, trace_of(res), tools=TOOLS) if f.kind != "PlanDeviation"}
+    assert kinds == {("BLPViolation", "specialised_tool"), ("PolicyViolation", "strategy_mismatch")}
     outside = Choice(
         group="web",
         chosen="summarize",
@@ -219,7 +219,9 @@ def test_a_direct_call_of_a_specialised_member_violates_a_general_first_policy()
         {"planningContext": {"policy": "prefer_general_methods"}, "plannedSequence": [{"toolName": "search"}]}
     )
     res = result(call("a", "search", 0, 1))
-    assert [(f.kind, f.code) for f in audit(d, trace_of(res), tools=tools)] == [("PolicyViolation", "specialised_tool")]
+    findings = audit(d, trace_of(res), tools=tools)
+    assert [(f.kind, f.code) for f in findings] == [("BLPViolation", "specialised_tool")]
+    assert (findings[0].details["trick"], findings[0].details["generalAlternative"]) == ("search", "everything")
 
 
 async def test_a_native_plan_is_its_own_declaration() -> None:
@@ -338,7 +340,7 @@ def test_toolplan_audit_reads_an_agent_runs_stored_declaration(tmp_path: Path) -
             return summary.parent_id, await store.declarations(summary.parent_id)
 
     agent_id, kept = asyncio.run(run())
-    assert kept == [declared]
+    assert kept == [{**declared, "planId": "plan_1"}]  # as sent, with the id it was given
     done = run_cli("audit", agent_id, "--db", url, "--json")
     assert done.exit_code == 1, done.output
     data = json.loads(done.output)

@@ -2,14 +2,18 @@
 
 With ``Agent(declare_plan=True)`` the model is asked (a prompt section) to call ``declare_plan``
 with its intended calls before it calls any tool. Nothing runs: the declaration is recorded in
-``AgentResult.declarations``, and ``result.audit()`` compares the last one with what the run did,
-so declared intents that were never executed, and calls never declared ("planning theater"), show
-up as findings.
+``AgentResult.declarations`` (with a ``planId``: the model's own, else ``plan_1``, ``plan_2``...,
+and the time it was declared), and ``result.audit()`` compares it with what the run did, so
+declared intents that were never executed, and calls never declared ("planning theater"), show
+up as findings. A declaration that names the plan it ``replaces`` is a replan: each call is
+judged against the declaration in force when it was made.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from .._errors import PlanValidationError
@@ -30,8 +34,8 @@ def declare_instructions() -> str:
         "order: for each, `toolName`, a one-line `rationale`, the `expectedOutcome` and, if useful, "
         "`fallbackOnFailure` (another tool). Put your goal, limits and tool-choice policy in "
         "`planningContext`. Then make exactly those calls. If a result changes what you need, call "
-        f"`{DECLARE_TOOL_NAME}` again with the whole new plan before you go on. Your calls are audited "
-        "against your last declaration."
+        f"`{DECLARE_TOOL_NAME}` again with the whole new plan and `replaces` set to the planId of the plan "
+        "it replaces before you go on. Each call is audited against the plan in force when you made it."
     )
 
 
@@ -42,6 +46,8 @@ def _schema(tool_names: Sequence[str]) -> dict[str, Any]:
     return {
         "type": "object",
         "properties": {
+            "planId": {"type": "string", "description": "An id for this plan (one is given if you leave it out)."},
+            "replaces": {"type": "string", "description": "When you replan: the planId of the plan this replaces."},
             "planningContext": {
                 "type": "object",
                 "properties": {
@@ -52,7 +58,8 @@ def _schema(tool_names: Sequence[str]) -> dict[str, Any]:
                     },
                     "policy": {
                         "type": "string",
-                        "description": "How alternatives are chosen, e.g. 'thompson' or 'prefer_general_methods'.",
+                        "description": "How alternatives are chosen, e.g. 'ThompsonSampling', "
+                        "'EpsilonGreedy, explorationRate=0.1' or 'prefer_general_methods'.",
                     },
                 },
                 "required": ["goal"],
@@ -106,20 +113,49 @@ class DeclarePlanTool:
 
     def declare(self, arguments: Mapping[str, Any]) -> tuple[str, bool]:
         """Record a declaration; returns (text for the model, is_error)."""
+        return self._declare(arguments)[:2]
+
+    def _declare(self, arguments: Mapping[str, Any]) -> tuple[str, bool, Declaration | None]:
         try:
             declaration = parse_declaration(dict(arguments))
         except PlanValidationError as exc:
-            return exc.message, True
+            return exc.message, True, None
+        known = [d.plan_id for d in self.declarations]
+        if declaration.plan_id in known:
+            return (
+                f"A plan with planId {declaration.plan_id!r} was already declared. Give the new plan another "
+                f"planId, and set 'replaces' to {declaration.plan_id!r} if it replaces that one.",
+                True,
+                None,
+            )
+        if declaration.replaces is not None and declaration.replaces not in known:
+            listed = ", ".join(repr(k) for k in known) or "none yet"
+            return (
+                f"'replaces' names plan {declaration.replaces!r}, which was not declared (declared: {listed}). "
+                "Name the planId of the plan this one replaces, or leave 'replaces' out.",
+                True,
+                None,
+            )
         unknown = sorted({c.tool for c in declaration.calls} - set(self.tool_names)) if self.tool_names else []
         if unknown:
             return (
                 f"The plan declares {', '.join(map(repr, unknown))}, which is not one of your tools "
                 f"({', '.join(self.tool_names)}). Declare only tools you can call.",
                 True,
+                None,
             )
+        plan_id = declaration.plan_id
+        if plan_id is None:
+            n = len(self.declarations) + 1
+            while f"plan_{n}" in known:
+                n += 1
+            plan_id = f"plan_{n}"
+        declaration = replace(declaration, plan_id=plan_id, declared_at=time.time())
         self.declarations.append(declaration)
         count = len(declaration.calls)
-        return f"Plan declared: {count} call{'s' if count != 1 else ''}. Go ahead and make them.", False
+        replan = f", replacing {declaration.replaces!r}" if declaration.replaces else ""
+        text = f"Plan {plan_id!r} declared{replan}: {count} call{'s' if count != 1 else ''}. Go ahead and make them."
+        return text, False, declaration
 
     async def execute(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
         """Record the declaration in ``arguments``."""
@@ -136,9 +172,12 @@ class DeclarePlanTool:
         store: RunStore | None = None,
         parent: str | None = None,
     ) -> tuple[str, bool, PlanResult | None]:
-        """Record the declaration; with a store, keep it under the agent run's id (``toolplan audit``)."""
-        text, is_error = self.declare(arguments)
+        """Record the declaration; with a store, keep it under the agent run's id (``toolplan audit``).
+
+        What is stored is the declaration as sent, with its ``planId`` (given when the model gave none).
+        """
+        text, is_error, declaration = self._declare(arguments)
         save = getattr(store, "save_declaration", None)
-        if not is_error and save is not None and parent:
-            await save(parent, arguments)
+        if declaration is not None and save is not None and parent:
+            await save(parent, {**arguments, "planId": declaration.plan_id})
         return text, is_error, None

@@ -21,7 +21,7 @@ from ..execute import (
     ToolInvoker,
 )
 from ..execute._internal import resumed, run_compiled
-from ..plan import META_TOOL_NAMES, Budget, Dialect, compile_plan
+from ..plan import MAX_FALLBACK_DEPTH, META_TOOL_NAMES, Budget, Dialect, compile_plan
 from ..plan._internal import BATCH_MAX_STEPS, OPERATORS
 from ..tools import Tool, ToolAnnotations, ToolDefinition, ToolRegistry, ToolResult, ToolsLike
 
@@ -150,7 +150,11 @@ def _plan_schema(
         },
         "timeout": {"type": "number", "description": "Seconds before the step fails."},
         "retry": {"type": "integer", "description": "Extra attempts if the step fails."},
-        "fallback": {**call, "description": "A call whose result replaces the step's if it fails."},
+        "fallback": {
+            **call,
+            "description": "A call whose result replaces the step's if it fails; it may have its own "
+            f'"fallback", a chain of at most {MAX_FALLBACK_DEPTH}.',
+        },
     }
 
     def step(tool: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:

@@ -82,14 +82,14 @@ class AgentResult(Generic[OutputT]):
     waiting: WaitingTurn | None = field(default=None, repr=False)
 
     def audit(self, *, tools: ToolsLike | None = None) -> list[Finding]:
-        """The model's last declared plan (``declare_plan``) against what the run did: `toolplan.policy.audit`.
+        """The model's declared plans (``declare_plan``) against what the run did: `toolplan.policy.audit_chain`.
 
-        Without a declaration, every call is undeclared.
+        The last declaration, and the ones it replaces (a replan): each call is judged against the
+        declaration in force when it was made. Without a declaration, every call is undeclared.
         """
-        from ..policy import audit, trace_of
+        from ..policy import audit_chain, trace_of
 
-        declaration = self.declarations[-1] if self.declarations else Declaration()
-        return audit(declaration, trace_of(self), tools=tools)
+        return audit_chain(self.declarations or (Declaration(),), trace_of(self), tools=tools)
 
     def all_messages(self) -> list[ModelMessage]:
         """The whole conversation: the history passed in, then this run's messages.

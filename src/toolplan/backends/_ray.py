@@ -42,10 +42,10 @@ from ._ray_errors import dead_worker_errors, import_ray
 
 __all__ = ("RayBackend", "RayCodeRunner")
 
-# What travels with a call: run id, step id, tool, attempt, seconds left (None: no deadline), fallback,
+# What travels with a call: run id, step id, tool, attempt, seconds left (None: no deadline), fallback link,
 # and the W3C trace headers of the call's span (None: not traced).
 # Seconds left, not the deadline: `time.monotonic` means nothing on another machine.
-_Wire = tuple[str, str, str, int, float | None, bool, dict[str, str] | None]
+_Wire = tuple[str, str, str, int, float | None, int, dict[str, str] | None]
 # One call as it travels: the tool's key, [its ObjectRef] (None once the actor has it), the function name,
 # the arguments and the wire. One argument, not five: Ray serializes each argument of a call on its own.
 _Call = tuple[str, list[Any] | None, str, dict[str, Any], _Wire]

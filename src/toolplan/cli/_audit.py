@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -37,24 +38,50 @@ async def _audit(store: Store, run_id: str, declared: Declaration | None, tools:
     """Findings per run: the run itself, or (an agent run's id) each plan it ran.
 
     An agent run that declared its plan (``declare_plan``, kept in the store) is audited as one:
-    its last declaration against every plan it ran, unless ``--declared`` gives another.
+    its declarations against every plan it ran, unless ``--declared`` gives another. A replanned
+    run (declarations naming the plan they replace) has each call judged against the declaration
+    in force when it was made; the chain of declarations comes back under ``"declarations"``, each
+    with its execution state.
     """
-    from ..policy import audit, declaration_of, parse_declaration, trace_of
+    from ..policy import (
+        audit,
+        audit_chain,
+        chain_traces,
+        declaration_of,
+        execution_state,
+        parse_declaration,
+        plan_chain,
+        trace_of,
+    )
 
     try:
         infos = [await store.get_run(run_id)]
     except RunNotFoundError:
         children = [s for s in await store.list_runs(limit=10_000) if s.parent_id == run_id]
-        stored = await store.declarations(run_id)
+        stored = await store.timed_declarations(run_id)
         if not children and not stored:
             raise
         infos = [await store.get_run(s.run_id) for s in sorted(children, key=lambda s: s.created_at)]
-        if stored and declared is None:  # the agent's own last declaration, against all it ran
+        if stored and declared is None:  # the agent's own declarations, against all it ran
             events = [e for info in infos for e in await store.events(info.summary.run_id)]
             trace = trace_of([info.result for info in infos], events=events)
-            findings: list[Finding] = audit(parse_declaration(stored[-1]), trace, tools=tools)
+            declarations = [replace(parse_declaration(body), declared_at=at) for at, body in stored]
+            findings: list[Finding] = audit_chain(declarations, trace, tools=tools)
+            chain = plan_chain(declarations)
+            plans = [
+                {
+                    "plan_id": d.plan_id,
+                    "replaces": d.replaces,
+                    "declared_at": d.declared_at,
+                    "calls": len(d.calls),
+                    "execution_state": execution_state(d, part).to_dict(),
+                }
+                for d, part in zip(chain, chain_traces(chain, trace), strict=True)
+            ]
             status = "declared" if not infos else infos[-1].summary.status
-            return [{"run_id": run_id, "status": status, "findings": [f.to_dict() for f in findings]}]
+            return [
+                {"run_id": run_id, "status": status, "findings": [f.to_dict() for f in findings], "declarations": plans}
+            ]
     out = []
     for info in infos:
         rid = info.summary.run_id
@@ -79,11 +106,12 @@ def audit_command(
     ] = None,
     tools: ToolsOpt = None,
 ) -> NoReturn:
-    """Compare what a stored run declared with what it did: budget exceeded, plan deviations, policy violations.
+    """Compare what a stored run declared with what it did: budget exceeded, plan deviations, BLP and policy violations.
 
     An agent run's id audits each plan it ran; an agent run that declared its plan (declare_plan,
-    kept in the store) is audited against its last declaration. --tools prices the calls (max_cost)
-    and shows tool groups.
+    kept in the store) is audited against its declarations: the chain of replans is listed, each
+    with its execution state, and each call is judged against the plan in force when it was made.
+    --tools prices the calls (max_cost) and shows tool groups.
     Exit code 0 when there is no finding, 1 when there are findings, 2 when the run is not found.
     """
     declaration = _declared(declared)
@@ -102,7 +130,15 @@ def audit_command(
             f"Run {r['run_id']} ({r['status']}): {len(found) or 'no'} finding{'s' if len(found) != 1 else ''}.",
             "bold",
         )
+        for p in r.get("declarations", ()):
+            state = p["execution_state"]
+            said = state["state"] + (f" ({state['completed']} completed)" if state["state"] == "InProgress" else "")
+            said += f": {state['reason']}" if state.get("reason") else ""
+            replaces = f", replaces {p['replaces']}" if p["replaces"] else ""
+            calls = f"{p['calls']} call{'s' if p['calls'] != 1 else ''}"
+            say(out, f"  Declared plan {p['plan_id']}{replaces} ({calls}): {said}")
         for f in found:
             where = f" [{f['step']}]" if f["step"] else ""
-            say(out, f"  {f['kind']} {f['code']}{where}: {f['message']}")
+            plan = f" (plan {f['plan_id']})" if f.get("plan_id") else ""
+            say(out, f"  {f['kind']} {f['code']}{where}{plan}: {f['message']}")
     raise typer.Exit(EXIT_FAILED if count else EXIT_OK)

@@ -255,7 +255,7 @@ class ToolInvoker:
         step_id: str = "",
         attempt: int = 1,
         expires: float | None = None,
-        fallback: bool = False,
+        fallback: int = False,
     ) -> CallOutcome:
         """Make one call of ``tool``; never raises for tool failures (only for cancellation).
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from .._context import call_key
 from .._errors import UserError
 from ._result import PlanResult, StepError, StepResult
 
@@ -83,7 +84,7 @@ class StoredStep:
         status: A `StepStatus`, or ``unknown_outcome``.
         attempt: Calls started so far (the attempt of the call in flight, for a ``running`` step).
         call_tool: The tool of the last call started (the fallback's, when ``fallback``).
-        fallback: The last call started was the step's fallback.
+        fallback: The last call started was the step's fallback: the link of its fallback chain (0: none).
         result: The step's record, for a step that ended.
     """
 
@@ -91,7 +92,7 @@ class StoredStep:
     status: str
     attempt: int = 0
     call_tool: str = ""
-    fallback: bool = False
+    fallback: int = False
     result: StepResult | None = None
 
 
@@ -133,9 +134,12 @@ def calls_made(steps: Mapping[str, StoredStep], plan: Plan) -> list[tuple[str, i
         if row.call_tool and not row.fallback:  # the tool it called (a step with alternatives: the one chosen)
             tool = row.call_tool
         if row.fallback and step is not None and step.fallback is not None:
-            made.append((row.call_tool or step.fallback.tool, 1))  # a group's: the member chosen
-            if row.attempt > 1:
-                made.append((tool, row.attempt - 1))
+            chain = step.fallback.chain  # links 1 to k of it were called, one call each
+            k = min(int(row.fallback), len(chain))
+            for n, link in enumerate(chain[:k], 1):
+                made.append((row.call_tool or link.tool if n == k else link.tool, 1))  # a group's: the member chosen
+            if row.attempt > k:
+                made.append((tool, row.attempt - k))
         else:
             made.append((tool, row.attempt))
     return made
@@ -168,7 +172,7 @@ def take_up(
 
 def unknown_outcome(run_id: str, step: StoredStep) -> StepError:
     """What a step whose call was in flight, and may not be repeated, says to the model and the user."""
-    key = f"{run_id}:{step.id}" + (":fallback" if step.fallback else "")
+    key = call_key(run_id, step.id, step.fallback)
     return StepError(
         kind="unknown_outcome",
         message=(
@@ -220,8 +224,8 @@ class Journal(Protocol):
         """The run's id."""
         ...
 
-    def started(self, step_id: str, tool: str, attempt: int, fallback: bool, at: float) -> asyncio.Future[None]:
-        """Commit that ``step_id`` is about to call ``tool``; done once committed.
+    def started(self, step_id: str, tool: str, attempt: int, fallback: int, at: float) -> asyncio.Future[None]:
+        """Commit that ``step_id`` is about to call ``tool`` (``fallback``: the link of its fallback chain, or 0).
 
         Raises (when awaited):
             StoreError: the write did not commit (the run must not call the tool).

@@ -96,6 +96,7 @@ class StepResult:
     used_fallback: bool = False
     warnings: tuple[str, ...] = ()
     reused: bool = False  # taken from the store by a resumed run, not run again
+    fallback_link: int = 0  # the link of the fallback chain whose result stands: 1 its fallback, 2 that one's...
 
     @property
     def ok(self) -> bool:
@@ -127,6 +128,7 @@ class StepResult:
             "used_fallback": self.used_fallback,
             "warnings": list(self.warnings),
             "reused": self.reused,
+            "fallback_link": self.fallback_link,
         }
 
     @classmethod
@@ -151,6 +153,8 @@ class StepResult:
             used_fallback=bool(data.get("used_fallback", False)),
             warnings=tuple(data.get("warnings") or ()),
             reused=bool(data.get("reused", False)),
+            # (a record written before fallback chains: its one fallback, if it was used)
+            fallback_link=int(data["fallback_link"] if "fallback_link" in data else bool(data.get("used_fallback"))),
         )
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from .. import _faults
 from .._errors import StoreError, ToolplanError
 from .._records import maker
-from ..plan import CompiledStep
+from ..plan import CompiledStep, Fallback
 from ..plan._internal import ExpressionFailed, Ref, check_condition, null_references, resolve_compiled
 from ._choice import FIXED_CHOOSER, Choice, ChoiceOutcome, ChoiceRequest, default_chooser
 from ._events import StepRetrying, StepStarted, ToolChosen
@@ -124,7 +124,7 @@ async def run_step(run: PlanRun, cs: CompiledStep) -> StepResult:
     step = cs.step
     sid, tool = step.id, step.tool
     attempt = 1
-    in_fallback = False
+    in_fallback = 0  # the link of the fallback chain a resumed step was calling (0: none)
     if run.stored is not None:  # a resumed run: what the store holds decides
         stored = run.stored.get(sid)
         if stored is not None:
@@ -134,7 +134,7 @@ async def run_step(run: PlanRun, cs: CompiledStep) -> StepResult:
             if decision == "unknown":
                 return _unknown(run, cs, row)
             attempt = row.attempt + 1
-            in_fallback = decision == "rerun" and row.fallback and step.fallback is not None
+            in_fallback = row.fallback if decision == "rerun" and step.fallback is not None else 0
     if cs.condition is not None:  # a `when`: told before the arguments are built
         unmet = _unless(run, cs)
         if unmet is not None:
@@ -144,7 +144,7 @@ async def run_step(run: PlanRun, cs: CompiledStep) -> StepResult:
         args = resolve_compiled(cs.arguments, run.outputs, run.missing_field == "null", missed.append)
     except ExpressionFailed as exc:
         outcome = CallOutcome(error=_not_computable(cs, exc, "arguments"))
-        return _record(run, cs, "failed", outcome, 0, None, False, missed)
+        return _record(run, cs, "failed", outcome, 0, None, 0, missed)
     except _RESOLVE_ERRORS as exc:
         return _record(run, cs, "failed", CallOutcome(error=_unresolvable(cs, exc)), 0, None, False, missed)
     if run.approval is not None:  # a person may have to answer first (`_gate.py`)
@@ -158,7 +158,7 @@ async def run_step(run: PlanRun, cs: CompiledStep) -> StepResult:
     retries = step.retry if step.retry is not None else defaults[0]
     if in_fallback:  # its fallback was in flight: the step's own calls had failed before
         failed = CallOutcome(error=StepError(kind="infrastructure", message=f"Step {sid!r} failed before a resume."))
-        outcome, attempt, used_fallback = await _fall_back(run, cs, failed, attempt - 1, missed)
+        outcome, attempt, used_fallback = await _fall_back(run, cs, failed, attempt - 1, missed, in_fallback)
         return _end(run, cs, outcome, attempt, args, used_fallback, missed)
     run.attempts[sid] = attempt
     if run.on_event is not None:
@@ -186,7 +186,7 @@ async def run_step(run: PlanRun, cs: CompiledStep) -> StepResult:
 
 
 async def _durable_call(
-    run: PlanRun, sid: str, tool: str, args: Any, timeout: float | None, attempt: int, fallback: bool
+    run: PlanRun, sid: str, tool: str, args: Any, timeout: float | None, attempt: int, fallback: int
 ) -> CallOutcome:
     """A call of a durable run: its ``running`` row commits first; a store that fails stops the run."""
     journal = run.journal
@@ -227,7 +227,7 @@ def _end(
     outcome: CallOutcome,
     attempt: int,
     args: Any,
-    used_fallback: bool,
+    used_fallback: int,
     missed: list[Ref],
 ) -> StepResult:
     error = outcome.error
@@ -252,9 +252,10 @@ def _record(
     outcome: CallOutcome,
     attempts: int,
     args: Any,
-    used_fallback: bool,
+    used_fallback: int,
     missed: list[Ref],
 ) -> StepResult:
+    """The step's record; ``used_fallback`` is the link of its fallback chain whose result stands (0: none)."""
     return new_step_result(
         id=cs.step.id,
         tool=cs.step.tool,
@@ -265,13 +266,14 @@ def _record(
         started_at=run.started_at[cs.step.id],
         ended_at=run.now(),
         arguments=args,
-        used_fallback=used_fallback,
+        used_fallback=used_fallback > 0,
+        fallback_link=used_fallback,
         warnings=_missed(missed) if missed else (),
     )
 
 
 async def _call(
-    run: PlanRun, sid: str, tool: str, args: Any, timeout: float | None, attempt: int, fallback: bool = False
+    run: PlanRun, sid: str, tool: str, args: Any, timeout: float | None, attempt: int, fallback: int = False
 ) -> CallOutcome:
     if run.journal is not None:
         return await _durable_call(run, sid, tool, args, timeout, attempt, fallback)
@@ -287,11 +289,12 @@ async def _recover(
     retries: int,
     timeout: float | None,
     missed: list[Ref],
-) -> tuple[CallOutcome, int, bool]:
+) -> tuple[CallOutcome, int, int]:
     """After a failed call (number ``attempt``): retries (for retryable errors), then the fallback, if any.
 
-    Returns the final outcome, the attempts made and whether the fallback's result stands. A retry
-    never overlaps the attempt it replaces: if that attempt's thread still runs, it waits for it.
+    Returns the final outcome, the attempts made and the link of the fallback chain whose result
+    stands (0: none). A retry never overlaps the attempt it replaces: if that attempt's thread
+    still runs, it waits for it.
     """
     step = cs.step
     sid = step.id
@@ -314,45 +317,72 @@ async def _recover(
         outcome = await _call(run, sid, step.tool, args, timeout, attempt)
         run.hold_until_done(step.tool, outcome)
     if outcome.error is None or _refused_at_start(outcome, attempt):
-        return outcome, attempt, False
+        return outcome, attempt, 0
     return await _fall_back(run, cs, outcome, attempt, missed)
 
 
 async def _fall_back(
-    run: PlanRun, cs: CompiledStep, outcome: CallOutcome, attempt: int, missed: list[Ref]
-) -> tuple[CallOutcome, int, bool]:
-    """The step's fallback after its own calls failed (``attempt`` of them), if it has one."""
+    run: PlanRun, cs: CompiledStep, outcome: CallOutcome, attempt: int, missed: list[Ref], start: int = 1
+) -> tuple[CallOutcome, int, int]:
+    """The step's fallback chain after its own calls failed (``attempt`` of them), if it has one.
+
+    Each link is tried in turn, from link ``start`` (a resumed step: the one it was calling), until
+    one succeeds; returns the outcome, the calls made and the link whose result stands (1 for the
+    fallback, 2 for its own fallback...; 0 when none succeeded).
+    """
     step = cs.step
     fb = step.fallback
     if fb is None or outcome.error is None or outcome.error.kind == "store":
-        return outcome, attempt, False
-    sid, invoker = step.id, run.invoker
+        return outcome, attempt, 0
     assert cs.fallback_arguments is not None
-    try:
-        fb_args = resolve_compiled(cs.fallback_arguments, run.outputs, run.missing_field == "null", missed.append)
-    except ExpressionFailed as exc:
-        return CallOutcome(error=_not_computable(cs, exc, "fallback's arguments")), attempt, False
-    except _RESOLVE_ERRORS as exc:
-        return CallOutcome(error=_unresolvable(cs, exc)), attempt, False
-    attempt += 1
-    run.attempts[sid] = attempt
-    fb_tool = fb.tool
+    links: tuple[tuple[Fallback, Any], ...] = ((fb, cs.fallback_arguments),)  # (link, its compiled arguments)
+    if fb.fallback is not None:
+        links += tuple(zip(fb.chain[1:], cs.more_fallback_arguments, strict=True))
+    message = outcome.error.message
+    failed_tool = step.tool
+    for n, (link, compiled) in enumerate(links, 1):
+        if n < start:
+            continue
+        try:
+            fb_args = resolve_compiled(compiled, run.outputs, run.missing_field == "null", missed.append)
+        except ExpressionFailed as exc:
+            what = "fallback's arguments" if n == 1 else f"fallback #{n}'s arguments"
+            return CallOutcome(error=_not_computable(cs, exc, what)), attempt, 0
+        except _RESOLVE_ERRORS as exc:
+            return CallOutcome(error=_unresolvable(cs, exc)), attempt, 0
+        attempt += 1
+        run.attempts[step.id] = attempt
+        fb_outcome, fb_tool = await _fallback_call(run, cs, link, n, fb_args, attempt, failed_tool)
+        if fb_outcome.error is None:
+            return fb_outcome, attempt, n
+        fb_error = _name_nulls(run, fb_outcome, compiled).error or fb_outcome.error
+        which = "The fallback" if n == 1 else f"Fallback #{n}"
+        message = f"{message} {which} {fb_tool!r} failed too: {fb_error.message}"
+        outcome = CallOutcome(error=StepError(kind=fb_error.kind, message=message))
+        if fb_error.kind in ("store", "limit"):  # the store failed, or the budget refused the call: stop here
+            break
+        failed_tool = fb_tool
+    return outcome, attempt, 0
+
+
+async def _fallback_call(
+    run: PlanRun, cs: CompiledStep, link: Fallback, n: int, args: Any, attempt: int, failed_tool: str
+) -> tuple[CallOutcome, str]:
+    """Link ``n`` of a step's fallback chain: its call (a group's member chosen, leaving out the one that failed)."""
+    sid, invoker = cs.step.id, run.invoker
+    fb_tool = link.tool
     alternatives = invoker.alternatives(fb_tool)
     if alternatives is not None:  # a group: chosen like a step's, leaving out the member that just failed
-        choice = await choose_member(run, sid, fb_tool, *alternatives, exclude=step.tool)
+        choice = await choose_member(run, sid, fb_tool, *alternatives, exclude=failed_tool)
         fb_tool = choice.chosen
     if run.on_event is not None:
         run.emit(StepStarted(run_id=run.run_id, step_id=sid, tool=fb_tool, attempt=attempt, at=run.now()))
     began = time.perf_counter()
-    fb_outcome = await _call(run, sid, fb_tool, fb_args, invoker.timeout_for(fb_tool, step.timeout), attempt, True)
+    fb_outcome = await _call(run, sid, fb_tool, args, invoker.timeout_for(fb_tool, cs.step.timeout), attempt, n)
     run.hold_until_done(fb_tool, fb_outcome)
     if alternatives is not None:
         await _observe_fallback(run, choice, alternatives[0], fb_outcome, time.perf_counter() - began)
-    if fb_outcome.error is None:
-        return fb_outcome, attempt, True
-    fb_error = _name_nulls(run, fb_outcome, cs.fallback_arguments).error or fb_outcome.error
-    message = f"{outcome.error.message} The fallback {fb_tool!r} failed too: {fb_error.message}"
-    return CallOutcome(error=StepError(kind=fb_error.kind, message=message)), attempt, False
+    return fb_outcome, fb_tool
 
 
 async def _observe_fallback(
@@ -390,7 +420,7 @@ async def run_alternative(run: PlanRun, cs: CompiledStep, args: Any, attempt: in
     first = attempt
     outcome = await _call(run, sid, tool, args, timeout, attempt)
     run.hold_until_done(tool, outcome)
-    used_fallback = False
+    used_fallback = 0
     if outcome.error is not None:
         outcome, attempt, used_fallback = await _recover(run, chosen, args, outcome, attempt, retries, timeout, missed)
     latency = time.perf_counter() - began

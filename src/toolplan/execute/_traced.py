@@ -30,7 +30,7 @@ class TracedInvoker(ToolInvoker):
         step_id: str = "",
         attempt: int = 1,
         expires: float | None = None,
-        fallback: bool = False,
+        fallback: int = False,
     ) -> CallOutcome:
         span, token = attempt_span(self.plan_trace, tool, run_id, step_id, attempt, fallback, arguments)
         role = tool_role_cleared()  # a plan the tool runs itself (a skill) is a workflow of its own

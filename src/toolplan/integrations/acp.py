@@ -8,6 +8,11 @@
 - a ``tool_call`` when a step's tool is called, and a ``tool_call_update`` when the step ends
   (``completed`` or ``failed``, with its output or error as text content).
 
+With a declaration (the ACP tool-coordination proposal's ``ToolCallPlan``), each ``plan`` update
+also carries it under ``_meta.toolCallPlan``: its ``planId``, the plan it ``replaces`` and its
+``executionState`` as the run moves (``Planned``, ``InProgress`` with the calls completed,
+``Complete``, or ``Failed`` with the reason).
+
 `acp_updates` gives the same notifications for a run that has ended (a `PlanResult`).
 Notifications are JSON-RPC 2.0 objects: ``{"jsonrpc": "2.0", "method": "session/update",
 "params": {"sessionId": ..., "update": {...}}}``. No extra is needed: the module imports no ACP package.
@@ -31,7 +36,7 @@ from ..execute import (
     ToolChosen,
 )
 from ..plan import Plan
-from ..policy import Declaration
+from ..policy import Declaration, ExecutionState
 from ..tools import ToolRegistry, ToolsLike
 
 __all__ = ("AcpExporter", "acp_updates")
@@ -86,6 +91,7 @@ class AcpExporter:
         self.status: dict[str, str] = {}  # step id -> pending / in_progress / completed
         self.run_id = ""
         self.notes: dict[str, str] = {}  # step id -> its rationale
+        self.ended: dict[str, tuple[str, str | None]] = {}  # step id -> (status, error) once it ended
         if plan is not None:
             self.output_steps |= set(plan.outputs)
             for step in plan.steps:
@@ -144,6 +150,7 @@ class AcpExporter:
 
     def _finished(self, r: StepResult) -> None:
         self._know(r.id)
+        self.ended[r.id] = (r.status, r.error.message if r.error is not None else None)
         ran = r.attempts > 0 or r.status in ("succeeded", "failed", "timed_out")
         self.status[r.id] = "completed"
         if ran:
@@ -166,7 +173,7 @@ class AcpExporter:
             # Declared calls in order; each takes the status of the step at its position (or its own id).
             entries = []
             for n, call in enumerate(self.declaration.calls):
-                sid = call.id if call.id in self.status else (self.steps[n] if n < len(self.steps) else None)
+                sid = self._declared_step(n)
                 content = call.rationale or call.expected_outcome or f"Call {call.tool}"
                 entries.append(
                     {
@@ -187,8 +194,44 @@ class AcpExporter:
             for sid in self.steps
         ]
 
+    def _declared_step(self, n: int) -> str | None:
+        """The step the declaration's ``n``-th call became: its own id, else the step at its position."""
+        assert self.declaration is not None
+        call = self.declaration.calls[n]
+        return call.id if call.id in self.status else (self.steps[n] if n < len(self.steps) else None)
+
+    def state(self) -> ExecutionState:
+        """The declaration's execution state so far (``Planned`` without a declaration)."""
+        if self.declaration is None:
+            return ExecutionState()
+        completed, started = 0, False
+        for n, call in enumerate(self.declaration.calls):
+            sid = self._declared_step(n)
+            if sid is None:
+                continue
+            started = started or self.status.get(sid, "pending") != "pending"
+            status, error = self.ended.get(sid, ("", None))
+            if status == "succeeded":
+                completed += 1
+            elif status:
+                why = f": {error}" if error else ""
+                reason = f"declared call {call.id} ({call.tool!r}, step {sid!r}) ended {status}{why}"
+                return ExecutionState(state="Failed", completed=completed, reason=reason)
+        if self.declaration.calls and completed == len(self.declaration.calls):
+            return ExecutionState(state="Complete", completed=completed)
+        return ExecutionState(state="InProgress", completed=completed) if started else ExecutionState()
+
     def _plan(self) -> None:
-        self._send({"sessionUpdate": "plan", "entries": self._entries()})
+        update: dict[str, Any] = {"sessionUpdate": "plan", "entries": self._entries()}
+        if self.declaration is not None:
+            d = self.declaration
+            declared: dict[str, Any] = {"executionState": self.state().to_dict()}
+            if d.plan_id is not None:
+                declared["planId"] = d.plan_id
+            if d.replaces is not None:
+                declared["replaces"] = d.replaces
+            update["_meta"] = {"toolCallPlan": declared}
+        self._send(update)
 
     def _send(self, update: dict[str, Any]) -> None:
         self.send(_notification(self.session_id, update))

@@ -5,6 +5,7 @@ from ._dump import dump_plan as dump_plan
 from ._graph import critical_path as critical_path
 from ._graph import mermaid as mermaid
 from ._graph import waves as waves
+from ._ir import MAX_FALLBACK_DEPTH as MAX_FALLBACK_DEPTH
 from ._ir import META_TOOL_NAMES as META_TOOL_NAMES
 from ._ir import Budget as Budget
 from ._ir import Dialect as Dialect
@@ -22,6 +23,7 @@ from ._validate import validate_plan as validate_plan
 
 __all__ = (
     "DEFAULT_MAX_STEPS",
+    "MAX_FALLBACK_DEPTH",
     "META_TOOL_NAMES",
     "NOT_EXPRESSIBLE",
     "Budget",

@@ -10,6 +10,7 @@ with coded issues, never written as a different plan.
 from __future__ import annotations
 
 import heapq
+import itertools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -39,10 +40,11 @@ def dump_plan(plan: Plan, dialect: Dialect = "native") -> dict[str, Any]:
     ``{{get_weather.temp}}``. ``dependsOn`` lists each step's dependencies (references and
     ``depends_on``), ``runAfter`` its ``after`` steps; ``executionOrder`` is the order of ``tools``,
     which puts every step after its dependencies; ``failure_mode`` and ``output_steps`` are written
-    when they matter. What no dialect runs differently is left out where the dialect has no place for it: ``goal``,
-    ``rationale``, ``expected_outcome``. One rule changes with the dialect, as documented for it:
-    a reference to a field that is missing at run time gives null in native plans and keeps its
-    template text in chaining plans.
+    when they matter, and ``"parallel": true`` when steps of the plan may run at once (chaining
+    plans run one step at a time by default). What no dialect runs differently is
+    left out where the dialect has no place for it: ``goal``, ``rationale``, ``expected_outcome``.
+    One rule changes with the dialect, as documented for it: a reference to a field that is missing
+    at run time gives null in native plans and keeps its template text in chaining plans.
 
     Batch: ``{"steps": [{"tool", "args"}]}``, for plans of independent calls only.
 
@@ -102,7 +104,8 @@ def _unsayable_fields(plan: Plan, dialect: str, issues: list[PlanIssue]) -> None
     present = {
         "budget": plan.budget is not None and (not plan.budget.unlimited or plan.budget.warn_at is not None),
         "policy": plan.policy is not None,
-        "max_concurrency": plan.max_concurrency is not None,
+        # Chaining plans run one step at a time, or in parallel ("parallel": true): no other limit.
+        "max_concurrency": plan.max_concurrency is not None and (dialect != "chaining" or plan.max_concurrency != 1),
     }
     for name in (name for name, there in present.items() if there):
         issues.append(_issue(dialect, f"it has no place for the plan's '{name}'. Leave it out."))
@@ -136,7 +139,8 @@ def _order(steps: tuple[Step, ...], deps: Mapping[str, tuple[str, ...]]) -> list
 def _chaining(
     plan: Plan, deps: Mapping[str, tuple[str, ...]], after: Mapping[str, tuple[str, ...]], issues: list[PlanIssue]
 ) -> dict[str, Any]:
-    ordered = _order(plan.steps, ordering(deps, after))
+    edges = ordering(deps, after)
+    ordered = _order(plan.steps, edges)
     rename: dict[str, str] = {}
     owner: dict[str, str] = {}  # chaining name -> the step that has it
     counts: dict[str, int] = {}
@@ -171,6 +175,10 @@ def _chaining(
         data["output_steps"] = [rename[o] for o in plan.output_steps]
     if plan.failure_mode != _CHAINING_DEFAULT_FAILURE_MODE:
         data["failure_mode"] = plan.failure_mode
+    # Chaining plans run one step at a time unless they say otherwise: said when steps could overlap.
+    one_by_one = all(a.id in edges[b.id] for a, b in itertools.pairwise(ordered))
+    if plan.max_concurrency is None and not one_by_one:
+        data["parallel"] = True
     return data
 
 

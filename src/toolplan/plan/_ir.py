@@ -8,6 +8,7 @@ from typing import Any, Literal
 from .._records import fast_init
 
 __all__ = (
+    "MAX_FALLBACK_DEPTH",
     "META_TOOL_NAMES",
     "Budget",
     "Dialect",
@@ -25,16 +26,39 @@ MissingField = Literal["null", "keep"]
 
 #: Tools that run plans or code. A plan may not call them (no recursion).
 META_TOOL_NAMES = frozenset({"execute_tool_plan", "execute_plan", "execute_code", "declare_plan"})
+#: How many fallbacks a step may chain (a fallback's own ``fallback``, and so on).
+MAX_FALLBACK_DEPTH = 3
 
 
 @fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Fallback:
-    """Another call to make when a step fails; its result stands in for the step's."""
+    """Another call to make when a step fails; its result stands in for the step's.
+
+    When it fails too, its own ``fallback`` runs, and so on: a chain of at most `MAX_FALLBACK_DEPTH`.
+    """
 
     kind: Literal["fallback"] = "fallback"
     tool: str
     arguments: Mapping[str, Any] = field(default_factory=dict[str, Any])
+    fallback: Fallback | None = None
+
+    @property
+    def chain(self) -> tuple[Fallback, ...]:
+        """This fallback and the ones after it, in the order they are tried."""
+        links: list[Fallback] = []
+        link: Fallback | None = self
+        while link is not None:
+            links.append(link)
+            link = link.fallback
+        return tuple(links)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"tool", "arguments"}``, and ``"fallback"`` when it has one."""
+        out: dict[str, Any] = {"tool": self.tool, "arguments": dict(self.arguments)}
+        if self.fallback is not None:
+            out["fallback"] = self.fallback.to_dict()
+        return out
 
 
 @fast_init
@@ -168,7 +192,7 @@ class Plan:
                 if value is not None:
                     d[name] = value
             if s.fallback is not None:
-                d["fallback"] = {"tool": s.fallback.tool, "arguments": dict(s.fallback.arguments)}
+                d["fallback"] = s.fallback.to_dict()
             steps.append(d)
         out: dict[str, Any] = {"steps": steps}
         if self.output_steps:

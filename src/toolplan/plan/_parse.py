@@ -28,7 +28,7 @@ from ._fields import (
     _show,
     check_plan_fields,
 )
-from ._ir import Dialect, Fallback, Plan, Step
+from ._ir import MAX_FALLBACK_DEPTH, Dialect, Fallback, Plan, Step
 
 __all__ = ("BATCH_MAX_STEPS", "detect_dialect", "parse_source")
 
@@ -98,11 +98,13 @@ def parse_source(source: Any, *, dialect: Dialect | None = None) -> tuple[Plan |
         )
         return None, issues
     obj: dict[str, Any] = data  # data is Any: no cast (a subscripted cast builds a generic alias per call)
-    if "plannedSequence" in obj:
+    if "plannedSequence" in obj or "ToolCallPlan" in obj or "toolCallPlan" in obj:
         issues.error(
             "declared_plan",
-            "This is a declared plan (plannedSequence): it describes intended calls for an audit and cannot "
-            "be executed. Send an executable plan with 'steps' instead.",
+            "This is a declared plan (a ToolCallPlan with a plannedSequence): it describes intended calls for "
+            "an audit and is not run. Pass a declaration to the declare_plan tool (Agent(declare_plan=True)), "
+            "to toolplan.policy.parse_declaration, or to 'toolplan audit RUN_ID --declared FILE'; to run the "
+            "calls, send an executable plan with 'steps' instead.",
         )
         return None, issues
     kind = dialect or detect_dialect(obj)
@@ -240,16 +242,7 @@ def _parse_native(data: dict[str, Any], issues: _Issues) -> Plan:
                         issues.warn("unknown_field", f"Field {key!r} is not part of a step and was ignored.", sid)
             fb = get("fallback")
             if fb is not None:
-                if isinstance(fb, dict):
-                    fbd: dict[str, Any] = fb
-                    fallback = Fallback(
-                        tool=_tool_name(fbd.get("tool"), sid, issues),
-                        arguments=_arguments(fbd.get("arguments"), "The fallback's 'arguments'", sid, issues),
-                    )
-                else:
-                    issues.error(
-                        "invalid_field", '\'fallback\' must be an object {"tool": ..., "arguments": {...}}.', sid
-                    )
+                fallback = _fallback(fb, sid, issues, 1)
             # Optional fields are usually absent: the helpers run only for the ones present.
             depends_on, after, timeout, retry = get("depends_on"), get("after"), get("timeout"), get("retry")
             rationale, expected, when = get("rationale"), get("expected_outcome"), get("when")
@@ -287,11 +280,78 @@ def _parse_native(data: dict[str, Any], issues: _Issues) -> Plan:
         output_steps=_str_list(data.get("output_steps"), "output_steps", None, issues),
         goal=data.get("goal") if isinstance(data.get("goal"), str) else None,
         budget=_budget(data.get("budget"), issues),
-        policy=data.get("policy") if isinstance(data.get("policy"), str) else None,
+        policy=_policy_text(data["policy"], issues) if "policy" in data else None,
         max_concurrency=_positive_int(data.get("max_concurrency"), "max_concurrency", issues),
         failure_mode=_failure_mode(data.get("failure_mode"), "fail_forward", issues),
         dialect="native",
         missing_field="null",
+    )
+
+
+def _policy_text(raw: Any, issues: _Issues) -> str | None:
+    """A plan's ``policy``: text as written, or an object (the ACP proposal's) as the same text.
+
+    ``{"strategy": "EpsilonGreedy", "explorationRate": 0.2, "preferGeneralMethods": true}`` is
+    ``"EpsilonGreedy, explorationRate=0.2, prefer_general_methods"``.
+    """
+    if raw is None or isinstance(raw, str):
+        return raw
+    if isinstance(raw, dict):
+        obj: dict[str, Any] = raw
+        words = [obj["strategy"]] if isinstance(obj.get("strategy"), str) else []
+        for key in ("explorationRate", "exploration_rate", "epsilon", "temperature"):
+            value = obj.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                words.append(f"{key}={value}")
+        if obj.get("preferGeneralMethods") is True or obj.get("prefer_general_methods") is True:
+            words.append("prefer_general_methods")
+        return ", ".join(words) or None
+    issues.warn("ignored_field", f"'policy' must be text or an object, got {_show(raw)}; it was ignored.")
+    return None
+
+
+_FALLBACK_KEYS = frozenset({"tool", "arguments", "fallback"})
+
+
+def _fallback(raw: Any, sid: str, issues: _Issues, depth: int) -> Fallback | None:
+    """A step's ``fallback`` (link ``depth`` of its chain), its own ``fallback`` included."""
+    where = "The fallback" if depth == 1 else f"Fallback #{depth}"
+    if not isinstance(raw, dict):
+        issues.error(
+            "invalid_field",
+            f'{where} must be an object {{"tool": ..., "arguments": {{...}}, "fallback": ...}} '
+            "(the fallback's own fallback is optional).",
+            sid,
+        )
+        return None
+    fbd: dict[str, Any] = raw
+    args_raw = fbd.get("arguments")
+    if args_raw is None and "args" in fbd:
+        issues.warn("alias", f"{where}'s 'args' was read as 'arguments'; write 'arguments'.", sid)
+        args_raw = fbd["args"]
+    for key in fbd:
+        if key not in _FALLBACK_KEYS and key != "args":
+            issues.warn(
+                "unknown_field",
+                f"{where}'s field {key!r} is not part of a fallback (tool, arguments, fallback) and was ignored.",
+                sid,
+            )
+    inner = None
+    nested = fbd.get("fallback")
+    if nested is not None:
+        if depth >= MAX_FALLBACK_DEPTH:
+            issues.error(
+                "fallback_too_deep",
+                f"The step's fallbacks are nested more than {MAX_FALLBACK_DEPTH} deep. Give it at most "
+                f"{MAX_FALLBACK_DEPTH} fallbacks, each inside the one before.",
+                sid,
+            )
+        else:
+            inner = _fallback(nested, sid, issues, depth + 1)
+    return Fallback(
+        tool=_tool_name(fbd.get("tool"), sid, issues),
+        arguments=_arguments(args_raw, f"{where}'s 'arguments'", sid, issues),
+        fallback=inner,
     )
 
 
@@ -360,6 +420,7 @@ def _parse_chaining(data: dict[str, Any], issues: _Issues) -> Plan:
         name = _tool_name(t.get("name"), f"tools[{i}]", issues)
         counts[name] = counts.get(name, 0) + 1
         sid = name if counts[name] == 1 else f"{name}_{counts[name]}"
+        _warn_unknown(t, _CHAINING_KEYS, "a chaining tool entry (name, parameters, dependsOn, runAfter)", sid, issues)
         steps.append(
             _new_step(
                 id=sid,
@@ -372,20 +433,41 @@ def _parse_chaining(data: dict[str, Any], issues: _Issues) -> Plan:
         )
     order = data.get("executionOrder")
     if order is not None:
-        _check_execution_order(order, steps, issues)
+        resolved = _check_execution_order(order, steps, issues)
+        if resolved is not None:  # the steps in the order they run
+            position = {sid: i for i, sid in enumerate(resolved)}
+            steps.sort(key=lambda s: position[s.id])
+    parallel = data.get("parallel")
+    if parallel is not None and not isinstance(parallel, bool):
+        issues.error("invalid_field", f"'parallel' must be true or false, got {_show(parallel)}.")
     return _new_plan(
         steps=tuple(steps),
         output_steps=_str_list(data.get("output_steps"), "output_steps", None, issues),
+        # One step at a time in 'executionOrder' (else as listed), unless the plan asks for parallel steps.
+        max_concurrency=None if parallel is True else 1,
         failure_mode=_failure_mode(data.get("failure_mode"), "fail_fast", issues),
         dialect="chaining",
         missing_field="keep",
     )
 
 
-def _check_execution_order(order: Any, steps: list[Step], issues: _Issues) -> None:
+_CHAINING_KEYS = frozenset({"name", "parameters", "dependsOn", "runAfter"})
+_BATCH_KEYS = frozenset({"tool", "args"})
+
+
+def _warn_unknown(entry: dict[str, Any], known: frozenset[str], what: str, sid: str, issues: _Issues) -> None:
+    """A validation warning for each field of ``entry`` that is not read (it would be ignored)."""
+    if not known.issuperset(entry):
+        for key in entry:
+            if key not in known:
+                issues.warn("unknown_field", f"Field {key!r} is not part of {what} and was ignored.", sid)
+
+
+def _check_execution_order(order: Any, steps: list[Step], issues: _Issues) -> list[str] | None:
+    """The step ids in ``executionOrder``'s order, or None when it is not a valid order of the steps."""
     if not isinstance(order, list) or not all(isinstance(x, str) for x in order):
         issues.error("invalid_execution_order", "'executionOrder' must be a list of tool names.")
-        return
+        return None
     ids = [s.id for s in steps]
     seen_names: dict[str, int] = {}
     resolved: list[str] = []
@@ -401,8 +483,9 @@ def _check_execution_order(order: Any, steps: list[Step], issues: _Issues) -> No
             f"'executionOrder' must list every step exactly once (missing: {missing or 'none'}, "
             f"unknown or repeated: {extra or 'none'}).",
         )
-        return
+        return None
     position = {sid: i for i, sid in enumerate(resolved)}
+    valid = True
     for s in steps:
         for dep in (*s.depends_on, *s.after):
             if dep in position and position[dep] > position[s.id]:
@@ -412,6 +495,8 @@ def _check_execution_order(order: Any, steps: list[Step], issues: _Issues) -> No
                     "List every step after its dependencies.",
                     s.id,
                 )
+                valid = False
+    return resolved if valid else None
 
 
 def _parse_batch(data: dict[str, Any], issues: _Issues) -> Plan:
@@ -428,6 +513,7 @@ def _parse_batch(data: dict[str, Any], issues: _Issues) -> Plan:
             issues.error("invalid_step", f"Step #{i} must be an object with 'tool' and 'args'.", sid)
             continue
         s: dict[str, Any] = raw
+        _warn_unknown(s, _BATCH_KEYS, "a batch step (tool, args)", sid, issues)
         steps.append(
             _new_step(
                 id=sid,

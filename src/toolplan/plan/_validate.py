@@ -13,7 +13,7 @@ from .._records import fast_init, maker
 from ..tools import ToolRegistry, ToolsLike
 from ..tools._internal import alternatives_problem, inline_group_name
 from ._graph import critical_path, find_cycles, mermaid, waves
-from ._ir import META_TOOL_NAMES, Dialect, Plan, Step
+from ._ir import META_TOOL_NAMES, Dialect, Fallback, Plan, Step
 from ._parse import _new_plan, _new_step, duplicate_positions, name_by_position, parse_source
 from ._refs import ArgumentCompiler, Compiled, literal
 
@@ -45,6 +45,8 @@ class CompiledStep:
     fallback_arguments: Compiled | None
     deps: tuple[str, ...]
     condition: Any = None
+    #: The compiled arguments of the fallback's own fallbacks (links 2 and on of the chain), if any.
+    more_fallback_arguments: tuple[Compiled, ...] = ()
 
 
 @fast_init
@@ -182,6 +184,39 @@ def step_dependencies(step: Step, refs: tuple[str, ...]) -> tuple[str, ...]:
     if not step.depends_on:
         return refs  # already distinct, in order of appearance
     return tuple(dict.fromkeys([*step.depends_on, *refs]))
+
+
+def _check_fallbacks(
+    fallback: Fallback,
+    sid: str,
+    registry: ToolRegistry | None,
+    compiler: ArgumentCompiler,
+    refs: tuple[str, ...],
+    issues: list[PlanIssue],
+) -> tuple[Compiled, tuple[Compiled, ...], tuple[str, ...]]:
+    """Each link of a step's fallback chain checked like a step: its tool, its arguments, its references.
+
+    Returns the first link's compiled arguments, the others', and the step's references with theirs.
+    """
+    compiled: list[Compiled] = []
+    for n, link in enumerate(fallback.chain, 1):
+        what = "The step's fallback" if n == 1 else f"The step's fallback #{n}"
+        ok = _check_tool(link.tool, sid, registry, issues, what)
+        args, link_refs, deferred = compiler.arguments(link.arguments)
+        compiled.append(args)
+        refs = tuple(dict.fromkeys([*refs, *link_refs]))
+        if ok and registry is not None:
+            for problem in registry.argument_problems(link.tool, link.arguments, deferred):
+                issues.append(
+                    PlanIssue(
+                        code="invalid_arguments",
+                        step=sid,
+                        message=f"Fallback arguments for tool {link.tool!r} are invalid: {problem}."
+                        if n == 1
+                        else f"Arguments of fallback #{n} (tool {link.tool!r}) are invalid: {problem}.",
+                    )
+                )
+    return compiled[0], tuple(compiled[1:]), refs
 
 
 def _check_tool(name: str, sid: str, registry: ToolRegistry | None, issues: list[PlanIssue], what: str) -> bool:
@@ -329,16 +364,9 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
             for problem in registry.alternatives_problems(s.one_of, s.arguments, deferred):
                 error("invalid_arguments", f"Arguments for the step's alternatives are invalid: {problem}.")
         fb_args: Compiled | None = None
+        more_fb: tuple[Compiled, ...] = ()
         if s.fallback is not None:
-            fb_ok = _check_tool(s.fallback.tool, sid, registry, issues, "The step's fallback")
-            fb_args, fb_refs, fb_deferred = compiler.arguments(s.fallback.arguments)
-            refs = tuple(dict.fromkeys([*refs, *fb_refs]))
-            if fb_ok and registry is not None:
-                for problem in registry.argument_problems(s.fallback.tool, s.fallback.arguments, fb_deferred):
-                    error(
-                        "invalid_arguments",
-                        f"Fallback arguments for tool {s.fallback.tool!r} are invalid: {problem}.",
-                    )
+            fb_args, more_fb, refs = _check_fallbacks(s.fallback, sid, registry, compiler, refs, issues)
         condition: Any = None
         if s.when is not None:  # (rare: the common step pays for this test only)
             condition, when_refs = compiler.condition(s.when)
@@ -375,11 +403,16 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
             if k:
                 continue  # checked, but the plan is invalid: the first step with the id stands for it
         deps[sid] = step_deps
-        if s.when is None:
+        if s.when is None and not more_fb:
             compiled_steps[sid] = _new_compiled(step=s, arguments=args, fallback_arguments=fb_args, deps=step_deps)
         else:
             compiled_steps[sid] = _new_compiled(
-                step=s, arguments=args, fallback_arguments=fb_args, deps=step_deps, condition=condition
+                step=s,
+                arguments=args,
+                fallback_arguments=fb_args,
+                deps=step_deps,
+                condition=condition,
+                more_fallback_arguments=more_fb,
             )
 
     for cycle in find_cycles(ordering(deps, after or _NO_AFTER)) if backward else ():

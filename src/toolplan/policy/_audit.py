@@ -1,14 +1,16 @@
 """`audit`: what a plan declared against what ran. Findings are reported, never used to change a run.
 
-Three kinds, each finding with a code, the step it concerns and a sentence:
+Four kinds (the first three as the ACP proposal names them), each finding with a code, the step it
+concerns, a sentence and the ``plan_id`` of the declaration it was judged against:
 
 - ``BudgetExceeded``: a declared limit (``max_tool_calls``, per tool, ``max_cost``, ``max_latency``)
   and how far the run went past it.
 - ``PlanDeviation``: an intended call that never ran (``missing_call``, ``not_executed``), a call
   nobody declared (``undeclared_call``), another tool where one was declared (``different_tool``),
   a call that started before a call it was declared to depend on had ended (``reordered``).
-- ``PolicyViolation``: a specialised tool where the declared policy preferred the general one
-  (``specialised_tool``), a choice outside its group's safety class (``outside_safety_class``), a
+- ``BLPViolation``: a specialised tool (the trick) where the declared policy preferred the general
+  one (``specialised_tool``); ``details`` name the ``trick`` and the ``generalAlternative``.
+- ``PolicyViolation``: a choice outside its group's safety class (``outside_safety_class``), a
   choice by another strategy than the declared one (``strategy_mismatch``).
 
 Declared calls are matched to traced calls in order, by tool or by group (a declared ``search``
@@ -18,7 +20,7 @@ matches the member chosen for it); a declared fallback matches the call it names
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from ..tools import ToolRegistry, ToolsLike
@@ -27,7 +29,7 @@ from ._trace import Trace, TracedCall
 
 __all__ = ("Finding", "FindingKind", "audit")
 
-FindingKind = Literal["BudgetExceeded", "PlanDeviation", "PolicyViolation"]
+FindingKind = Literal["BudgetExceeded", "PlanDeviation", "BLPViolation", "PolicyViolation"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,11 +37,12 @@ class Finding:
     """One thing the audit found.
 
     Attributes:
-        kind: ``BudgetExceeded``, ``PlanDeviation`` or ``PolicyViolation``.
+        kind: ``BudgetExceeded``, ``PlanDeviation``, ``BLPViolation`` or ``PolicyViolation``.
         code: What exactly (``max_tool_calls``, ``missing_call``, ``specialised_tool``...).
         step: The step (or declared call) it concerns, if one.
         message: A sentence saying what happened and what was declared.
         details: The numbers and names behind the sentence.
+        plan_id: The ``planId`` of the declaration the call was judged against, if it has one.
     """
 
     kind: FindingKind
@@ -47,15 +50,17 @@ class Finding:
     step: str | None
     message: str
     details: Mapping[str, Any] = field(default_factory=dict[str, Any])
+    plan_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"kind", "code", "step", "message", "details"}``."""
+        """``{"kind", "code", "step", "message", "details", "plan_id"}``."""
         return {
             "kind": self.kind,
             "code": self.code,
             "step": self.step,
             "message": self.message,
             "details": dict(self.details),
+            "plan_id": self.plan_id,
         }
 
 
@@ -73,6 +78,8 @@ def audit(declaration: Declaration, trace: Trace, *, tools: ToolsLike | None = N
     findings = _budget(declaration, trace, registry)
     findings.extend(_deviations(declaration, trace))
     findings.extend(_policy(declaration, trace, registry))
+    if declaration.plan_id is not None:
+        findings = [replace(f, plan_id=declaration.plan_id) for f in findings]
     return findings
 
 
@@ -183,15 +190,33 @@ def _match(declaration: Declaration, trace: Trace) -> tuple[dict[str, TracedCall
                 matched[d.id], taken[i] = c, d.id
                 break
     # A declared fallback accounts for a call of its tool after the declared call failed.
+    # A declared fallback chain accounts for calls of its tools, in its order.
     for d in declaration.calls:
         call = matched.get(d.id)
-        if d.fallback is None or call is None or (call.status == "succeeded" and not call.used_fallback):
+        chain = d.fallbacks or ((d.fallback,) if d.fallback is not None else ())
+        if not chain or call is None or (call.status == "succeeded" and not call.used_fallback):
             continue
-        for i, c in enumerate(calls):
-            if i not in taken and d.fallback in c.names:
-                taken[i] = f"{d.id}:fallback"
-                break
+        for link, tool in enumerate(chain, 1):
+            for i, c in enumerate(calls):
+                if i not in taken and tool in c.names:
+                    taken[i] = f"{d.id}:fallback" if link == 1 else f"{d.id}:fallback{link}"
+                    break
     return matched, taken
+
+
+def _intent(d: DeclaredCall) -> dict[str, Any]:
+    """A declared call as the ACP proposal's ToolCallIntent (a PlanDeviation's ``expected``)."""
+    out: dict[str, Any] = {"toolName": d.tool}
+    if d.rationale is not None:
+        out["rationale"] = d.rationale
+    if d.expected_outcome is not None:
+        out["expectedOutcome"] = d.expected_outcome
+    return out
+
+
+def _actual(c: TracedCall) -> dict[str, Any]:
+    """A traced call as a PlanDeviation's ``actual``."""
+    return {"tool": c.tool, "step": c.step_id, "status": c.status}
 
 
 def _deviations(declaration: Declaration, trace: Trace) -> list[Finding]:
@@ -210,7 +235,12 @@ def _deviations(declaration: Declaration, trace: Trace) -> list[Finding]:
                     code="not_executed",
                     step=d.id,
                     message=f"Declared call {d.id} ({d.tool!r}) never called a tool: it ended {call.status}{why}",
-                    details={"declared_tool": d.tool, "status": call.status},
+                    details={
+                        "declared_tool": d.tool,
+                        "status": call.status,
+                        "expected": _intent(d),
+                        "actual": _actual(call),
+                    },
                 )
             )
         elif call is None:
@@ -225,7 +255,13 @@ def _deviations(declaration: Declaration, trace: Trace) -> list[Finding]:
                         step=other.step_id,
                         message=f"Declared call {d.id} was to {d.tool!r}, but {other.tool!r} ran in its place "
                         f"(step {other.step_id!r}).",
-                        details={"declared_tool": d.tool, "actual_tool": other.tool, "declared": d.id},
+                        details={
+                            "declared_tool": d.tool,
+                            "actual_tool": other.tool,
+                            "declared": d.id,
+                            "expected": _intent(d),
+                            "actual": _actual(other),
+                        },
                     )
                 )
             else:
@@ -237,7 +273,7 @@ def _deviations(declaration: Declaration, trace: Trace) -> list[Finding]:
                         message=f"Declared call {d.id} ({d.tool!r}"
                         + (f": {d.rationale}" if d.rationale else "")
                         + ") was never made.",
-                        details={"declared_tool": d.tool},
+                        details={"declared_tool": d.tool, "expected": _intent(d), "actual": None},
                     )
                 )
     for c in extra:
@@ -247,7 +283,7 @@ def _deviations(declaration: Declaration, trace: Trace) -> list[Finding]:
                 code="undeclared_call",
                 step=c.step_id,
                 message=f"Step {c.step_id!r} called {c.tool!r}, which the plan did not declare.",
-                details={"actual_tool": c.tool, "run_id": c.run_id},
+                details={"actual_tool": c.tool, "run_id": c.run_id, "expected": None, "actual": _actual(c)},
             )
         )
     out.extend(_reordered(declaration, matched))
@@ -317,12 +353,12 @@ def _policy(declaration: Declaration, trace: Trace, registry: ToolRegistry | Non
         if prefer == "always" and choice.general is not None and choice.chosen != choice.general:
             out.append(
                 Finding(
-                    kind="PolicyViolation",
+                    kind="BLPViolation",
                     code="specialised_tool",
                     step=choice.step_id,
                     message=f"The declared policy prefers general methods, but step {choice.step_id!r} ran the "
                     f"specialised {choice.chosen!r} instead of group {choice.group!r}'s general {choice.general!r}.",
-                    details=choice.to_dict(),
+                    details={**choice.to_dict(), "trick": choice.chosen, "generalAlternative": choice.general},
                 )
             )
         wanted = policy.strategy if policy is not None else None
@@ -346,13 +382,19 @@ def _policy(declaration: Declaration, trace: Trace, registry: ToolRegistry | Non
                 if call.tool in group.members and group.general is not None and call.tool != group.general:
                     out.append(
                         Finding(
-                            kind="PolicyViolation",
+                            kind="BLPViolation",
                             code="specialised_tool",
                             step=call.step_id,
                             message=f"The declared policy prefers general methods, but step {call.step_id!r} called "
                             f"the specialised {call.tool!r} directly; {group.general!r} is the general tool of "
                             f"its group {group.name!r}.",
-                            details={"tool": call.tool, "group": group.name, "general": group.general},
+                            details={
+                                "tool": call.tool,
+                                "group": group.name,
+                                "general": group.general,
+                                "trick": call.tool,
+                                "generalAlternative": group.general,
+                            },
                         )
                     )
                     break

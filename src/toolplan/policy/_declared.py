@@ -5,31 +5,39 @@ Two sources, one `Declaration`:
 - the declared-plan dialect, a description of intended calls that is not run::
 
       {"ToolCallPlan": {
-         "planningContext": {"goal": "...", "constraints": {"maxToolCalls": 5, "maxCost": 2},
-                             "policy": {"strategy": "thompson", "preferGeneralMethods": true}},
+         "planId": "p2", "replaces": "p1", "executionState": "Planned",
+         "planningContext": {"goal": "...", "constraints": {"maxToolCalls": 5, "maxCost": 2, "scaleFactor": 2},
+                             "policy": {"strategy": "ThompsonSampling", "preferGeneralMethods": true}},
          "plannedSequence": [{"toolName": "search", "rationale": "...", "expectedOutcome": "...",
-                              "fallbackOnFailure": "other_search"}]}}
+                              "fallbackOnFailure": {"toolName": "other_search", "rationale": "..."}}]}}
 
-  (the ``ToolCallPlan`` wrapper is optional; ``constraints`` may also be a list of sentences, and
-  ``policy`` a string such as ``"ucb1, prefer_general_methods"``);
+  (the ``ToolCallPlan`` or ``toolCallPlan`` wrapper is optional; ``constraints`` may also be a list
+  of sentences, and ``policy`` a string such as ``"ucb1, prefer_general_methods"``; ``scaleFactor``
+  multiplies every declared limit, counts rounded down; ``fallbackOnFailure`` is a tool name or an
+  intent, which may have its own fallback, at most `MAX_FALLBACK_DEPTH` deep);
 - a native plan: its ``goal``, ``budget``, ``policy`` and each step's ``rationale`` and
   ``expected_outcome`` (`declaration_of`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from .._errors import PlanIssue, PlanValidationError
 from .._json import JSONTextError, loads
 from .._numbers import finite_number
 from ..plan import Budget, Plan
-from ._policy import PreferGeneral, parse_policy
+from ._policy import PreferGeneral, policy_settings
+from ._state import ExecutionState, parse_state
 from ._strategies import Strategy
 
-__all__ = ("DeclaredCall", "DeclaredPolicy", "Declaration", "declaration_of", "parse_declaration")
+__all__ = ("MAX_FALLBACK_DEPTH", "DeclaredCall", "DeclaredPolicy", "Declaration", "declaration_of", "parse_declaration")
+
+#: How many fallbacks a declared call may chain (``fallbackOnFailure`` inside ``fallbackOnFailure``).
+MAX_FALLBACK_DEPTH = 3
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,6 +52,7 @@ class DeclaredCall:
         fallback: The tool to call if it fails (``fallbackOnFailure`` when it names a tool).
         fallback_note: ``fallbackOnFailure`` when it is a sentence rather than a tool name.
         depends_on: Ids of intended calls that must end before this one starts.
+        fallbacks: The whole chain of fallback tools, in the order they are tried (``fallback`` first).
     """
 
     id: str
@@ -53,15 +62,21 @@ class DeclaredCall:
     fallback: str | None = None
     fallback_note: str | None = None
     depends_on: tuple[str, ...] = ()
+    fallbacks: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeclaredPolicy:
-    """A declared explore/exploit policy: a strategy, and whether general methods are preferred."""
+    """A declared explore/exploit policy: a strategy, its numbers, and whether general methods are preferred.
+
+    ``exploration_rate`` is ``epsilon_greedy``'s (``explorationRate``); ``temperature`` is ``softmax``'s.
+    """
 
     strategy: Strategy | None = None
     prefer_general_methods: PreferGeneral | None = None
     text: str = ""
+    exploration_rate: float | None = None
+    temperature: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,6 +90,13 @@ class Declaration:
         policy: Its explore/exploit policy.
         calls: The intended calls, in order.
         source: ``"declared"`` (a ``ToolCallPlan``) or ``"native"`` (a plan's own fields).
+        plan_id: Its ``planId``, if it has one.
+        replaces: The ``planId`` of the plan it replaces (a replan), if any.
+        execution_state: Its ``executionState`` as declared (``Planned`` when not said);
+            `toolplan.policy.execution_state` gives it as the run goes.
+        scale_factor: Its ``scaleFactor``: ``budget`` holds the limits already multiplied by it.
+        declared_at: When it was declared (Unix seconds), if known: a replan's calls are judged
+            against the declaration in force when each was made.
     """
 
     goal: str | None = None
@@ -83,10 +105,24 @@ class Declaration:
     policy: DeclaredPolicy | None = None
     calls: tuple[DeclaredCall, ...] = ()
     source: str = "declared"
+    plan_id: str | None = None
+    replaces: str | None = None
+    execution_state: ExecutionState = field(default_factory=ExecutionState)
+    scale_factor: float | None = None
+    declared_at: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """As JSON data."""
         out: dict[str, Any] = {"source": self.source, "goal": self.goal, "constraints": list(self.constraints)}
+        for key, value in (
+            ("plan_id", self.plan_id),
+            ("replaces", self.replaces),
+            ("scale_factor", self.scale_factor),
+            ("declared_at", self.declared_at),
+        ):
+            if value is not None:
+                out[key] = value
+        out["execution_state"] = self.execution_state.to_dict()
         if self.budget is not None:
             b = self.budget
             out["budget"] = {
@@ -104,6 +140,10 @@ class Declaration:
                 "strategy": self.policy.strategy,
                 "prefer_general_methods": self.policy.prefer_general_methods,
             }
+            if self.policy.exploration_rate is not None:
+                out["policy"]["exploration_rate"] = self.policy.exploration_rate
+            if self.policy.temperature is not None:
+                out["policy"]["temperature"] = self.policy.temperature
         out["calls"] = [{k: v for k, v in vars_of(c).items() if v is not None} for c in self.calls]
         return out
 
@@ -118,6 +158,7 @@ def vars_of(call: DeclaredCall) -> dict[str, Any]:
         "fallback": call.fallback,
         "fallback_note": call.fallback_note,
         "depends_on": list(call.depends_on) or None,
+        "fallbacks": list(call.fallbacks) if len(call.fallbacks) > 1 else None,
     }
 
 
@@ -137,6 +178,8 @@ _BUDGET_KEYS = {
     "max_tool_calls_per_tool": "max_tool_calls_per_tool",
     "maxcalls": "max_tool_calls_per_tool",  # {"maxCalls": {"send_email": 1}}
     "max_calls": "max_tool_calls_per_tool",
+    "scalefactor": "scale_factor",
+    "scale_factor": "scale_factor",
 }
 
 
@@ -157,8 +200,12 @@ def parse_declaration(source: Any) -> Declaration:
             raise PlanValidationError(
                 [PlanIssue(code="invalid_json", message=f"The declared plan is not valid JSON: {exc.message}.")]
             ) from None
-    if isinstance(data, dict) and isinstance(data.get("ToolCallPlan"), dict):
-        data = data["ToolCallPlan"]
+    if isinstance(data, dict):
+        for wrapper in ("ToolCallPlan", "toolCallPlan"):
+            if isinstance(data.get(wrapper), dict):  # its planId and replaces may sit beside the wrapper
+                outer = cast(dict[str, Any], data)
+                data = {**{k: outer[k] for k in ("planId", "replaces") if k in outer}, **outer[wrapper]}
+                break
     if not isinstance(data, dict) or "plannedSequence" not in data:
         if isinstance(data, dict) and isinstance(data.get("steps"), list):
             from ..plan import parse_plan
@@ -180,9 +227,14 @@ def parse_declaration(source: Any) -> Declaration:
         issues.error("invalid_field", "'planningContext' must be an object with 'goal', 'constraints' and 'policy'.")
         context = {}
     goal = context.get("goal")
-    constraints, budget = _constraints(context.get("constraints"), issues)
+    constraints, budget, scale = _constraints(context.get("constraints"), issues)
     policy = _policy(context.get("policy"), issues)
     calls = _sequence(obj.get("plannedSequence"), issues)
+    plan_id = _plan_id(obj.get("planId"), "planId", issues)
+    replaces = _plan_id(next((obj[k] for k in ("replaces", "replacesPlanId") if k in obj), None), "replaces", issues)
+    state, problem = parse_state(obj.get("executionState"))
+    if problem:
+        issues.error("invalid_field", problem)
     if issues:
         raise PlanValidationError(issues)
     return Declaration(
@@ -192,7 +244,20 @@ def parse_declaration(source: Any) -> Declaration:
         policy=policy,
         calls=calls,
         source="declared",
+        plan_id=plan_id,
+        replaces=replaces,
+        execution_state=state,
+        scale_factor=scale,
     )
+
+
+def _plan_id(raw: Any, key: str, issues: _Issues) -> str | None:
+    if raw is None:
+        return None
+    if isinstance(raw, str) and 0 < len(raw) <= 200:
+        return raw
+    issues.error("invalid_field", f"{key!r} must be a plan id (a string of 1 to 200 characters), got {raw!r:.60}.")
+    return None
 
 
 def _number(raw: Any, key: str, issues: _Issues) -> float | None:
@@ -209,18 +274,18 @@ def _number(raw: Any, key: str, issues: _Issues) -> float | None:
     return float(raw)
 
 
-def _constraints(raw: Any, issues: _Issues) -> tuple[tuple[str, ...], Budget | None]:
+def _constraints(raw: Any, issues: _Issues) -> tuple[tuple[str, ...], Budget | None, float | None]:
     if raw is None:
-        return (), None
+        return (), None, None
     if isinstance(raw, str):
-        return (raw,), None
+        return (raw,), None, None
     if isinstance(raw, list):
-        return tuple(str(x) for x in raw), None
+        return tuple(str(x) for x in raw), None, None
     if not isinstance(raw, dict):
         issues.error(
             "invalid_field", "'constraints' must be an object (e.g. {\"maxToolCalls\": 5}) or a list of sentences."
         )
-        return (), None
+        return (), None, None
     limits: dict[str, Any] = {}
     texts: list[str] = []
     for key, value in cast(dict[str, Any], raw).items():
@@ -238,16 +303,36 @@ def _constraints(raw: Any, issues: _Issues) -> tuple[tuple[str, ...], Budget | N
             number = _number(value, key, issues)
             if number is not None:
                 limits[name] = int(number) if name == "max_tool_calls" else number
+    scale = limits.pop("scale_factor", None)
+    if scale is not None and not 0 < scale < math.inf:
+        issues.error("invalid_field", f"'scaleFactor' must be a number above 0 (1.0 is the baseline), got {scale:g}.")
+        scale = None
+    if scale is not None:  # every limit times the factor; counts of calls rounded down
+        for name in ("max_cost", "max_latency"):
+            if name in limits:
+                limits[name] *= scale
+        if "max_tool_calls" in limits:
+            limits["max_tool_calls"] = math.floor(limits["max_tool_calls"] * scale)
+        if "max_tool_calls_per_tool" in limits:
+            limits["max_tool_calls_per_tool"] = {
+                t: math.floor(n * scale) for t, n in limits["max_tool_calls_per_tool"].items()
+            }
     budget = Budget(**limits) if limits else None
-    return tuple(texts), budget
+    return tuple(texts), budget, scale
 
 
 def _policy(raw: Any, issues: _Issues) -> DeclaredPolicy | None:
     if raw is None:
         return None
     if isinstance(raw, str):
-        named, said = parse_policy(raw)
-        return DeclaredPolicy(strategy=named, prefer_general_methods=said, text=raw)
+        settings = policy_settings(raw)
+        return DeclaredPolicy(
+            strategy=settings.strategy,
+            prefer_general_methods=settings.prefer_general_methods,
+            text=raw,
+            exploration_rate=settings.exploration_rate,
+            temperature=settings.temperature,
+        )
     if not isinstance(raw, dict):
         issues.error("invalid_field", '\'policy\' must be a string such as "thompson" or an object {"strategy": ...}.')
         return None
@@ -256,7 +341,15 @@ def _policy(raw: Any, issues: _Issues) -> DeclaredPolicy | None:
     for key in ("strategy", "explorationStrategy", "exploration", "exploreExploit", "explore_exploit"):
         if isinstance(obj.get(key), str):
             words.append(obj[key])
-    strategy, _ = parse_policy(",".join(words))
+    strategy = policy_settings(",".join(words)).strategy
+    if words and strategy is None:
+        issues.error(
+            "invalid_field",
+            f"Unknown strategy {', '.join(words)!r:.80}. Name one of Greedy, EpsilonGreedy, UCB, "
+            "ThompsonSampling or Softmax (or toolplan's greedy, epsilon_greedy, ucb1, thompson, softmax).",
+        )
+    rate = _fraction(obj, ("explorationRate", "exploration_rate", "epsilon"), issues, upper=1.0)
+    temperature = _fraction(obj, ("temperature",), issues, upper=None)
     prefer: PreferGeneral | None = None
     for key in ("preferGeneralMethods", "prefer_general_methods"):
         value = obj.get(key)
@@ -266,7 +359,27 @@ def _policy(raw: Any, issues: _Issues) -> DeclaredPolicy | None:
             prefer = "never"
         elif value in ("when_tight", "always", "never"):
             prefer = value
-    return DeclaredPolicy(strategy=strategy, prefer_general_methods=prefer, text=str(raw))
+    return DeclaredPolicy(
+        strategy=strategy,
+        prefer_general_methods=prefer,
+        text=str(raw),
+        exploration_rate=rate,
+        temperature=temperature,
+    )
+
+
+def _fraction(obj: dict[str, Any], keys: tuple[str, ...], issues: _Issues, *, upper: float | None) -> float | None:
+    """A policy's number: ``explorationRate`` from 0 to 1, ``temperature`` above 0."""
+    key = next((k for k in keys if k in obj), None)
+    if key is None or obj[key] is None:
+        return None
+    value = obj[key]
+    ok = finite_number(value) and (0 <= value <= upper if upper is not None else value > 0)
+    if not ok:
+        want = f"from 0 to {upper:g}" if upper is not None else "above 0"
+        issues.error("invalid_field", f"Policy {key!r} must be a number {want}, got {value!r:.40}.")
+        return None
+    return float(value)
 
 
 def _sequence(raw: Any, issues: _Issues) -> tuple[DeclaredCall, ...]:
@@ -282,28 +395,56 @@ def _sequence(raw: Any, issues: _Issues) -> tuple[DeclaredCall, ...]:
             issues.error("invalid_step", f"plannedSequence entry #{i + 1} needs a 'toolName' (a string).", cid)
             continue
         e = cast(dict[str, Any], entry)
-        fallback_raw = e.get("fallbackOnFailure")
-        fallback = note = None
-        if isinstance(fallback_raw, str) and fallback_raw.strip():
-            text = fallback_raw.strip()
-            if " " in text:
-                note = text
-            else:
-                fallback = text
-        elif isinstance(fallback_raw, dict) and isinstance(fallback_raw.get("toolName"), str):
-            fallback = fallback_raw["toolName"]
+        chain, note = _fallbacks(e.get("fallbackOnFailure"), cid, issues)
         calls.append(
             DeclaredCall(
                 id=cid,
                 tool=e["toolName"],
                 rationale=_text(e.get("rationale")),
                 expected_outcome=_text(e.get("expectedOutcome")),
-                fallback=fallback,
+                fallback=chain[0] if chain else None,
                 fallback_note=note,
                 depends_on=_depends(e.get("dependsOn"), names, i, issues),
+                fallbacks=chain,
             )
         )
     return tuple(calls)
+
+
+def _fallbacks(raw: Any, cid: str, issues: _Issues) -> tuple[tuple[str, ...], str | None]:
+    """``fallbackOnFailure``: a tool name, a sentence, or an intent that may have its own fallback.
+
+    Returns the chain of tools (outermost first) and the sentence, if it ended in one.
+    """
+    chain: list[str] = []
+    while raw is not None:
+        if len(chain) == MAX_FALLBACK_DEPTH:
+            issues.error(
+                "fallback_too_deep",
+                f"plannedSequence entry #{cid}: 'fallbackOnFailure' is nested more than {MAX_FALLBACK_DEPTH} deep. "
+                f"Declare at most {MAX_FALLBACK_DEPTH} fallbacks, one inside the other.",
+                cid,
+            )
+            break
+        if isinstance(raw, str):
+            text = raw.strip()
+            if " " in text:
+                return tuple(chain), text
+            if text:
+                chain.append(text)
+            break
+        if isinstance(raw, dict) and isinstance(raw.get("toolName"), str) and raw["toolName"]:
+            chain.append(raw["toolName"])
+            raw = raw.get("fallbackOnFailure")
+            continue
+        issues.error(
+            "invalid_field",
+            f"plannedSequence entry #{cid}: 'fallbackOnFailure' must be a tool name or an intent "
+            '{"toolName": ..., "rationale": ..., "fallbackOnFailure": ...}.',
+            cid,
+        )
+        break
+    return tuple(chain), None
 
 
 def _text(raw: Any) -> str | None:
@@ -333,11 +474,17 @@ def _depends(raw: Any, names: Sequence[Any], index: int, issues: _Issues) -> tup
 
 def declaration_of(plan: Plan) -> Declaration:
     """A native plan's own declaration: its goal, budget, policy, and each step's tool, rationale and outcome."""
-    strategy, prefer = parse_policy(plan.policy)
+    said = policy_settings(plan.policy)
     return Declaration(
         goal=plan.goal,
         budget=plan.budget if plan.budget is not None and not plan.budget.unlimited else None,
-        policy=DeclaredPolicy(strategy=strategy, prefer_general_methods=prefer, text=plan.policy)
+        policy=DeclaredPolicy(
+            strategy=said.strategy,
+            prefer_general_methods=said.prefer_general_methods,
+            text=plan.policy,
+            exploration_rate=said.exploration_rate,
+            temperature=said.temperature,
+        )
         if plan.policy
         else None,
         calls=tuple(
@@ -348,6 +495,7 @@ def declaration_of(plan: Plan) -> Declaration:
                 expected_outcome=s.expected_outcome,
                 fallback=s.fallback.tool if s.fallback is not None else None,
                 depends_on=s.depends_on,
+                fallbacks=tuple(link.tool for link in s.fallback.chain) if s.fallback is not None else (),
             )
             for s in plan.steps
         ),

@@ -7,6 +7,7 @@ It implements `toolplan.execute.ToolChooser`: give it to ``execute_plan(..., pol
 from __future__ import annotations
 
 import contextlib
+import math
 import random
 import time
 from collections.abc import Callable
@@ -19,7 +20,15 @@ from ..execute._internal import set_default_policy
 from ._stats import ArmStats, Observation, StatsStore
 from ._strategies import STRATEGIES, Strategy, pick
 
-__all__ = ("DEFAULT_HALF_LIFE", "PreferGeneral", "RewardWeights", "ToolPolicy", "parse_policy")
+__all__ = (
+    "DEFAULT_HALF_LIFE",
+    "PolicySettings",
+    "PreferGeneral",
+    "RewardWeights",
+    "ToolPolicy",
+    "parse_policy",
+    "policy_settings",
+)
 
 #: Seconds after which an observation counts half (a week): tools change, old numbers fade.
 DEFAULT_HALF_LIFE = 7 * 24 * 3600.0
@@ -66,38 +75,100 @@ class RewardWeights:
         return max(0.0, 1.0 - self.latency * slow - self.cost * dear)
 
 
-def parse_policy(text: str | None) -> tuple[Strategy | None, PreferGeneral | None]:
-    """A plan's ``policy`` text: a strategy name and/or ``prefer_general_methods``, joined by ``,`` or ``+``.
+# Strategy names as written (lower case, without "_", "-" or spaces): toolplan's and the ACP proposal's.
+_STRATEGY_WORDS: dict[str, Strategy] = {
+    "greedy": "greedy",
+    "epsilongreedy": "epsilon_greedy",
+    "egreedy": "epsilon_greedy",
+    "epsilon": "epsilon_greedy",
+    "ucb": "ucb1",
+    "ucb1": "ucb1",
+    "thompson": "thompson",
+    "thompsonsampling": "thompson",
+    "softmax": "softmax",
+    "boltzmann": "softmax",
+}
 
-    Unknown words are ignored (the policy's own settings stand).
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PolicySettings:
+    """What a policy text says: a strategy, general methods, and the strategies' own numbers.
+
+    Attributes:
+        strategy: The strategy named, if one.
+        prefer_general_methods: ``"always"`` when ``prefer_general_methods`` is named.
+        exploration_rate: ``epsilon_greedy``'s rate (``explorationRate=0.2`` or ``epsilon=0.2``), from 0 to 1.
+        temperature: ``softmax``'s temperature (``temperature=0.5``), above 0.
+    """
+
+    strategy: Strategy | None = None
+    prefer_general_methods: PreferGeneral | None = None
+    exploration_rate: float | None = None
+    temperature: float | None = None
+
+
+def _word(text: str) -> str:
+    return text.strip().lower().replace("_", "").replace("-", "").replace(" ", "")
+
+
+def _setting(key: str, value: str) -> tuple[str, float] | None:
+    """``explorationRate=0.2`` -> ("exploration_rate", 0.2); None when the key or number is not one."""
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    if key in ("explorationrate", "epsilon") and 0.0 <= number <= 1.0:
+        return "exploration_rate", number
+    if key == "temperature" and 0.0 < number < math.inf:
+        return "temperature", number
+    return None
+
+
+def policy_settings(text: str | None) -> PolicySettings:
+    """A plan's ``policy`` text: a strategy, ``prefer_general_methods`` and ``name=number`` settings.
+
+    The words are joined by ``,`` or ``+``. Strategy names are toolplan's (``epsilon_greedy``,
+    ``ucb1``...) or the ACP proposal's (``Greedy``, ``EpsilonGreedy``, ``UCB``,
+    ``ThompsonSampling``), in any case; ``softmax`` takes a ``temperature``, ``epsilon_greedy`` an
+    ``explorationRate``. Unknown words are ignored (the
+    policy's own settings stand).
     """
     if not text:
-        return None, None
+        return PolicySettings()
     strategy: Strategy | None = None
     prefer: PreferGeneral | None = None
+    numbers: dict[str, float] = {}
     for raw in text.replace("+", ",").split(","):
-        word = raw.strip().lower().replace("-", "_")
-        if word in STRATEGIES:
-            strategy = word
-        elif word == "ucb":
-            strategy = "ucb1"
-        elif word in ("epsilon", "egreedy", "e_greedy"):
-            strategy = "epsilon_greedy"
-        elif word == "prefer_general_methods":
+        key, eq, value = raw.partition("=")
+        word = _word(key)
+        if eq:
+            setting = _setting(word, value.strip())
+            if setting is not None:
+                numbers[setting[0]] = setting[1]
+        elif word in _STRATEGY_WORDS:
+            strategy = _STRATEGY_WORDS[word]
+        elif word == "prefergeneralmethods":
             prefer = "always"
-    return strategy, prefer
+    return PolicySettings(strategy=strategy, prefer_general_methods=prefer, **numbers)
+
+
+def parse_policy(text: str | None) -> tuple[Strategy | None, PreferGeneral | None]:
+    """A plan's ``policy`` text: its strategy and ``prefer_general_methods`` (`policy_settings` has the rest)."""
+    settings = policy_settings(text)
+    return settings.strategy, settings.prefer_general_methods
 
 
 class ToolPolicy:
     """Chooses among alternative tools by explore/exploit, and learns from every call it chose.
 
     Args:
-        strategy: ``"thompson"`` (default), ``"ucb1"``, ``"epsilon_greedy"`` or ``"greedy"``. A
-            plan's own ``policy`` (``"ucb1"``, ``"greedy,prefer_general_methods"``) overrides it
-            for that plan's steps.
+        strategy: ``"thompson"`` (default), ``"ucb1"``, ``"epsilon_greedy"``, ``"greedy"`` or
+            ``"softmax"``. A plan's own ``policy`` (``"ucb1"``, ``"greedy,prefer_general_methods"``,
+            ``"EpsilonGreedy, explorationRate=0.3"``) overrides it for that plan's steps.
         seed: Seed of the policy's random numbers: the same seed and the same outcomes give the
             same choices. None draws one.
         epsilon: Exploration rate of ``epsilon_greedy``.
+        temperature: Temperature of ``softmax`` (above 0; low: nearly greedy, high: nearly uniform).
         prefer_general_methods: Choose the group's ``general`` tool ``"when_tight"`` (the share of
             the budget left is below ``tight_below``), ``"always"``, or ``"never"``.
         tight_below: The share of the tightest limit (calls, cost, time) below which a budget is tight.
@@ -115,6 +186,7 @@ class ToolPolicy:
         *,
         seed: int | None = None,
         epsilon: float = 0.1,
+        temperature: float = 0.1,
         prefer_general_methods: PreferGeneral = "when_tight",
         tight_below: float = 0.2,
         half_life: float | None = DEFAULT_HALF_LIFE,
@@ -126,6 +198,8 @@ class ToolPolicy:
             raise UserError(f"Unknown strategy {strategy!r}. Choose one of: {', '.join(STRATEGIES)}.")
         if not 0.0 <= epsilon <= 1.0:
             raise UserError(f"epsilon must be from 0 to 1, got {epsilon}.")
+        if not 0.0 < temperature < math.inf:
+            raise UserError(f"temperature must be a number above 0, got {temperature}.")
         if prefer_general_methods not in _PREFER:
             raise UserError(
                 f"prefer_general_methods must be one of {', '.join(_PREFER)}, got {prefer_general_methods!r}."
@@ -140,6 +214,7 @@ class ToolPolicy:
         self.seed = seed
         self.rng = random.Random(seed)
         self.epsilon = epsilon
+        self.temperature = temperature
         self.prefer_general_methods: PreferGeneral = prefer_general_methods
         self.tight_below = tight_below
         self.half_life = half_life
@@ -178,9 +253,9 @@ class ToolPolicy:
     def decide(self, request: ChoiceRequest, stats: dict[str, ArmStats], note: str = "") -> Choice:
         """The choice for ``request`` given the group's statistics (pure but for the seeded random numbers)."""
         candidates = request.candidates
-        strategy, prefer = parse_policy(request.strategy)
-        strategy = strategy or self.strategy
-        prefer = prefer or self.prefer_general_methods
+        said = policy_settings(request.strategy)
+        strategy = said.strategy or self.strategy
+        prefer = said.prefer_general_methods or self.prefer_general_methods
         general = request.general if request.general in candidates else None
         if general is not None and prefer != "never":
             left = request.budget_left
@@ -193,7 +268,13 @@ class ToolPolicy:
                 return self._choice(request, general, "prefer_general_methods", 1.0, note or why)
         now = self.clock()
         arms = [stats.get(c, ArmStats()).at(now, self.half_life) for c in candidates]
-        index, probability = pick(strategy, [(a.n, a.reward) for a in arms], self.rng, epsilon=self.epsilon)
+        index, probability = pick(
+            strategy,
+            [(a.n, a.reward) for a in arms],
+            self.rng,
+            epsilon=self.epsilon if said.exploration_rate is None else said.exploration_rate,
+            temperature=self.temperature if said.temperature is None else said.temperature,
+        )
         return self._choice(request, candidates[index], strategy, probability, note)
 
     @staticmethod

@@ -1,13 +1,15 @@
-"""The four explore/exploit formulas, on the standard library alone.
+"""The five explore/exploit formulas, on the standard library alone.
 
 Each takes the arms' statistics (decayed count ``n`` and reward sum ``s``, rewards in [0, 1]) and a
 seeded `random.Random`, and returns the index of the arm to pull and the probability the strategy
 gave it (for offline evaluation of the choices). Arms never tried are tried first, in order, by
-``greedy``, ``epsilon_greedy`` and ``ucb1``; ``thompson``'s uniform prior covers them.
+``greedy``, ``epsilon_greedy``, ``ucb1`` and ``softmax``; ``thompson``'s uniform prior covers them.
 
 - ``greedy``: the best mean reward.
 - ``epsilon_greedy``: with probability epsilon an arm drawn uniformly, else the greedy one.
 - ``ucb1``: the best ``mean + sqrt(2 ln N / n)`` (Auer, Cesa-Bianchi and Fischer 2002), N the total count.
+- ``softmax``: an arm drawn with probability proportional to ``exp(mean / temperature)`` (Boltzmann
+  exploration): a low temperature is nearly greedy, a high one nearly uniform.
 - ``thompson``: the best draw from each arm's Beta(1 + s, 1 + n - s) posterior (fractional rewards
   count as fractional successes).
 """
@@ -25,12 +27,13 @@ __all__ = (
     "epsilon_greedy",
     "greedy",
     "pick",
+    "softmax",
     "thompson",
     "thompson_probabilities",
     "ucb1",
 )
 
-Strategy: TypeAlias = Literal["greedy", "epsilon_greedy", "ucb1", "thompson"]
+Strategy: TypeAlias = Literal["greedy", "epsilon_greedy", "ucb1", "thompson", "softmax"]
 STRATEGIES: tuple[Strategy, ...] = get_args(Strategy)
 
 Arm = tuple[float, float]  # (n, s): decayed count and decayed reward sum
@@ -83,6 +86,25 @@ def ucb1(arms: Sequence[Arm], rng: random.Random) -> tuple[int, float]:
     scores = [_mean(a) + math.sqrt(2.0 * log_total / a[0]) for a in arms]
     index, _ties = _best(scores)
     return index, 1.0
+
+
+def softmax(arms: Sequence[Arm], rng: random.Random, temperature: float = 0.1) -> tuple[int, float]:
+    """An arm drawn with probability proportional to ``exp(mean / temperature)`` (an untried arm first)."""
+    untried = _untried(arms)
+    if untried is not None:
+        return untried, 1.0
+    means = [_mean(a) for a in arms]
+    top = max(means)
+    weights = [math.exp((m - top) / temperature) for m in means]  # shifted by the best: no overflow
+    total = sum(weights)
+    draw = rng.random() * total
+    index = len(arms) - 1
+    for i, w in enumerate(weights):
+        draw -= w
+        if draw < 0.0:
+            index = i
+            break
+    return index, weights[index] / total
 
 
 def thompson(arms: Sequence[Arm], rng: random.Random, *, with_probability: bool = True) -> tuple[int, float]:
@@ -145,6 +167,7 @@ def pick(
     rng: random.Random,
     *,
     epsilon: float = 0.1,
+    temperature: float = 0.1,
     with_probability: bool = True,
 ) -> tuple[int, float]:
     """The arm ``strategy`` pulls, and the probability it gave that arm."""
@@ -156,4 +179,6 @@ def pick(
         return epsilon_greedy(arms, rng, epsilon)
     if strategy == "greedy":
         return greedy(arms, rng)
+    if strategy == "softmax":
+        return softmax(arms, rng, temperature)
     raise ValueError(f"unknown strategy {strategy!r}")

@@ -202,6 +202,7 @@ def step_from_row(row: Mapping[Any, Any], output: Any, *, reused: bool = False) 
             "ended_at": row["ended_at"],
             "arguments": loads(row["arguments"]) if row["arguments"] else None,
             "used_fallback": bool(row["used_fallback"]),
+            "fallback_link": int(row["used_fallback"] or 0),
             "warnings": warnings,
             "reused": reused,
         }

@@ -12,6 +12,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from .._context import call_key
 from .._json import dumps
 from ..execute import PlanResult, StepResult
 from ..plan import Plan
@@ -318,8 +319,8 @@ class Journal:
             ]
         )
 
-    def started(self, step_id: str, tool: str, attempt: int, fallback: bool, at: float) -> asyncio.Future[None]:
-        key = f"{self.run_id}:{step_id}:fallback" if fallback else f"{self.run_id}:{step_id}"
+    def started(self, step_id: str, tool: str, attempt: int, fallback: int, at: float) -> asyncio.Future[None]:
+        key = call_key(self.run_id, step_id, fallback)
         payload: dict[str, Any] = {"tool": tool, "attempt": attempt}
         if fallback:
             payload["fallback"] = True
@@ -373,7 +374,7 @@ class Journal:
             error_message=error.message if error else None,
             started_at=r.started_at,
             ended_at=r.ended_at,
-            used_fallback=int(r.used_fallback),
+            used_fallback=r.fallback_link or int(r.used_fallback),  # the link of its fallback chain that stands
             warnings=dumps(list(r.warnings)) if r.warnings else None,
             arguments=dumps(r.arguments) if r.arguments is not None else None,
         )

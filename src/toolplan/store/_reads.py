@@ -62,7 +62,7 @@ def stored_run(conn: sa.Connection, run_id: str, row: Mapping[Any, Any]) -> Stor
             status=status,
             attempt=r["attempt"],
             call_tool=r["call_tool"],
-            fallback=bool(r["fallback"]),
+            fallback=int(r["fallback"]),
             result=record,
         )
     result = None
@@ -179,12 +179,12 @@ def read_plan_and_limits(engine: sa.Engine, run_id: str) -> tuple[Plan, RunLimit
     return decode(row[0]), decode(row[1])
 
 
-def read_declarations(engine: sa.Engine, run_id: str) -> list[dict[str, Any]]:
-    """The plans agent run ``run_id`` declared, in order."""
+def read_declarations(engine: sa.Engine, run_id: str) -> list[tuple[float, dict[str, Any]]]:
+    """The plans agent run ``run_id`` declared, in order, each with the time it was stored."""
     d = t.declarations
     with engine.connect() as conn:
-        rows = conn.execute(sa.select(d.c.body).where(d.c.run_id == run_id).order_by(d.c.seq))
-        return [loads(r.body) for r in rows]
+        rows = conn.execute(sa.select(d.c.created_at, d.c.body).where(d.c.run_id == run_id).order_by(d.c.seq))
+        return [(r.created_at, loads(r.body)) for r in rows]
 
 
 def read_events(engine: sa.Engine, run_id: str, after: int, limit: int) -> list[StoredEvent]:

@@ -281,6 +281,13 @@ class Store:
 
     async def declarations(self, run_id: str) -> list[dict[str, Any]]:
         """The plans agent run ``run_id`` declared, in order (each as the model sent it)."""
+        return [body for _at, body in await self.timed_declarations(run_id)]
+
+    async def timed_declarations(self, run_id: str) -> list[tuple[float, dict[str, Any]]]:
+        """The plans agent run ``run_id`` declared, in order, each with when it was declared (Unix seconds).
+
+        A replanned run's calls are audited against the declaration in force when each was made.
+        """
         return await self.db.read(lambda engine: _reads.read_declarations(engine, run_id))  # type: ignore[no-any-return]
 
 

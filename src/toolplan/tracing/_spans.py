@@ -151,7 +151,7 @@ class PlanTrace:
 
 
 def attempt_span(
-    trace_: PlanTrace, tool: str, run_id: str, step_id: str, attempt: int, fallback: bool, arguments: Any
+    trace_: PlanTrace, tool: str, run_id: str, step_id: str, attempt: int, fallback: int, arguments: Any
 ) -> tuple[Span, object]:
     """The span of one attempt of a tool call, made current; returns it and the token to detach."""
     attributes: dict[str, Any] = {
