@@ -26,6 +26,7 @@ from ._errors import StoreError as StoreError
 from ._errors import ToolError as ToolError
 from ._errors import ToolOutputError as ToolOutputError
 from ._errors import ToolplanError as ToolplanError
+from ._errors import UncacheableToolError as UncacheableToolError
 from ._errors import UnexpectedModelBehavior as UnexpectedModelBehavior
 from ._errors import UnknownToolError as UnknownToolError
 from ._errors import UsageLimitExceeded as UsageLimitExceeded
@@ -43,6 +44,7 @@ from .agent import create_executor as create_executor
 from .agent import run as run
 from .execute import CallContext as CallContext
 from .execute import PlanResult as PlanResult
+from .execute import ResultCache as ResultCache
 from .execute import RunLimits as RunLimits
 from .execute import StepError as StepError
 from .execute import StepResult as StepResult
@@ -90,6 +92,7 @@ __all__ = (
     "PlanTool",
     "PlanValidationError",
     "ReferenceResolutionError",
+    "ResultCache",
     "RunConflictError",
     "RunContext",
     "RunError",
@@ -110,6 +113,7 @@ __all__ = (
     "ToolRegistry",
     "ToolResult",
     "ToolplanError",
+    "UncacheableToolError",
     "UnexpectedModelBehavior",
     "UnknownToolError",
     "UsageLimitExceeded",

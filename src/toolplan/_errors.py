@@ -5,7 +5,8 @@ ToolplanError                      root; every error toolplan raises on purpose
 ├── UserError                      the developer misused the API (fix the code, not the model)
 │   ├── OptionalDependencyError    an extra is not installed; the message names the pip command
 │   ├── CliInputError              a command-line input (file, option, tools spec) is unusable (toolplan.cli)
-│   └── InvalidToolSchemaError     a tool's parameters schema cannot be used (its path is named)
+│   ├── InvalidToolSchemaError     a tool's parameters schema cannot be used (its path is named)
+│   └── UncacheableToolError       a result cache was set up for a tool that is not read_only
 ├── ModelFacingError               a signal the model can act on (it is shown to the model)
 │   ├── PlanValidationError        a plan is invalid; `.issues` lists every problem; zero tools ran
 │   │   └── StreamedPlanInvalid    a streamed plan turned out invalid after some steps started; `.result`
@@ -88,6 +89,7 @@ __all__ = (
     "ToolError",
     "ToolOutputError",
     "ToolplanError",
+    "UncacheableToolError",
     "UnexpectedModelBehavior",
     "UnknownToolError",
     "UsageLimitExceeded",
@@ -148,6 +150,20 @@ class InvalidToolSchemaError(UserError):
         )
         self.detail = detail
         self.path = path
+        self.tool = tool
+
+
+class UncacheableToolError(UserError):
+    """A `ResultCache` names a tool that is not ``read_only``: its results must never be reused across runs."""
+
+    code = "uncacheable_tool"
+
+    def __init__(self, tool: str) -> None:
+        super().__init__(
+            f"The result cache sets a time to live for tool {tool!r}, which is not marked read_only: a call "
+            "that may change something must run every time. Leave the tool out of the cache's 'tools', or mark "
+            "it read_only if calling it changes nothing."
+        )
         self.tool = tool
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..execute import (
     BudgetWarning,
+    CacheHit,
     PlanEvent,
     PlanFinished,
     PlanStarted,
@@ -55,6 +56,8 @@ def record_of(event: PlanEvent) -> tuple[str, str | None, dict[str, Any], float]
         return "plan_finished", None, {"status": event.result.status}, event.result.ended_at or now
     if isinstance(event, ToolChosen):
         return "tool_chosen", event.step_id, event.choice.to_dict(), event.at
+    if isinstance(event, CacheHit):
+        return "cache_hit", event.step_id, {"tool": event.tool, "age": event.age}, event.at
     if isinstance(event, BudgetWarning):  # a durable run does not store it
         return None
     raise TypeError(f"not a plan event: {event!r}")  # pragma: no cover - PlanEvent is closed

@@ -12,12 +12,15 @@ from ._api import stream_plan as stream_plan
 from ._backend import Backend as Backend
 from ._backend import InProcessBackend as InProcessBackend
 from ._budget import BudgetMeter as BudgetMeter
+from ._cache import CacheStore as CacheStore
+from ._cache import ResultCache as ResultCache
 from ._choice import Choice as Choice
 from ._choice import ChoiceOutcome as ChoiceOutcome
 from ._choice import ChoiceRequest as ChoiceRequest
 from ._choice import FixedChooser as FixedChooser
 from ._choice import ToolChooser as ToolChooser
 from ._events import BudgetWarning as BudgetWarning
+from ._events import CacheHit as CacheHit
 from ._events import EventHandler as EventHandler
 from ._events import PlanEvent as PlanEvent
 from ._events import PlanFinished as PlanFinished
@@ -65,6 +68,8 @@ __all__ = (
     "BudgetMeter",
     "BudgetWarning",
     "BudgetWindow",
+    "CacheHit",
+    "CacheStore",
     "CallContext",
     "CallOutcome",
     "Choice",
@@ -84,6 +89,7 @@ __all__ = (
     "PlanStarted",
     "PlanStatus",
     "PlanStream",
+    "ResultCache",
     "RunLimits",
     "RunStore",
     "Scheduler",

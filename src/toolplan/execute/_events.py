@@ -9,6 +9,7 @@ from ._result import PlanResult, StepError, StepResult
 
 __all__ = (
     "BudgetWarning",
+    "CacheHit",
     "EventHandler",
     "PlanEvent",
     "PlanFinished",
@@ -75,6 +76,21 @@ class ToolChosen:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class CacheHit:
+    """A step's call was answered from the run's `ResultCache`: no call was made (before its `StepFinished`).
+
+    ``age`` is how many seconds ago the result was kept.
+    """
+
+    kind: Literal["cache_hit"] = "cache_hit"
+    run_id: str
+    step_id: str
+    tool: str
+    age: float
+    at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BudgetWarning:
     """What a run spent first reached the budget's ``warn_at`` share of one of its limits.
 
@@ -116,6 +132,6 @@ class PlanFinished:
 
 
 PlanEvent: TypeAlias = (
-    PlanStarted | StepStarted | StepRetrying | StepFinished | ToolChosen | BudgetWarning | PlanFinished
+    PlanStarted | StepStarted | StepRetrying | StepFinished | ToolChosen | CacheHit | BudgetWarning | PlanFinished
 )
 EventHandler: TypeAlias = Callable[[PlanEvent], None]

@@ -81,6 +81,11 @@ class StepResult:
     used_fallback: bool = False
     warnings: tuple[str, ...] = ()
     reused: bool = False  # taken from the store by a resumed run, not run again
+    # The other steps of the run that had the same call (a read_only and idempotent tool, the same
+    # arguments): one call was made and each of them got its result. The step that made it has
+    # ``attempts`` > 0; the others 0.
+    shared_with: tuple[str, ...] = ()
+    cached: bool = False  # the result came from a `ResultCache`: no call was made
 
     @property
     def ok(self) -> bool:
@@ -112,6 +117,8 @@ class StepResult:
             "used_fallback": self.used_fallback,
             "warnings": list(self.warnings),
             "reused": self.reused,
+            "shared_with": list(self.shared_with),
+            "cached": self.cached,
         }
 
     @classmethod
@@ -136,6 +143,8 @@ class StepResult:
             used_fallback=bool(data.get("used_fallback", False)),
             warnings=tuple(data.get("warnings") or ()),
             reused=bool(data.get("reused", False)),
+            shared_with=tuple(data.get("shared_with") or ()),
+            cached=bool(data.get("cached", False)),
         )
 
 

@@ -33,7 +33,20 @@ from ._result import StepError, StepResult, StepStatus
 if TYPE_CHECKING:
     from ._run import PlanRun
 
-__all__ = ("clock", "new_step_result", "no_retry_backoff", "reused_record", "run_step", "set_retry_backoff")
+__all__ = (
+    "call",
+    "clock",
+    "end",
+    "fall_back",
+    "name_nulls",
+    "new_step_result",
+    "no_retry_backoff",
+    "refused_at_start",
+    "retry",
+    "reused_record",
+    "run_step",
+    "set_retry_backoff",
+)
 
 new_step_result = maker(StepResult)  # a record per step: cheaper than calling the class
 RETRYABLE = frozenset({"infrastructure", "timeout"})
@@ -80,7 +93,7 @@ def _unresolvable(cs: CompiledStep, exc: BaseException) -> StepError:
     )
 
 
-def _name_nulls(run: PlanRun, outcome: CallOutcome, arguments: Any) -> CallOutcome:
+def name_nulls(run: PlanRun, outcome: CallOutcome, arguments: Any) -> CallOutcome:
     """A call refused for its arguments: its error names each reference that gave null."""
     error = outcome.error
     if error is None or error.kind != "invalid_arguments":
@@ -124,8 +137,13 @@ async def run_step(run: PlanRun, cs: CompiledStep) -> StepResult:
     retries = step.retry if step.retry is not None else defaults[0]
     if in_fallback:  # its fallback was in flight: the step's own calls had failed before
         failed = CallOutcome(error=StepError(kind="infrastructure", message=f"Step {sid!r} failed before a resume."))
-        outcome, attempt, used_fallback = await _fall_back(run, cs, failed, attempt - 1, missed)
-        return _end(run, cs, outcome, attempt, args, used_fallback, missed)
+        outcome, attempt, used_fallback = await fall_back(run, cs, failed, attempt - 1, missed)
+        return end(run, cs, outcome, attempt, args, used_fallback, missed)
+    if defaults[2]:  # a read_only and idempotent tool (its calls are shared), or one the run's cache keeps
+        assert run.sharing is not None
+        shared = await run.sharing.run_step(run, cs, args, attempt, retries, timeout, missed)
+        if shared is not None:
+            return shared
     run.attempts[sid] = attempt
     if run.on_event is not None:
         run.emit(StepStarted(run_id=run.run_id, step_id=sid, tool=tool, attempt=attempt, at=run.now()))
@@ -146,9 +164,9 @@ async def run_step(run: PlanRun, cs: CompiledStep) -> StepResult:
             warnings=_missed(missed) if missed else (),
         )
     run.hold_until_done(tool, outcome)
-    outcome = _name_nulls(run, outcome, cs.arguments)
+    outcome = name_nulls(run, outcome, cs.arguments)
     outcome, attempt, used_fallback = await _recover(run, cs, args, outcome, attempt, retries, timeout, missed)
-    return _end(run, cs, outcome, attempt, args, used_fallback, missed)
+    return end(run, cs, outcome, attempt, args, used_fallback, missed)
 
 
 async def _durable_call(
@@ -187,7 +205,7 @@ def _unknown(run: PlanRun, cs: CompiledStep, row: StoredStep) -> StepResult:
     )
 
 
-def _end(
+def end(
     run: PlanRun,
     cs: CompiledStep,
     outcome: CallOutcome,
@@ -200,7 +218,7 @@ def _end(
     status: StepStatus
     if error is None:
         status = "succeeded"
-    elif _refused_at_start(outcome, attempt):
+    elif refused_at_start(outcome, attempt):
         status, attempt = "not_run", 0
     elif error.kind == "store":
         status = "not_run"
@@ -236,7 +254,7 @@ def _record(
     )
 
 
-async def _call(
+async def call(
     run: PlanRun, sid: str, tool: str, args: Any, timeout: float | None, attempt: int, fallback: bool = False
 ) -> CallOutcome:
     if run.journal is not None:
@@ -256,8 +274,26 @@ async def _recover(
 ) -> tuple[CallOutcome, int, bool]:
     """After a failed call (number ``attempt``): retries (for retryable errors), then the fallback, if any.
 
-    Returns the final outcome, the attempts made and whether the fallback's result stands. A retry
-    never overlaps the attempt it replaces: if that attempt's thread still runs, it waits for it.
+    Returns the final outcome, the attempts made and whether the fallback's result stands.
+    """
+    outcome, attempt = await retry(run, cs, args, outcome, attempt, retries, timeout)
+    if outcome.error is None or refused_at_start(outcome, attempt):
+        return outcome, attempt, False
+    return await fall_back(run, cs, outcome, attempt, missed)
+
+
+async def retry(
+    run: PlanRun,
+    cs: CompiledStep,
+    args: Any,
+    outcome: CallOutcome,
+    attempt: int,
+    retries: int,
+    timeout: float | None,
+) -> tuple[CallOutcome, int]:
+    """After a failed call (number ``attempt``): its retries, for retryable errors; the last outcome and attempt.
+
+    A retry never overlaps the attempt it replaces: if that attempt's thread still runs, it waits for it.
     """
     step = cs.step
     sid = step.id
@@ -277,14 +313,12 @@ async def _recover(
         run.attempts[sid] = attempt
         if run.on_event is not None:
             run.emit(StepStarted(run_id=run.run_id, step_id=sid, tool=step.tool, attempt=attempt, at=run.now()))
-        outcome = await _call(run, sid, step.tool, args, timeout, attempt)
+        outcome = await call(run, sid, step.tool, args, timeout, attempt)
         run.hold_until_done(step.tool, outcome)
-    if outcome.error is None or _refused_at_start(outcome, attempt):
-        return outcome, attempt, False
-    return await _fall_back(run, cs, outcome, attempt, missed)
+    return outcome, attempt
 
 
-async def _fall_back(
+async def fall_back(
     run: PlanRun, cs: CompiledStep, outcome: CallOutcome, attempt: int, missed: list[Ref]
 ) -> tuple[CallOutcome, int, bool]:
     """The step's fallback after its own calls failed (``attempt`` of them), if it has one."""
@@ -308,13 +342,13 @@ async def _fall_back(
     if run.on_event is not None:
         run.emit(StepStarted(run_id=run.run_id, step_id=sid, tool=fb_tool, attempt=attempt, at=run.now()))
     began = time.perf_counter()
-    fb_outcome = await _call(run, sid, fb_tool, fb_args, invoker.timeout_for(fb_tool, step.timeout), attempt, True)
+    fb_outcome = await call(run, sid, fb_tool, fb_args, invoker.timeout_for(fb_tool, step.timeout), attempt, True)
     run.hold_until_done(fb_tool, fb_outcome)
     if alternatives is not None:
         await _observe_fallback(run, choice, alternatives[0], fb_outcome, time.perf_counter() - began)
     if fb_outcome.error is None:
         return fb_outcome, attempt, True
-    fb_error = _name_nulls(run, fb_outcome, cs.fallback_arguments).error or fb_outcome.error
+    fb_error = name_nulls(run, fb_outcome, cs.fallback_arguments).error or fb_outcome.error
     message = f"{outcome.error.message} The fallback {fb_tool!r} failed too: {fb_error.message}"
     return CallOutcome(error=StepError(kind=fb_error.kind, message=message)), attempt, False
 
@@ -329,7 +363,7 @@ async def _observe_fallback(
     await observe_member(run, choice, members, error is None, latency, 1, None if error is None else error.kind)
 
 
-def _refused_at_start(outcome: CallOutcome, attempt: int) -> bool:
+def refused_at_start(outcome: CallOutcome, attempt: int) -> bool:
     return attempt == 1 and outcome.error is not None and outcome.error.kind == "limit"
 
 
@@ -352,13 +386,13 @@ async def run_alternative(run: PlanRun, cs: CompiledStep, args: Any, attempt: in
         run.emit(StepStarted(run_id=run.run_id, step_id=sid, tool=tool, attempt=attempt, at=run.now()))
     began = time.perf_counter()
     first = attempt
-    outcome = await _call(run, sid, tool, args, timeout, attempt)
+    outcome = await call(run, sid, tool, args, timeout, attempt)
     run.hold_until_done(tool, outcome)
     used_fallback = False
     if outcome.error is not None:
         outcome, attempt, used_fallback = await _recover(run, chosen, args, outcome, attempt, retries, timeout, missed)
     latency = time.perf_counter() - began
-    result = _end(run, chosen, outcome, attempt, args, used_fallback, missed)
+    result = end(run, chosen, outcome, attempt, args, used_fallback, missed)
     if result.status != "not_run":  # a call the budget refused says nothing about the tool
         calls = max(attempt - first + 1 - int(used_fallback), 1)
         error = result.error

@@ -103,6 +103,7 @@ def _unsayable_fields(plan: Plan, dialect: str, issues: list[PlanIssue]) -> None
         "budget": plan.budget is not None and (not plan.budget.unlimited or plan.budget.warn_at is not None),
         "policy": plan.policy is not None,
         "max_concurrency": plan.max_concurrency is not None,
+        "share_calls": not plan.share_calls,
     }
     for name in (name for name, there in present.items() if there):
         issues.append(_issue(dialect, f"it has no place for the plan's '{name}'. Leave it out."))
