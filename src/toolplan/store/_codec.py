@@ -16,6 +16,7 @@ from typing import Any
 from .._errors import PlanIssue
 from .._json import compact_encoder, dumps, encodable, json_safe, loads
 from ..execute import PlanResult, PlanStatus, RunLimits, StepResult
+from ..execute._internal import symmetric
 from ..plan import Budget, Fallback, Plan, Step
 
 __all__ = ("decode", "encode", "output_json", "plan_hash", "result_facts", "result_from_row", "step_from_row")
@@ -216,6 +217,8 @@ def step_from_row(row: Mapping[Any, Any], output: Any, *, reused: bool = False) 
             "used_fallback": bool(row["used_fallback"]),
             "warnings": warnings,
             "reused": reused,
+            "shared_with": loads(row["shared_with"]) if row["shared_with"] else (),
+            "cached": bool(row["cached"]),
         }
     )
 
@@ -243,6 +246,7 @@ def result_from_row(run_id: str, plan: Plan, row: Mapping[Any, Any], records: Ma
     times.
     """
     facts = loads(row["result"]) if row["result"] else {}
+    records = symmetric(records) or records  # a step that made a call names the steps that took its outcome
     steps = {s.id: records.get(s.id) or StepResult(id=s.id, tool=s.tool, status="pending") for s in plan.steps}
     status: PlanStatus = row["status"] if row["status"] in ("succeeded", "failed", "cancelled") else "failed"
     return PlanResult(
