@@ -1,4 +1,4 @@
-"""Repeated calls: identical calls of read_only + idempotent tools within a run are made once; a result cache across runs."""
+"""Repeated calls: identical calls of read_only + idempotent tools in a run are made once; a cache across runs."""
 
 from __future__ import annotations
 
@@ -76,7 +76,8 @@ def step(sid: str, tool_name: str, **arguments: Any) -> dict[str, Any]:
 
 
 async def test_two_steps_with_the_same_call_make_one_and_both_records_say_so() -> None:
-    plan = {"steps": [step("a", "weather", city="Oslo"), step("b", "weather", city="Oslo"), step("c", "weather", city="Rome")]}
+    steps = [step("a", "weather", city="Oslo"), step("b", "weather", city="Oslo"), step("c", "weather", city="Rome")]
+    plan = {"steps": steps}
     result = await execute_plan(plan, TOOLS)
     assert result.ok and CALLS == {"Oslo": 1, "Rome": 1}
     a, b, c = result.steps["a"], result.steps["b"], result.steps["c"]
@@ -119,7 +120,10 @@ async def test_a_failure_is_shared_and_each_step_keeps_its_own_fallback() -> Non
     plan = {
         "steps": [
             step("a", "missing", city="Atlantis"),
-            {**step("b", "missing", city="Atlantis"), "fallback": {"tool": "backup", "arguments": {"city": "Atlantis"}}},
+            {
+                **step("b", "missing", city="Atlantis"),
+                "fallback": {"tool": "backup", "arguments": {"city": "Atlantis"}},
+            },
         ]
     }
     result = await execute_plan(plan, TOOLS)
@@ -188,7 +192,9 @@ async def test_an_agent_turn_makes_identical_direct_calls_once() -> None:
 
 @pytest.mark.slow  # a Python process of its own
 async def test_code_mode_call_tools_parallel_makes_identical_calls_once() -> None:
-    code = 'pair = call_tools_parallel([("weather", {"city": "Oslo"}), ("weather", {"city": "Oslo"})])\nset_result(pair)'
+    code = (
+        'pair = call_tools_parallel([("weather", {"city": "Oslo"}), ("weather", {"city": "Oslo"})])\nset_result(pair)'
+    )
     code_tool = CodeTool(SubprocessRunner(), ToolRegistry(TOOLS))
     result, plan = await code_tool.run_code({"code": code}, invoker=ToolInvoker(code_tool.registry))
     assert result.ok and result.result[0] == result.result[1] and CALLS["Oslo"] == 1
@@ -224,7 +230,8 @@ async def test_the_cache_keeps_read_only_tools_only_and_never_failures() -> None
 async def test_a_per_tool_time_to_live_of_zero_turns_the_cache_off_for_that_tool() -> None:
     cache = ResultCache(ttl=60, tools={"lookup": 0})
     for _ in range(2):
-        await execute_plan({"steps": [step("a", "lookup", key="l"), step("b", "weather", city="Oslo")]}, TOOLS, cache=cache)
+        plan = {"steps": [step("a", "lookup", key="l"), step("b", "weather", city="Oslo")]}
+        await execute_plan(plan, TOOLS, cache=cache)
     assert CALLS == {"l": 2, "Oslo": 1}
 
 
@@ -261,7 +268,7 @@ def test_bad_cache_settings_are_refused_with_a_sentence() -> None:
     for kwargs in ({"ttl": -1}, {"ttl": float("nan")}, {"tools": {"x": -2}}, {"max_entries": 0}):
         with pytest.raises(UserError):
             ResultCache(**kwargs)
-    with pytest.raises(UserError, match="cache must be a toolplan.ResultCache"):
+    with pytest.raises(UserError, match=r"cache must be a toolplan\.ResultCache"):
         RunLimits(cache=object())  # type: ignore[arg-type]
 
 

@@ -1,4 +1,4 @@
-"""Repeated calls in a real store: shared calls are stored on both records, a resume takes a stored call, the cache in the database."""
+"""Repeated calls in a real store: shared records both ways, a resume takes a stored call, the cache in the database."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import pytest
 
 import toolplan
 from toolplan import ResultCache, execute_plan, tool
+from toolplan.plan import parse_plan
 from toolplan.store import open_store, resume
 from toolplan.store._codec import encode
-from toolplan.plan import parse_plan
 
 CALLS: Counter[str] = Counter()
 GATE: dict[str, asyncio.Event] = {}

@@ -89,9 +89,7 @@ class ResultCache:
         if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1:
             raise UserError(f"max_entries must be a whole number >= 1, got {_show(max_entries)}.")
         if store is not None and not isinstance(store, CacheStore):
-            raise UserError(
-                f"store must be a toolplan store (toolplan.store.open_store), got {type(store).__name__}."
-            )
+            raise UserError(f"store must be a toolplan store (toolplan.store.open_store), got {type(store).__name__}.")
         self.ttl = float(ttl)
         self.tools = named
         self.store = store

@@ -137,7 +137,10 @@ class RunLimits:
         return _low(self.deadline, self.budget.max_latency)
 
     def merged(self, plan: Plan | None) -> RunLimits:
-        """These limits with a plan's own (``max_concurrency``, ``budget``, ``failure_mode``, ``share_calls``): the tighter wins."""
+        """These limits with a plan's own (``max_concurrency``, ``budget``, ``failure_mode``, ``share_calls``).
+
+        The tighter wins: the lower concurrency and budget, ``fail_fast``, sharing off.
+        """
         if plan is None:
             return self
         changes: dict[str, Any] = {}

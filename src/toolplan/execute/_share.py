@@ -203,8 +203,10 @@ async def _finish(
 
 
 def symmetric(results: Mapping[str, StepResult]) -> dict[str, StepResult] | None:
-    """Records whose ``shared_with`` name each other both ways (a step that made a call names every step
-    that took its outcome, also those that came after it ended); None when nothing changes.
+    """Records whose ``shared_with`` name each other both ways; None when nothing changes.
+
+    A step that made a call then names every step that took its outcome, also those that came
+    after its own record was made.
     """
     missing: dict[str, list[str]] = {}
     for sid, r in results.items():
