@@ -125,3 +125,27 @@ def test_the_example_makes_one_call_per_city_then_none(tmp_path: Path) -> None:
     assert "oslo_again  succeeded  calls=0  shared with oslo" in first
     assert "weather calls made: 0 (none)" in second
     assert "cache hit: rome (weather)" in second
+
+
+async def test_a_version_9_database_is_migrated_and_keeps_its_runs(store_url: str) -> None:
+    import sqlalchemy as sa
+
+    plan = {"steps": [{"id": "a", "tool": "weather", "arguments": {"city": "Oslo"}}]}
+    async with open_store(store_url) as store:
+        await execute_plan(plan, TOOLS, store=store, run_id="v9")
+    engine = sa.create_engine(store_url.replace("postgresql://", "postgresql+psycopg://", 1))
+    with engine.begin() as conn:  # back to schema version 9, before repeated calls were stored
+        for column in ("shared_with", "cached"):
+            conn.execute(sa.text(f"ALTER TABLE toolplan_steps DROP COLUMN {column}"))
+        conn.execute(sa.text("DROP TABLE toolplan_result_cache"))
+        conn.execute(sa.text("UPDATE toolplan_meta SET value = '9' WHERE key = 'schema_version'"))
+    async with open_store(store_url) as store:
+        info = await store.get_run("v9")
+        again = await execute_plan(plan, TOOLS, cache=ResultCache(ttl=60, store=store))
+        cached = await execute_plan(plan, TOOLS, cache=ResultCache(ttl=60, store=store))
+    with engine.connect() as conn:
+        version = conn.execute(sa.text("SELECT value FROM toolplan_meta WHERE key = 'schema_version'")).scalar()
+    engine.dispose()
+    assert version == "10"
+    assert info.result.steps["a"].ok and info.result.steps["a"].shared_with == () and not info.result.steps["a"].cached
+    assert again.ok and cached.steps["a"].cached and CALLS["Oslo"] == 2
