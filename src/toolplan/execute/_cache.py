@@ -12,7 +12,6 @@ Entries live in this process (bounded, oldest dropped first) or, given a ``store
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections import OrderedDict
@@ -171,6 +170,8 @@ class ResultCache:
 
 
 def _digest(key: str) -> str:
+    import hashlib  # only a cache kept in a store needs it: `import toolplan` stays as light as it was
+
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
