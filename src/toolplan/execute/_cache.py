@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .._errors import ToolplanError, UncacheableToolError, UserError
+from .._json import compact_encoder
 from .._numbers import finite_number
 from ..plan._internal import _show
 from ..tools._internal import owned
@@ -31,11 +32,19 @@ __all__ = ("CacheStore", "ResultCache", "call_key")
 _MAX_KEY_CHARS = 100_000  # arguments longer than this as JSON text are not shared or cached
 
 
+def _refuse(value: Any) -> Any:
+    raise TypeError(type(value).__name__)
+
+
+# Canonical JSON, made once (`json.dumps` with options builds an encoder per call).
+_CANONICAL = compact_encoder(_refuse, ensure_ascii=False, sort_keys=True)
+
+
 def call_key(tool: str, arguments: Mapping[str, Any]) -> str | None:
     """``tool`` and the canonical JSON of ``arguments`` (sorted keys, no whitespace); None if not JSON data."""
     try:
-        text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError, RecursionError):
+        text = "".join(_CANONICAL(arguments, 0))
+    except (TypeError, ValueError, RecursionError):  # not JSON data, NaN, too deep, a key that is not a string
         return None
     if len(text) > _MAX_KEY_CHARS:
         return None
