@@ -11,8 +11,10 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from toolplan import ResultCache, RunLimits, tool
 from toolplan._records import maker
-from toolplan.execute import ToolInvoker, prepare
+from toolplan.execute import ToolInvoker, execute_compiled, prepare
+from toolplan.execute._cache import call_key
 from toolplan.execute._result import StepResult
 from toolplan.execute._scheduler import Scheduler
 from toolplan.plan import Step
@@ -28,6 +30,30 @@ _outputs = dict.fromkeys(_case.dag, 1)
 _args = {"deps": [1]}
 _invoker = ToolInvoker(ToolRegistry([noop]))
 _new_step_result = maker(StepResult)  # what the executor makes its records with
+
+
+@tool(read_only=True, idempotent=True)
+async def lookup(deps: list[int]) -> int:
+    """A read-only no-op (its results may be shared and cached)."""
+    return 1
+
+
+_lookups = ToolRegistry([lookup])
+_one_lookup, _ = prepare({"steps": [{"id": "s", "tool": "lookup", "arguments": _args}]}, _lookups)
+_warm_cache = ResultCache(ttl=1e9)  # the warm-up run keeps the result: every counted run is a hit
+_cached = RunLimits(cache=_warm_cache)
+_hit_key = call_key("lookup", _args)
+assert _hit_key is not None
+
+
+async def _lookup_step(limits: RunLimits | None = None) -> Any:
+    return await execute_compiled(_one_lookup, ToolInvoker(_lookups), limits=limits)
+
+
+async def _cache_lookup() -> Any:
+    key = call_key("lookup", _args)
+    assert key is not None
+    return await _warm_cache.get(key)
 
 
 def _function_call() -> None:
@@ -97,6 +123,18 @@ ASYNC_OPERATIONS: dict[str, tuple[str, Callable[[], Coroutine[Any, Any, Any]]]] 
         lambda: _invoker.call("noop", _args),
     ),
     "bare_function": ("awaiting the no-op function itself", lambda: noop.function(deps=[1])),
+    "one_step_run": (
+        "a whole run of a one-step plan calling a read-only no-op tool (`execute_compiled`)",
+        lambda: _lookup_step(),
+    ),
+    "one_step_run_cache_hit": (
+        "the same run with a warm `ResultCache`: the step's result is a hit, the tool is not called",
+        lambda: _lookup_step(_cached),
+    ),
+    "cache_lookup": (
+        "the hit itself: canonical key of the arguments and `ResultCache.get` (in memory)",
+        _cache_lookup,
+    ),
 }
 DIVISOR = {"scheduler": 2}
 

@@ -28,6 +28,7 @@ from ._errors import StoreError as StoreError
 from ._errors import ToolError as ToolError
 from ._errors import ToolOutputError as ToolOutputError
 from ._errors import ToolplanError as ToolplanError
+from ._errors import UncacheableToolError as UncacheableToolError
 from ._errors import UnexpectedModelBehavior as UnexpectedModelBehavior
 from ._errors import UnknownToolError as UnknownToolError
 from ._errors import UsageLimitExceeded as UsageLimitExceeded
@@ -50,6 +51,7 @@ from .execute import CallContext as CallContext
 from .execute import DryRunReport as DryRunReport
 from .execute import PendingStep as PendingStep
 from .execute import PlanResult as PlanResult
+from .execute import ResultCache as ResultCache
 from .execute import RunLimits as RunLimits
 from .execute import StepError as StepError
 from .execute import StepResult as StepResult
@@ -107,6 +109,7 @@ __all__ = (
     "PlanTool",
     "PlanValidationError",
     "ReferenceResolutionError",
+    "ResultCache",
     "RunConflictError",
     "RunContext",
     "RunError",
@@ -128,6 +131,7 @@ __all__ = (
     "ToolRegistry",
     "ToolResult",
     "ToolplanError",
+    "UncacheableToolError",
     "UnexpectedModelBehavior",
     "UnknownToolError",
     "UsageLimitExceeded",

@@ -7,7 +7,8 @@ ToolplanError                      root; every error toolplan raises on purpose
 │   ├── CliInputError              a command-line input (file, option, tools spec) is unusable (toolplan.cli)
 │   ├── ApprovalError              answers to a run that waits for approval cannot be used; `.problems` by step
 │   ├── InvalidToolSchemaError     a tool's parameters schema cannot be used (its path is named)
-│   └── OpenAPISpecError           an OpenAPI document cannot be loaded or read (toolplan.builtin.OpenAPIToolset)
+│   ├── OpenAPISpecError           an OpenAPI document cannot be loaded or read (toolplan.builtin.OpenAPIToolset)
+│   └── UncacheableToolError       a result cache was set up for a tool that is not read_only
 ├── ModelFacingError               a signal the model can act on (it is shown to the model)
 │   ├── PlanValidationError        a plan is invalid; `.issues` lists every problem; zero tools ran
 │   │   └── StreamedPlanInvalid    a streamed plan turned out invalid after some steps started; `.result`
@@ -94,6 +95,7 @@ __all__ = (
     "ToolError",
     "ToolOutputError",
     "ToolplanError",
+    "UncacheableToolError",
     "UnexpectedModelBehavior",
     "UnknownToolError",
     "UsageLimitExceeded",
@@ -180,6 +182,20 @@ class OpenAPISpecError(UserError):
     """An OpenAPI document cannot be used: not found, not JSON or YAML, not OpenAPI 3.0/3.1, or beyond the bounds."""
 
     code = "invalid_openapi_spec"
+
+
+class UncacheableToolError(UserError):
+    """A `ResultCache` names a tool that is not ``read_only``: its results must never be reused across runs."""
+
+    code = "uncacheable_tool"
+
+    def __init__(self, tool: str) -> None:
+        super().__init__(
+            f"The result cache sets a time to live for tool {tool!r}, which is not marked read_only: a call "
+            "that may change something must run every time. Leave the tool out of the cache's 'tools', or mark "
+            "it read_only if calling it changes nothing."
+        )
+        self.tool = tool
 
 
 class ModelFacingError(ToolplanError):

@@ -62,7 +62,8 @@ def error(c: httpx.Client, document: str, /, **variables: Any) -> dict[str, Any]
 
 
 EXECUTION = "executionId planId status createdAt updatedAt calls cancelRequested outputs " + (
-    "steps { id tool status output error { kind message } attempts startedAt endedAt reused usedFallback warnings }"
+    "steps { id tool status output error { kind message } attempts startedAt endedAt reused usedFallback warnings "
+    "sharedWith cached }"
 )
 PLAN = "planId plan dialect requestId parentId valid issues { code message step severity } createdAt"
 
@@ -127,7 +128,7 @@ def test_the_steps_of_an_execution_keep_their_wire_format(server: ThreadServer) 
         steps = e["executePlan"]["steps"]
         assert all(isinstance(s["startedAt"], float) and s["endedAt"] >= s["startedAt"] for s in steps)
         common = {"tool": "add", "status": "succeeded", "error": None, "attempts": 1}
-        flags = {"reused": False, "usedFallback": False, "warnings": []}
+        flags = {"reused": False, "usedFallback": False, "warnings": [], "sharedWith": [], "cached": False}
         assert [{k: v for k, v in s.items() if not k.endswith("At")} for s in steps] == [
             {"id": "a", **common, "output": 3, **flags},
             {"id": "b", **common, "output": 13, **flags},

@@ -60,7 +60,8 @@ def test_a_plan_is_posted_executed_and_read_by_id(server: ThreadServer) -> None:
         assert [e["execution_id"] for e in listed] == [body["execution_id"]]
 
 
-# A step of an execution as the API has always shown it: these keys, in this order (no ``arguments``); new keys go last.
+# A step of an execution as the API shows it: these keys, in this order (no ``arguments``); keys are
+# only ever added at the end.
 STEP_KEYS = [
     "id",
     "tool",
@@ -74,6 +75,8 @@ STEP_KEYS = [
     "warnings",
     "reused",
     "fallback_link",  # added last: which link of a fallback chain stood (0: none)
+    "shared_with",
+    "cached",
 ]
 
 
@@ -97,7 +100,14 @@ def test_the_steps_of_an_execution_keep_their_wire_format(server: ThreadServer) 
         assert [list(s) for s in steps] == [STEP_KEYS, STEP_KEYS]
         assert all(isinstance(s["started_at"], float) and s["ended_at"] >= s["started_at"] for s in steps)
         common = {"tool": "add", "status": "succeeded", "error": None, "attempts": 1}
-        flags = {"used_fallback": False, "warnings": [], "reused": False, "fallback_link": 0}
+        flags = {
+            "used_fallback": False,
+            "warnings": [],
+            "reused": False,
+            "fallback_link": 0,
+            "shared_with": [],
+            "cached": False,
+        }
         assert [{k: v for k, v in s.items() if not k.endswith("_at")} for s in steps] == [
             {"id": "a", **common, "output": 3, **flags},
             {"id": "b", **common, "output": 13, **flags},

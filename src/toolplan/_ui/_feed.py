@@ -17,6 +17,7 @@ from typing import Any
 from ..execute import (
     ApprovalRequested,
     BudgetWarning,
+    CacheHit,
     PlanEvent,
     PlanFinished,
     PlanStarted,
@@ -58,6 +59,8 @@ def record_of(event: PlanEvent) -> tuple[str, str | None, dict[str, Any], float]
         return "tool_chosen", event.step_id, event.choice.to_dict(), event.at
     if isinstance(event, ApprovalRequested):
         return "approval_requested", None, event.request.to_dict(), event.at
+    if isinstance(event, CacheHit):
+        return "cache_hit", event.step_id, {"tool": event.tool, "age": event.age}, event.at
     if isinstance(event, BudgetWarning):  # a durable run does not store it
         return None
     raise TypeError(f"not a plan event: {event!r}")  # pragma: no cover - PlanEvent is closed

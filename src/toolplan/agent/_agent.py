@@ -66,6 +66,9 @@ class Agent(_AgentOptions[DepsT, OutputT]):
         budget: Limits on tool calls, cost and latency over the whole run (plans and code included);
             ``max_latency`` is the run's deadline for tool calls, counted from the start of the run.
         tool_timeout: Default timeout of one tool call, in seconds.
+        cache: A `ResultCache`: results of ``read_only`` tools kept across the agent's runs for a
+            time to live (``limits.cache``). Without one, only identical calls within one plan, one
+            turn's direct calls or one code run are made once (``limits.share_calls``).
         deps_type: The type of the dependencies a run is given (``run(..., deps=...)``) and tools
             read as ``ctx.deps`` (first parameter ``ctx: RunContext[Deps]``). Types the agent
             (``Agent[Deps, ...]``) and is checked with ``isinstance`` at the start of a run.

@@ -203,6 +203,10 @@ def _plan_schema(
                 "minimum": 1,
                 "description": "Most steps running at once; 1 runs the steps one at a time, in plan order.",
             },
+            "share_calls": {
+                "type": "boolean",
+                "description": "false: repeated identical calls of read-only tools each run (default: made once).",
+            },
         },
         "required": ["steps"],
     }

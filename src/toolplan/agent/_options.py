@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, Self, get_origin
 from typing_extensions import TypeVar
 
 from .._errors import UserError
-from ..execute import ApprovalCallback, ApprovalRule, Backend, RunLimits, RunStore, ToolChooser
+from ..execute import ApprovalCallback, ApprovalRule, Backend, ResultCache, RunLimits, RunStore, ToolChooser
 from ..models import Model, ModelSettings, SpendLimits, infer_model
 from ..plan import META_TOOL_NAMES, Budget
 from ..policy import STRATEGIES, StatsStore, Strategy, ToolPolicy
@@ -74,6 +74,7 @@ class _AgentOptions(Generic[DepsT, OutputT]):
         settings: ModelSettings | None = None,
         budget: Budget | None = None,
         tool_timeout: float | None = None,
+        cache: ResultCache | None = None,
         deps_type: type[DepsT] = NoneType,  # type: ignore[assignment]  # the TypeVar's default
         output_type: type[OutputT] = str,  # type: ignore[assignment]  # the TypeVar's default
         output_retries: int = 1,
@@ -91,7 +92,7 @@ class _AgentOptions(Generic[DepsT, OutputT]):
         if isinstance(max_tool_calls_per_turn, bool) or max_tool_calls_per_turn < 1:
             raise UserError(f"max_tool_calls_per_turn must be >= 1, got {max_tool_calls_per_turn!r}.")
         self.limits = RunLimits.of(
-            limits, max_concurrency=max_concurrent_tools, budget=budget, step_timeout=tool_timeout
+            limits, max_concurrency=max_concurrent_tools, budget=budget, step_timeout=tool_timeout, cache=cache
         )
         self.model = infer_model(model)
         if spend is not None:
@@ -106,6 +107,8 @@ class _AgentOptions(Generic[DepsT, OutputT]):
         if clash:
             raise UserError(f"Tool name {clash[0]!r} is reserved for toolplan's meta-tools; rename your tool.")
         self.registry = registry
+        if self.limits.cache is not None:
+            self.limits.cache.check(registry)
         self.tool_planning = tool_planning
         self.batch_calls = batch_calls
         self.code_execution = code_execution

@@ -92,7 +92,17 @@ def print_issues(console: Console, issues: Iterable[PlanIssue], *, style: str) -
 
 def _row(r: StepResult) -> StepRow:
     detail = r.output if r.ok else (r.error.message if r.error else r.status)
-    label = "reused" if r.reused and r.ok else "unknown" if r.status == "unknown_outcome" else ""
+    label = (
+        "reused"
+        if r.reused and r.ok
+        else "unknown"
+        if r.status == "unknown_outcome"
+        else "cached"
+        if r.cached and r.ok
+        else "shared"  # another step's call: its outcome, no call of its own
+        if r.shared_with and not r.attempts and r.ok
+        else ""
+    )
     return StepRow(
         r.id, r.tool, r.status, r.attempts, r.duration, short(detail, DETAIL_LIMIT), "" if r.ok else "red", label
     )

@@ -16,6 +16,8 @@ from ._approval import ApprovalRule as ApprovalRule
 from ._approval import PendingStep as PendingStep
 from ._backend import Backend as Backend
 from ._backend import InProcessBackend as InProcessBackend
+from ._cache import CacheStore as CacheStore
+from ._cache import ResultCache as ResultCache
 from ._choice import Choice as Choice
 from ._choice import ChoiceOutcome as ChoiceOutcome
 from ._choice import ChoiceRequest as ChoiceRequest
@@ -27,6 +29,7 @@ from ._dryrun import LatencyStats as LatencyStats
 from ._dryrun import ToolLatency as ToolLatency
 from ._events import ApprovalRequested as ApprovalRequested
 from ._events import BudgetWarning as BudgetWarning
+from ._events import CacheHit as CacheHit
 from ._events import EventHandler as EventHandler
 from ._events import PlanEvent as PlanEvent
 from ._events import PlanFinished as PlanFinished
@@ -70,6 +73,8 @@ __all__ = (
     "Backend",
     "BudgetWarning",
     "BudgetWindow",
+    "CacheHit",
+    "CacheStore",
     "CallContext",
     "Choice",
     "ChoiceOutcome",
@@ -89,6 +94,7 @@ __all__ = (
     "PlanStarted",
     "PlanStatus",
     "PlanStream",
+    "ResultCache",
     "RunLimits",
     "RunStore",
     "Scheduler",

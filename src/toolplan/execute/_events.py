@@ -11,6 +11,7 @@ from ._result import PlanResult, StepError, StepResult
 __all__ = (
     "ApprovalRequested",
     "BudgetWarning",
+    "CacheHit",
     "EventHandler",
     "PlanEvent",
     "PlanFinished",
@@ -77,6 +78,21 @@ class ToolChosen:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class CacheHit:
+    """A step's call was answered from the run's `ResultCache`: no call was made (before its `StepFinished`).
+
+    ``age`` is how many seconds ago the result was kept.
+    """
+
+    kind: Literal["cache_hit"] = "cache_hit"
+    run_id: str
+    step_id: str
+    tool: str
+    age: float
+    at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BudgetWarning:
     """What a run spent first reached the budget's ``warn_at`` share of one of its limits.
 
@@ -133,6 +149,7 @@ PlanEvent: TypeAlias = (
     | StepRetrying
     | StepFinished
     | ToolChosen
+    | CacheHit
     | BudgetWarning
     | ApprovalRequested
     | PlanFinished

@@ -16,6 +16,7 @@ from ._journal import StoredRun as StoredRun
 from ._journal import check_run_id as check_run_id
 from ._result import cap_text as cap_text
 from ._run import PlanRun as PlanRun
+from ._share import symmetric as symmetric
 from ._step import set_retry_backoff as set_retry_backoff
 from ._streaming import StreamingPlan as StreamingPlan
 from ._window import spend_refusal as spend_refusal

@@ -15,6 +15,7 @@ from .._errors import UserError
 from .._numbers import finite_number
 from ..plan import DEFAULT_MAX_STEPS, Budget, FailureMode, Plan
 from ..plan._internal import _show
+from ._cache import ResultCache
 from ._window import WindowCharge
 
 __all__ = ("DEFAULT_LIMITS", "DEFAULT_MAX_CONCURRENCY", "LimitOptions", "RunLimits", "limits_from")
@@ -43,6 +44,11 @@ class RunLimits:
         window: A budget window beyond this run (`WindowCharge`: a `BudgetWindow` and the key charged,
             such as an API key): each call is reserved in it too, after the run's budget allowed it.
             A plan cannot set or loosen it; it is not stored with a durable run (pass it to resume).
+        share_calls: Steps of one run that call the same ``read_only`` and ``idempotent`` tool with
+            the same arguments make one call and share its result (see docs/plans.md, "Repeated
+            calls"). False turns it off; so does a plan's own ``"share_calls": false``.
+        cache: A `ResultCache`: results of ``read_only`` tools kept across runs for a time to live.
+            Not stored with a durable run (pass it to resume).
     """
 
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
@@ -54,6 +60,8 @@ class RunLimits:
     max_steps: int = DEFAULT_MAX_STEPS
     retry_delay: float = 0.1
     window: WindowCharge | None = None
+    share_calls: bool = True
+    cache: ResultCache | None = None
 
     def __post_init__(self) -> None:
         _count("max_concurrency", self.max_concurrency)
@@ -67,6 +75,10 @@ class RunLimits:
             raise UserError(f"failure_mode must be 'fail_forward' or 'fail_fast', got {_show(self.failure_mode)}.")
         if self.window is not None and not isinstance(self.window, WindowCharge):
             raise UserError(f"window must be a toolplan.execute.WindowCharge, got {type(self.window).__name__}.")
+        if self.cache is not None and not isinstance(self.cache, ResultCache):
+            raise UserError(f"cache must be a toolplan.ResultCache, got {type(self.cache).__name__}.")
+        if not isinstance(self.share_calls, bool):
+            raise UserError(f"share_calls must be True or False, got {_show(self.share_calls)}.")
         b = self.budget
         if not isinstance(b, Budget):
             raise UserError(f"budget must be a toolplan.Budget, got {type(b).__name__}.")
@@ -125,7 +137,10 @@ class RunLimits:
         return _low(self.deadline, self.budget.max_latency)
 
     def merged(self, plan: Plan | None) -> RunLimits:
-        """These limits with a plan's own (``max_concurrency``, ``budget``, ``failure_mode``): the tighter wins."""
+        """These limits with a plan's own (``max_concurrency``, ``budget``, ``failure_mode``, ``share_calls``).
+
+        The tighter wins: the lower concurrency and budget, ``fail_fast``, sharing off.
+        """
         if plan is None:
             return self
         changes: dict[str, Any] = {}
@@ -136,6 +151,8 @@ class RunLimits:
             changes["budget"] = self.budget.merged(budget)
         if plan.failure_mode == "fail_fast" and self.failure_mode != "fail_fast":
             changes["failure_mode"] = "fail_fast"
+        if not plan.share_calls and self.share_calls:
+            changes["share_calls"] = False
         return replace(self, **changes) if changes else self
 
 
@@ -173,6 +190,9 @@ class LimitOptions(TypedDict, total=False):
         budget: Calls, cost and latency; combined with the plan's own, the tighter wins.
         max_steps: Most steps a plan may have (default 50; batch plans: always at most 50).
         retry_delay: First backoff between retries of a step, in seconds.
+        share_calls: False: steps with the same call of a ``read_only`` and ``idempotent`` tool
+            each make their own call (default: one call, its result shared).
+        cache: A `ResultCache` of ``read_only`` tools' results across runs (default: none).
     """
 
     limits: RunLimits | None
@@ -183,6 +203,8 @@ class LimitOptions(TypedDict, total=False):
     budget: Budget | None
     max_steps: int | None
     retry_delay: float | None
+    share_calls: bool | None
+    cache: ResultCache | None
 
 
 _OPTION_NAMES = frozenset(LimitOptions.__annotations__)
@@ -202,6 +224,8 @@ def limits_from(options: LimitOptions) -> RunLimits:
         budget=options.get("budget"),
         max_steps=options.get("max_steps"),
         retry_delay=options.get("retry_delay"),
+        share_calls=options.get("share_calls"),
+        cache=options.get("cache"),
     )
 
 

@@ -97,6 +97,11 @@ class StepResult:
     warnings: tuple[str, ...] = ()
     reused: bool = False  # taken from the store by a resumed run, not run again
     fallback_link: int = 0  # the link of the fallback chain whose result stands: 1 its fallback, 2 that one's...
+    # The other steps of the run that had the same call (a read_only and idempotent tool, the same
+    # arguments): one call was made and each of them got its result. The step that made it has
+    # ``attempts`` > 0; the others 0.
+    shared_with: tuple[str, ...] = ()
+    cached: bool = False  # the result came from a `ResultCache`: no call was made
 
     @property
     def ok(self) -> bool:
@@ -129,6 +134,8 @@ class StepResult:
             "warnings": list(self.warnings),
             "reused": self.reused,
             "fallback_link": self.fallback_link,
+            "shared_with": list(self.shared_with),
+            "cached": self.cached,
         }
 
     @classmethod
@@ -155,6 +162,8 @@ class StepResult:
             reused=bool(data.get("reused", False)),
             # (a record written before fallback chains: its one fallback, if it was used)
             fallback_link=int(data["fallback_link"] if "fallback_link" in data else bool(data.get("used_fallback"))),
+            shared_with=tuple(data.get("shared_with") or ()),
+            cached=bool(data.get("cached", False)),
         )
 
 

@@ -33,6 +33,7 @@ from ._limits import DEFAULT_LIMITS, RunLimits
 from ._ordering import resource_of
 from ._result import ErrorKind, PlanResult, PlanStatus, StepError, StepResult, StepStatus
 from ._scheduler import Scheduler, StepState
+from ._share import Sharing, sharing_for, symmetric
 from ._step import clock, new_step_result, run_step
 
 if TYPE_CHECKING:
@@ -105,6 +106,7 @@ class PlanRun:
         "results",
         "run_id",
         "sched",
+        "sharing",
         "started_at",
         "steps",
         "store_failed",
@@ -165,7 +167,7 @@ class PlanRun:
         # An incremental run ends once sealed (or aborted); a compiled plan is complete from the start.
         self._sealed: asyncio.Event | None = asyncio.Event() if compiled is None else None
         self._waiters: dict[str, asyncio.Future[StepResult]] = {}
-        self.tool_defaults: dict[str, tuple[int, float | None]] = {}  # (retries, timeout) per tool
+        self.tool_defaults: dict[str, tuple[int, float | None, bool]] = {}  # (retries, timeout, shared) per tool
         # Tools of this run's steps that are groups of alternatives: (members, general member).
         self.groups: dict[str, tuple[tuple[str, ...], str | None]] = {}
         self.choices: list[Choice] = []  # made among alternatives, in order
@@ -184,6 +186,9 @@ class PlanRun:
         self._spawn_handle: asyncio.Handle | None = None  # a `_spawn` waiting for its turn
         self._yielding = 0  # workers in their periodic yield (not waiting on a tool)
         self._keeper = SlotKeeper()
+        self.sharing: Sharing | None = None  # made when a step's call may be shared or cached (`_look_up`)
+        if limits.cache is not None:
+            limits.cache.check(self.invoker.registry)
         if compiled is not None:
             self.apply(compiled.plan)
         elif on_event is not None:
@@ -276,7 +281,10 @@ class PlanRun:
         tool = step.tool
         invoker = self.invoker
         annotations = invoker.annotations(tool)
-        self.tool_defaults[tool] = (annotations.retries, invoker.timeout_for(tool))
+        shared = annotations.read_only and (annotations.idempotent or self.limits.cache is not None)
+        if shared:  # its calls may be shared within the run, or kept in the run's cache
+            shared = sharing_for(self).applies(tool, annotations)
+        self.tool_defaults[tool] = (annotations.retries, invoker.timeout_for(tool), shared)
         alternatives = invoker.alternatives(tool, step.one_of)
         resource = annotations.resource
         if alternatives is not None:  # a group: its members' own limits apply to the member chosen
@@ -294,8 +302,8 @@ class PlanRun:
         settings = self.tool_defaults.get(tool)
         if settings is None:  # (not kept in tool_defaults: `add` registers a tool's limits when it first sees it)
             invoker = self.invoker
-            settings = (invoker.annotations(tool).retries, invoker.timeout_for(tool))
-        return settings
+            return invoker.annotations(tool).retries, invoker.timeout_for(tool)
+        return settings[0], settings[1]
 
     def seal(self, compiled: CompiledPlan) -> None:
         """The plan is complete: apply its limits, add the steps not added yet, then finish when all have ended."""
@@ -578,10 +586,13 @@ class PlanRun:
 
     def _finalize(self, start: float, forced: PlanStatus | None) -> PlanResult:
         waiting = None if self.approval is None else self.approval.settle(self)
+        results = self.results
+        if self.sharing is not None:  # a step that made a call names every step that took its outcome
+            results = symmetric(results) or results
         result = plan_result(
             None if self.aborted is not None else self.compiled,
             self.steps,
-            self.results,
+            results,
             forced,
             run_id=self.run_id,
             started_at=start,

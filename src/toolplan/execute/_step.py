@@ -33,7 +33,20 @@ from ._result import StepError, StepResult, StepStatus
 if TYPE_CHECKING:
     from ._run import PlanRun
 
-__all__ = ("clock", "new_step_result", "no_retry_backoff", "reused_record", "run_step", "set_retry_backoff")
+__all__ = (
+    "call",
+    "clock",
+    "end",
+    "fall_back",
+    "name_nulls",
+    "new_step_result",
+    "no_retry_backoff",
+    "refused_at_start",
+    "retry",
+    "reused_record",
+    "run_step",
+    "set_retry_backoff",
+)
 
 new_step_result = maker(StepResult)  # a record per step: cheaper than calling the class
 RETRYABLE = frozenset({"infrastructure", "timeout"})
@@ -103,7 +116,7 @@ def _unless(run: PlanRun, cs: CompiledStep) -> StepResult | None:
     )
 
 
-def _name_nulls(run: PlanRun, outcome: CallOutcome, arguments: Any) -> CallOutcome:
+def name_nulls(run: PlanRun, outcome: CallOutcome, arguments: Any) -> CallOutcome:
     """A call refused for its arguments: its error names each reference that gave null."""
     error = outcome.error
     if error is None or error.kind != "invalid_arguments":
@@ -158,8 +171,13 @@ async def run_step(run: PlanRun, cs: CompiledStep) -> StepResult:
     retries = step.retry if step.retry is not None else defaults[0]
     if in_fallback:  # its fallback was in flight: the step's own calls had failed before
         failed = CallOutcome(error=StepError(kind="infrastructure", message=f"Step {sid!r} failed before a resume."))
-        outcome, attempt, used_fallback = await _fall_back(run, cs, failed, attempt - 1, missed, in_fallback)
-        return _end(run, cs, outcome, attempt, args, used_fallback, missed)
+        outcome, attempt, used_fallback = await fall_back(run, cs, failed, attempt - 1, missed, in_fallback)
+        return end(run, cs, outcome, attempt, args, used_fallback, missed)
+    if defaults[2]:  # a read_only and idempotent tool (its calls are shared), or one the run's cache keeps
+        assert run.sharing is not None
+        shared = await run.sharing.run_step(run, cs, args, attempt, retries, timeout, missed)
+        if shared is not None:
+            return shared
     run.attempts[sid] = attempt
     if run.on_event is not None:
         run.emit(StepStarted(run_id=run.run_id, step_id=sid, tool=tool, attempt=attempt, at=run.now()))
@@ -180,9 +198,9 @@ async def run_step(run: PlanRun, cs: CompiledStep) -> StepResult:
             warnings=_missed(missed) if missed else (),
         )
     run.hold_until_done(tool, outcome)
-    outcome = _name_nulls(run, outcome, cs.arguments)
+    outcome = name_nulls(run, outcome, cs.arguments)
     outcome, attempt, used_fallback = await _recover(run, cs, args, outcome, attempt, retries, timeout, missed)
-    return _end(run, cs, outcome, attempt, args, used_fallback, missed)
+    return end(run, cs, outcome, attempt, args, used_fallback, missed)
 
 
 async def _durable_call(
@@ -221,7 +239,7 @@ def _unknown(run: PlanRun, cs: CompiledStep, row: StoredStep) -> StepResult:
     )
 
 
-def _end(
+def end(
     run: PlanRun,
     cs: CompiledStep,
     outcome: CallOutcome,
@@ -234,7 +252,7 @@ def _end(
     status: StepStatus
     if error is None:
         status = "succeeded"
-    elif _refused_at_start(outcome, attempt):
+    elif refused_at_start(outcome, attempt):
         status, attempt = "not_run", 0
     elif error.kind == "store":
         status = "not_run"
@@ -272,8 +290,8 @@ def _record(
     )
 
 
-async def _call(
-    run: PlanRun, sid: str, tool: str, args: Any, timeout: float | None, attempt: int, fallback: int = False
+async def call(
+    run: PlanRun, sid: str, tool: str, args: Any, timeout: float | None, attempt: int, fallback: int = 0
 ) -> CallOutcome:
     if run.journal is not None:
         return await _durable_call(run, sid, tool, args, timeout, attempt, fallback)
@@ -293,8 +311,26 @@ async def _recover(
     """After a failed call (number ``attempt``): retries (for retryable errors), then the fallback, if any.
 
     Returns the final outcome, the attempts made and the link of the fallback chain whose result
-    stands (0: none). A retry never overlaps the attempt it replaces: if that attempt's thread
-    still runs, it waits for it.
+    stands (0: none).
+    """
+    outcome, attempt = await retry(run, cs, args, outcome, attempt, retries, timeout)
+    if outcome.error is None or refused_at_start(outcome, attempt):
+        return outcome, attempt, 0
+    return await fall_back(run, cs, outcome, attempt, missed)
+
+
+async def retry(
+    run: PlanRun,
+    cs: CompiledStep,
+    args: Any,
+    outcome: CallOutcome,
+    attempt: int,
+    retries: int,
+    timeout: float | None,
+) -> tuple[CallOutcome, int]:
+    """After a failed call (number ``attempt``): its retries, for retryable errors; the last outcome and attempt.
+
+    A retry never overlaps the attempt it replaces: if that attempt's thread still runs, it waits for it.
     """
     step = cs.step
     sid = step.id
@@ -314,14 +350,12 @@ async def _recover(
         run.attempts[sid] = attempt
         if run.on_event is not None:
             run.emit(StepStarted(run_id=run.run_id, step_id=sid, tool=step.tool, attempt=attempt, at=run.now()))
-        outcome = await _call(run, sid, step.tool, args, timeout, attempt)
+        outcome = await call(run, sid, step.tool, args, timeout, attempt)
         run.hold_until_done(step.tool, outcome)
-    if outcome.error is None or _refused_at_start(outcome, attempt):
-        return outcome, attempt, 0
-    return await _fall_back(run, cs, outcome, attempt, missed)
+    return outcome, attempt
 
 
-async def _fall_back(
+async def fall_back(
     run: PlanRun, cs: CompiledStep, outcome: CallOutcome, attempt: int, missed: list[Ref], start: int = 1
 ) -> tuple[CallOutcome, int, int]:
     """The step's fallback chain after its own calls failed (``attempt`` of them), if it has one.
@@ -355,7 +389,7 @@ async def _fall_back(
         fb_outcome, fb_tool = await _fallback_call(run, cs, link, n, fb_args, attempt, failed_tool)
         if fb_outcome.error is None:
             return fb_outcome, attempt, n
-        fb_error = _name_nulls(run, fb_outcome, compiled).error or fb_outcome.error
+        fb_error = name_nulls(run, fb_outcome, compiled).error or fb_outcome.error
         which = "The fallback" if n == 1 else f"Fallback #{n}"
         message = f"{message} {which} {fb_tool!r} failed too: {fb_error.message}"
         outcome = CallOutcome(error=StepError(kind=fb_error.kind, message=message))
@@ -378,7 +412,7 @@ async def _fallback_call(
     if run.on_event is not None:
         run.emit(StepStarted(run_id=run.run_id, step_id=sid, tool=fb_tool, attempt=attempt, at=run.now()))
     began = time.perf_counter()
-    fb_outcome = await _call(run, sid, fb_tool, args, invoker.timeout_for(fb_tool, cs.step.timeout), attempt, n)
+    fb_outcome = await call(run, sid, fb_tool, args, invoker.timeout_for(fb_tool, cs.step.timeout), attempt, n)
     run.hold_until_done(fb_tool, fb_outcome)
     if alternatives is not None:
         await _observe_fallback(run, choice, alternatives[0], fb_outcome, time.perf_counter() - began)
@@ -395,7 +429,7 @@ async def _observe_fallback(
     await observe_member(run, choice, members, error is None, latency, 1, None if error is None else error.kind)
 
 
-def _refused_at_start(outcome: CallOutcome, attempt: int) -> bool:
+def refused_at_start(outcome: CallOutcome, attempt: int) -> bool:
     return attempt == 1 and outcome.error is not None and outcome.error.kind == "limit"
 
 
@@ -418,13 +452,13 @@ async def run_alternative(run: PlanRun, cs: CompiledStep, args: Any, attempt: in
         run.emit(StepStarted(run_id=run.run_id, step_id=sid, tool=tool, attempt=attempt, at=run.now()))
     began = time.perf_counter()
     first = attempt
-    outcome = await _call(run, sid, tool, args, timeout, attempt)
+    outcome = await call(run, sid, tool, args, timeout, attempt)
     run.hold_until_done(tool, outcome)
     used_fallback = 0
     if outcome.error is not None:
         outcome, attempt, used_fallback = await _recover(run, chosen, args, outcome, attempt, retries, timeout, missed)
     latency = time.perf_counter() - began
-    result = _end(run, chosen, outcome, attempt, args, used_fallback, missed)
+    result = end(run, chosen, outcome, attempt, args, used_fallback, missed)
     if result.status != "not_run":  # a call the budget refused says nothing about the tool
         calls = max(attempt - first + 1 - int(used_fallback), 1)
         error = result.error

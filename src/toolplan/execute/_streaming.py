@@ -37,7 +37,7 @@ __all__ = ("StreamedPlanInvalid", "StreamingPlan", "execute_plan_stream")
 
 _STRUCTURAL = frozenset("{}[],")
 # Plan-level keys whose values govern the run: applied as soon as each is complete in the text.
-_OPTION_KEYS = ("max_concurrency", "failure_mode", "budget")
+_OPTION_KEYS = ("max_concurrency", "failure_mode", "budget", "share_calls")
 
 
 class StreamedPlanInvalid(PlanValidationError):

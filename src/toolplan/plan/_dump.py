@@ -106,6 +106,7 @@ def _unsayable_fields(plan: Plan, dialect: str, issues: list[PlanIssue]) -> None
         "policy": plan.policy is not None,
         # Chaining plans run one step at a time, or in parallel ("parallel": true): no other limit.
         "max_concurrency": plan.max_concurrency is not None and (dialect != "chaining" or plan.max_concurrency != 1),
+        "share_calls": not plan.share_calls,
     }
     for name in (name for name, there in present.items() if there):
         issues.append(_issue(dialect, f"it has no place for the plan's '{name}'. Leave it out."))

@@ -118,6 +118,15 @@ def _positive_int(raw: Any, field: str, issues: _Issues) -> int | None:
     return count
 
 
+def _flag(raw: Any, field: str, default: bool, issues: _Issues) -> bool:
+    if raw is None:
+        return default
+    if isinstance(raw, bool):
+        return raw
+    issues.error("invalid_field", f"{field!r} must be true or false, got {_show(raw)}.")
+    return default
+
+
 def _failure_mode(raw: Any, default: FailureMode, issues: _Issues) -> FailureMode:
     if raw is None:
         return default

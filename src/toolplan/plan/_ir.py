@@ -156,6 +156,8 @@ class Plan:
     failure_mode: FailureMode = "fail_forward"
     dialect: Dialect = "native"
     missing_field: MissingField = "null"
+    # False: steps with the same call of a read_only and idempotent tool each make their own call.
+    share_calls: bool = True
 
     @property
     def step_ids(self) -> tuple[str, ...]:
@@ -203,6 +205,8 @@ class Plan:
             out["max_concurrency"] = self.max_concurrency
         if self.failure_mode != "fail_forward":
             out["failure_mode"] = self.failure_mode
+        if not self.share_calls:
+            out["share_calls"] = False
         return out
 
     def to_json(self) -> str:

@@ -18,6 +18,7 @@ from ._fields import (
     ID_RE,
     _budget,
     _failure_mode,
+    _flag,
     _id_match,
     _id_message,
     _Issues,
@@ -284,6 +285,7 @@ def _parse_native(data: dict[str, Any], issues: _Issues) -> Plan:
         max_concurrency=_positive_int(data.get("max_concurrency"), "max_concurrency", issues),
         failure_mode=_failure_mode(data.get("failure_mode"), "fail_forward", issues),
         dialect="native",
+        share_calls=_flag(data.get("share_calls"), "share_calls", True, issues),
         missing_field="null",
     )
 

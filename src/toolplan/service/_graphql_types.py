@@ -182,6 +182,10 @@ class StepResult:
     reused: bool = strawberry.field(description="Taken from the store by a resumed execution, not run again.")
     used_fallback: bool = strawberry.field(description="The step's fallback ran and its result stands in.")
     warnings: list[str]
+    shared_with: list[str] = strawberry.field(
+        description="Other steps of the execution with the same call of a read-only tool: one call was made for all."
+    )
+    cached: bool = strawberry.field(description="The result came from the result cache: no call was made.")
 
     @staticmethod
     def of(d: dict[str, Any]) -> StepResult:
@@ -199,6 +203,8 @@ class StepResult:
             reused=d["reused"],
             used_fallback=d["used_fallback"],
             warnings=d["warnings"],
+            shared_with=d.get("shared_with") or [],
+            cached=bool(d.get("cached")),
         )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from .._errors import PlanIssue
 from .._json import compact_encoder, dumps, encodable, json_safe, loads
 from ..execute import ApprovalRequest, PlanResult, PlanStatus, RunLimits, StepResult
+from ..execute._internal import symmetric
 from ..plan import Budget, Fallback, Plan, Step
 
 __all__ = ("decode", "encode", "output_json", "plan_hash", "result_facts", "result_from_row", "step_from_row")
@@ -27,13 +28,23 @@ _TUPLE_FIELDS = {
 _PLAIN = frozenset({str, int, float, bool, type(None), dict, list})  # JSON data as it is (dicts: arguments)
 # Fields left out while empty, so that a plan that does not use them encodes as before they existed.
 _OMITTED_WHEN_EMPTY = frozenset({"one_of", "warn_at", "window"})
-# Never stored: a budget window is a live object of the process (a resumed run is given its own).
-_NOT_STORED = frozenset({"window"})
-# Per class: its tag and its stored fields, each with whether it is left out while empty.
+# Fields left out while True (their default), for the same reason.
+_OMITTED_WHEN_TRUE = frozenset({"share_calls"})
+# Never stored: a budget window and a result cache are live objects of the process (a resumed run is
+# given its own).
+_NOT_STORED = frozenset({"window", "cache"})
+
+
+def _omitted(name: str) -> int:
+    """0: always stored; 1: left out while empty; 2: left out while True."""
+    return 1 if name in _OMITTED_WHEN_EMPTY else 2 if name in _OMITTED_WHEN_TRUE else 0
+
+
+# Per class: its tag and its stored fields, each with when it is left out (`_omitted`).
 _FIELDS = {
     cls: (
         name,
-        tuple((f.name, f.name in _OMITTED_WHEN_EMPTY) for f in dataclasses.fields(cls) if f.name not in _NOT_STORED),
+        tuple((f.name, _omitted(f.name)) for f in dataclasses.fields(cls) if f.name not in _NOT_STORED),
     )
     for name, cls in _TYPES.items()
 }
@@ -82,15 +93,17 @@ def _write(value: Any, out: list[str]) -> None:
         return
     tag, fields = known
     out.append(tag)
-    for f, key, omitted_when_empty in fields:
+    for f, key, omitted in fields:
         item = getattr(value, f)
         if item is None:
-            if not omitted_when_empty:
+            if not omitted:
                 out.append(key + "null")
         elif type(item) is str:
-            if item or not omitted_when_empty:
+            if item or not omitted:
                 out.append(key + _STRING(item))
-        elif item or not omitted_when_empty:
+        elif item is True and omitted == 2:
+            continue
+        elif item or omitted != 1:
             out.append(key)
             _write(item, out)
     out.append("}")
@@ -103,9 +116,9 @@ def _to_data(value: Any) -> Any:
     if known is not None:
         name, fields = known
         out: dict[str, Any] = {"$t": name}
-        for f, omitted_when_empty in fields:
+        for f, omitted in fields:
             item = getattr(value, f)
-            if omitted_when_empty and not item:
+            if (omitted == 1 and not item) or (omitted == 2 and item is True):
                 continue  # a field added later: plans without it keep the text (and hash) they had
             out[f] = item if type(item) in _PLAIN else _to_data(item)
         return out
@@ -205,6 +218,8 @@ def step_from_row(row: Mapping[Any, Any], output: Any, *, reused: bool = False) 
             "fallback_link": int(row["used_fallback"] or 0),
             "warnings": warnings,
             "reused": reused,
+            "shared_with": loads(row["shared_with"]) if row["shared_with"] else (),
+            "cached": bool(row["cached"]),
         }
     )
 
@@ -233,6 +248,7 @@ def result_from_row(run_id: str, plan: Plan, row: Mapping[Any, Any], records: Ma
     times.
     """
     facts = loads(row["result"]) if row["result"] else {}
+    records = symmetric(records) or records  # a step that made a call names the steps that took its outcome
     steps = {s.id: records.get(s.id) or StepResult(id=s.id, tool=s.tool, status="pending") for s in plan.steps}
     status: PlanStatus = (
         row["status"] if row["status"] in ("succeeded", "failed", "cancelled", "pending_approval") else "failed"

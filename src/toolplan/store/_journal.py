@@ -63,6 +63,8 @@ def step_outcome(
     used_fallback: int,
     warnings: str | None,
     arguments: str | None,
+    shared_with: str | None,
+    cached: int,
 ) -> tuple[Any, ...]:
     """The other columns of a step's row (what the call gave), in `STEP_COLUMNS` order.
 
@@ -70,7 +72,7 @@ def step_outcome(
     arguments would pass them through a dict, which costs a durable step more than both calls.
     """
     return (output, output_blob, output_note, error_kind, error_message, started_at, ended_at, used_fallback,
-            warnings, arguments)  # fmt: skip
+            warnings, arguments, shared_with, cached)  # fmt: skip
 
 
 def started_row(
@@ -150,7 +152,7 @@ class RunWrites:
             "output_blob = excluded.output_blob, output_note = excluded.output_note, error_kind = excluded.error_kind, "
             "error_message = excluded.error_message, started_at = excluded.started_at, ended_at = excluded.ended_at, "
             "used_fallback = excluded.used_fallback, warnings = excluded.warnings, arguments = excluded.arguments, "
-            "session = excluded.session"
+            "shared_with = excluded.shared_with, cached = excluded.cached, session = excluded.session"
         )
         upsert = (
             f"INSERT INTO toolplan_steps ({columns}) VALUES ({_marks(STEP_COLUMNS)}) "
@@ -377,6 +379,8 @@ class Journal:
             used_fallback=r.fallback_link or int(r.used_fallback),  # the link of its fallback chain that stands
             warnings=dumps(list(r.warnings)) if r.warnings else None,
             arguments=dumps(r.arguments) if r.arguments is not None else None,
+            shared_with=dumps(list(r.shared_with)) if r.shared_with else None,
+            cached=int(r.cached),
         )
         statements.append((sql, row))
         payload: dict[str, Any] = {"status": r.status, "attempts": r.attempts}

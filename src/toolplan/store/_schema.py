@@ -28,6 +28,7 @@ __all__ = (
     "migrate",
     "plans",
     "requests",
+    "result_cache",
     "schedule_firings",
     "schedules",
     "skills",
@@ -124,6 +125,9 @@ steps = sa.Table(
     sa.Column(
         "session", sa.Integer, nullable=False, server_default="0"
     ),  # v9: the run's session its row was written in
+    # v10: the steps of the run that had the same call (JSON list; NULL: none), and a result from the cache
+    sa.Column("shared_with", sa.Text, nullable=True),
+    sa.Column("cached", sa.Integer, nullable=False, server_default="0"),
 )
 
 events = sa.Table(
@@ -271,6 +275,18 @@ declarations = sa.Table(  # v7: the plans an agent run declared (`declare_plan`)
 )
 
 
+result_cache = sa.Table(  # v10: results of read_only tools kept across runs (`toolplan.ResultCache`)
+    "toolplan_result_cache",
+    metadata,
+    sa.Column("key", sa.String(64), primary_key=True),  # SHA-256 of the tool and its canonical arguments, hex
+    sa.Column("tool", sa.String(256), nullable=False),
+    sa.Column("value", sa.Text, nullable=False),  # JSON
+    sa.Column("stored_at", sa.Float, nullable=False),  # wall-clock seconds
+    sa.Column("expires_at", sa.Float, nullable=False),
+    sa.Index("toolplan_result_cache_expiry", "expires_at"),
+)
+
+
 def _v1(conn: sa.Connection) -> None:
     # Tables are made in their newest shape; later migrations add only what a database made by an
     # earlier toolplan lacks.
@@ -356,6 +372,12 @@ def _v10(conn: sa.Connection) -> None:
     _add_columns(conn, budget_windows, ("input_tokens", "output_tokens", "money"))
 
 
+def _v11(conn: sa.Connection) -> None:
+    """Repeated calls: which steps shared a call, which results came from the cache, and the cache itself."""
+    _add_columns(conn, steps, ("shared_with", "cached"))
+    result_cache.create(conn, checkfirst=True)
+
+
 def _add_columns(conn: sa.Connection, table: sa.Table, names: tuple[str, ...]) -> None:
     have = {c["name"] for c in sa.inspect(conn).get_columns(table.name)}
     for name in names:
@@ -367,7 +389,7 @@ def _add_columns(conn: sa.Connection, table: sa.Table, names: tuple[str, ...]) -
 
 
 #: Ordered migrations: migration ``n`` takes the schema from version ``n - 1`` to ``n``.
-MIGRATIONS: tuple[Callable[[sa.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10)
+MIGRATIONS: tuple[Callable[[sa.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

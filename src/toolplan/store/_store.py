@@ -19,7 +19,7 @@ from ..execute import RunLimits, ToolLatency
 from ..execute._internal import StoredRun, check_run_id
 from ..plan import Plan, parse_plan
 from ..policy import ArmStats, Observation
-from . import _reads, _stats
+from . import _cache, _reads, _stats
 from . import _schema as t
 from ._claim import Claim, claim_next
 from ._codec import encode
@@ -262,6 +262,16 @@ class Store:
     async def tool_latencies(self, tools: Sequence[str]) -> dict[str, ToolLatency]:
         """Mean seconds per call of each of ``tools`` in stored runs (`toolplan.execute.LatencyStats`, for dry runs)."""
         return await _stats.tool_latencies(self.db, tools)
+
+    # -- a result cache's entries (the toolplan.execute.CacheStore protocol) ---------------------------
+
+    async def cache_get(self, key: str, now: float) -> tuple[str, float] | None:
+        """A `toolplan.ResultCache` entry: its JSON text and when it was kept, unless expired at ``now``."""
+        return await _cache.cache_get(self.db, key, now)
+
+    async def cache_put(self, key: str, tool: str, value: str, stored_at: float, expires_at: float) -> None:
+        """Keep a `toolplan.ResultCache` entry until ``expires_at`` (epoch seconds)."""
+        await _cache.cache_put(self.db, key, tool, value, stored_at, expires_at)
 
     # -- declared plans (`toolplan audit`) ------------------------------------------------------------
 

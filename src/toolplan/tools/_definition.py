@@ -40,6 +40,10 @@ class ToolAnnotations:
             ``cost`` is only the estimate used where no call is at hand (a group's price, the
             audit, a resumed run). It must return a finite number >= 0; when it raises or returns
             anything else the call is not made and fails with error kind ``cost``.
+        share_calls: Steps of one run with the same call of this tool (same arguments) make one
+            call and share its result; this applies only to tools that are both ``read_only`` and
+            ``idempotent``. False: each step makes its own call (a tool whose answer changes from
+            one call to the next, such as a clock or a random draw).
     """
 
     read_only: bool = False
@@ -52,6 +56,7 @@ class ToolAnnotations:
     general: bool = False
     resource: str | None = None
     cost_of: Callable[[Mapping[str, Any]], float] | None = field(default=None, compare=False)
+    share_calls: bool = True
 
     def __post_init__(self) -> None:
         if self.cost < 0:

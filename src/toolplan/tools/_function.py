@@ -446,6 +446,7 @@ def tool(
     general: bool = False,
     resource: str | None = None,
     cost_of: Callable[[Mapping[str, Any]], float] | None = None,
+    share_calls: bool = True,
     strict: bool = False,
 ) -> Callable[[Fn], FunctionTool[Fn]]: ...
 
@@ -466,6 +467,7 @@ def tool(
     general: bool = False,
     resource: str | None = None,
     cost_of: Callable[[Mapping[str, Any]], float] | None = None,
+    share_calls: bool = True,
     strict: bool = False,
 ) -> FunctionTool[Fn] | Callable[[Fn], FunctionTool[Fn]]:
     """Turn a typed function (sync or async) into a tool.
@@ -494,6 +496,7 @@ def tool(
         general=general,
         resource=resource,
         cost_of=cost_of,
+        share_calls=share_calls,
     )
 
     def decorate(fn: Fn) -> FunctionTool[Fn]:
