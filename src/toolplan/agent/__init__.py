@@ -31,6 +31,8 @@ from ._options import OnLimit as OnLimit
 from ._output import OUTPUT_TOOL_NAME as OUTPUT_TOOL_NAME
 from ._result import AgentResult as AgentResult
 from ._result import RunStatus as RunStatus
+from ._search import SEARCH_TOOL_NAME as SEARCH_TOOL_NAME
+from ._search import SearchTool as SearchTool
 
 __all__ = (
     "BATCH_TOOL_NAME",
@@ -38,6 +40,7 @@ __all__ = (
     "DECLARE_TOOL_NAME",
     "OUTPUT_TOOL_NAME",
     "PLAN_TOOL_NAME",
+    "SEARCH_TOOL_NAME",
     "Agent",
     "AgentEvent",
     "AgentResult",
@@ -52,6 +55,7 @@ __all__ = (
     "NativeExecutor",
     "PlanStreamStarted",
     "PlanTool",
+    "SearchTool",
     "RunFinished",
     "RunStatus",
     "SequentialExecutor",
