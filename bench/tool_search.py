@@ -88,7 +88,7 @@ NAMESPACES = {
 
 
 def write_queries(path: Path = DATA, *, operations: int = 1000, count: int = 240) -> list[dict[str, str]]:
-    """The labelled set: ``count`` queries, one per operation spread over the catalogue, alternately words and paraphrase."""
+    """The labelled set: ``count`` queries, one per operation across the catalogue, words and paraphrases by turns."""
     ops = facts(synthetic_spec(operations))
     step = len(ops) / count
     queries = []
