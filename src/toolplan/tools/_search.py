@@ -165,6 +165,7 @@ class ToolSearch:
             ``"names"`` (every name: small catalogues) or ``"namespaces"`` (each name prefix before
             ``:``, ``.`` or the first ``_``, with its count).
         candidates: How deep each ranking goes before fusion.
+        words: With a ranker, fuse in the word ranking (True) or rank by meaning alone (False).
     """
 
     def __init__(
@@ -174,6 +175,7 @@ class ToolSearch:
         max_results: int = 5,
         index: IndexKind = "none",
         candidates: int = 50,
+        words: bool = True,
     ) -> None:
         if not 1 <= max_results <= MAX_RESULTS:
             raise UserError(f"max_results must be between 1 and {MAX_RESULTS}, got {max_results}.")
@@ -185,6 +187,7 @@ class ToolSearch:
         self.max_results = max_results
         self.index = index
         self.candidates = candidates
+        self.words = words
         self._key: tuple[ToolDefinition, ...] = ()
         self._texts: list[str] = []
         self._bm25: _Bm25 | None = None
@@ -215,10 +218,12 @@ class ToolSearch:
         if not definitions:
             return []
         bm25 = self._prepare(definitions)
-        lexical = bm25.rank(query, self.candidates)
         if self.ranker is None:
-            return [self._key[i] for i in lexical[:k]]
+            return [self._key[i] for i in bm25.rank(query, k)]
         semantic = await self.ranker.rank(query, self._texts, self.candidates)
+        if not self.words:
+            return [self._key[i] for i in semantic[:k]]
+        lexical = bm25.rank(query, self.candidates)
         fused = fuse_rankings([str(i) for i in semantic], [str(i) for i in lexical])
         return [self._key[int(i)] for i, _ in fused[:k]]
 
