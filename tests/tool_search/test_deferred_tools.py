@@ -210,3 +210,24 @@ async def test_the_bundled_model_finds_a_paraphrase() -> None:
     search = ToolSearch(ranker=EmbeddingToolRanker(), words=False, max_results=2)
     found = await search.search(registry.deferred_definitions(), "will it rain tomorrow?")
     assert found[0].name == "lookup_0"
+
+
+async def test_create_server_with_search_lists_two_tools_and_refuses_bad_searches() -> None:
+    pytest.importorskip("mcp")
+    from mcp import Client
+
+    from toolplan.mcp import create_server
+
+    server = create_server(catalogue(), search=ToolSearch(max_results=2, index="names"))
+    async with Client(server) as client:
+        listed = (await client.list_tools()).tools
+        assert [t.name for t in listed] == ["search_tools", "execute_tool_plan"]
+        assert "lookup_4" in (listed[0].description or "") and "hello" in (listed[0].description or "")
+        found = await client.call_tool("search_tools", {"query": "flight status"})
+        assert json.loads(found.content[0].text)["tools"][0]["name"] == "lookup_3"  # type: ignore[union-attr]
+        for bad in ({"query": 7}, {"query": "x", "limit": 3}, {"query": "x", "extra": 1}, {}):
+            assert (await client.call_tool("search_tools", bad)).is_error
+        direct = await client.call_tool("lookup_3", {"place": "Oslo"})
+        assert json.loads(direct.content[0].text) == {"tool": 3, "place": "Oslo"}  # type: ignore[union-attr]
+        plan = {"steps": [{"id": "s", "tool": "search_tools", "arguments": {"query": "x"}}]}
+        assert (await client.call_tool("execute_tool_plan", plan)).is_error  # a plan cannot call the search
