@@ -231,3 +231,8 @@ async def test_create_server_with_search_lists_two_tools_and_refuses_bad_searche
         assert json.loads(direct.content[0].text) == {"tool": 3, "place": "Oslo"}  # type: ignore[union-attr]
         plan = {"steps": [{"id": "s", "tool": "search_tools", "arguments": {"query": "x"}}]}
         assert (await client.call_tool("execute_tool_plan", plan)).is_error  # a plan cannot call the search
+
+
+def test_the_index_is_bounded() -> None:
+    text = ToolSearch(index="names").index_text([f"t{i}" for i in range(5000)])
+    assert text.endswith("t199 and 4800 more.")

@@ -22,6 +22,7 @@ RRF_K = 60  # reciprocal rank fusion: score = sum of 1 / (60 + rank) over the ra
 MAX_QUERY_CHARS = 1000
 MAX_RESULTS = 20
 _TEXT_CHARS = 2000  # of a tool's description and parameters that is indexed
+INDEX_MAX_ENTRIES = 200  # names or namespaces in the short index; the rest are counted
 
 IndexKind = Literal["none", "names", "namespaces"]
 
@@ -233,16 +234,19 @@ class ToolSearch:
             return ""
         names = list(names)
         if self.index == "names":
-            return "Tools you can find: " + ", ".join(names) + "."
+            return "Tools you can find: " + _capped(names) + "."
         counts: dict[str, int] = {}
         for name in names:
             head = re.split(r"[:._]", name, maxsplit=1)[0]
             counts[head] = counts.get(head, 0) + 1
-        return (
-            "Tool families you can find (name prefix: count): "
-            + ", ".join(f"{h}: {n}" for h, n in counts.items())
-            + "."
-        )
+        families = _capped([f"{h}: {n}" for h, n in counts.items()])
+        return f"Tool families you can find (name prefix: count): {families}."
+
+
+def _capped(entries: list[str]) -> str:
+    if len(entries) <= INDEX_MAX_ENTRIES:
+        return ", ".join(entries)
+    return ", ".join(entries[:INDEX_MAX_ENTRIES]) + f" and {len(entries) - INDEX_MAX_ENTRIES} more"
 
 
 # -- what a run has loaded ------------------------------------------------------------------------
