@@ -230,7 +230,9 @@ class _AgentOptions(Generic[DepsT, OutputT]):
             code_tool = CodeTool(runner, self.registry, run_limits=self._inner_limits())
             out[code_tool.name] = code_tool
         if self.declare_plan:
-            out[DECLARE_TOOL_NAME] = DeclarePlanTool([d.name for d in self.registry.definitions()])
+            # With deferred tools the model may declare any it found: no list of names to check against.
+            declarable = [] if self.registry.deferred_names else [d.name for d in self.registry.definitions()]
+            out[DECLARE_TOOL_NAME] = DeclarePlanTool(declarable)
         if self.registry.deferred_names:
             out[SEARCH_TOOL_NAME] = SearchTool(self.registry, self.tool_search)
         return out
