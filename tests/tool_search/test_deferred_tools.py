@@ -236,3 +236,28 @@ async def test_create_server_with_search_lists_two_tools_and_refuses_bad_searche
 def test_the_index_is_bounded() -> None:
     text = ToolSearch(index="names").index_text([f"t{i}" for i in range(5000)])
     assert text.endswith("t199 and 4800 more.")
+
+
+async def test_an_agent_run_inside_another_keeps_its_own_tool_list() -> None:
+    inner_model = ScriptedModel(["inner done"])
+
+    def ask_helper(question: str) -> str:
+        """Ask the helper agent."""
+        return Agent(inner_model, tools=[ask_nobody]).run_sync(question).output
+
+    def ask_nobody() -> str:
+        """Nobody."""
+        return ""
+
+    registry = catalogue()
+    registry.add(ask_helper)
+    model = ScriptedModel(
+        [
+            call("search_tools", {"query": "stock price", "limit": 1}),
+            call("ask_helper", {"question": "hi"}),
+            "ok",
+        ]
+    )
+    await Agent(model, tools=registry).run("go")
+    assert [t.name for t in inner_model.requests[0].tools] == ["ask_nobody"]
+    assert offered(model)[2][-1] == "lookup_2"

@@ -191,16 +191,16 @@ class Agent(_AgentOptions[DepsT, OutputT]):
         # The run's dependencies, for the length of the run: every task and tool thread it starts
         # copies the context, so direct calls, plans, streamed plans and code mode all see them.
         token = set_run_deps(deps)
-        # Deferred tools the run loads (found by search_tools, or named in a call or plan).
-        loads = loading(LoadedTools()) if self.registry.deferred_names else None
+        # Deferred tools the run loads (found by search_tools, or named in a call or plan); None for
+        # a run without deferred tools, also inside another agent's run.
+        loads = loading(LoadedTools() if self.registry.deferred_names else None)
         try:
             if self.tracing is None:
                 return await self._traced_loop(prompt, history, emit)
             with tracing_enabled(self.tracing):  # for the run's plans too
                 return await self._traced_loop(prompt, history, emit)
         finally:
-            if loads is not None:
-                reset_loading(loads)
+            reset_loading(loads)
             reset_run_deps(token)
 
     async def _traced_loop(
