@@ -123,7 +123,7 @@ class _AgentOptions(Generic[DepsT, OutputT]):
         self.declare_plan = declare_plan
         self.backend = backend
         self.tracing = tracing
-        self.tool_search = tool_search
+        self.tool_search = tool_search if tool_search is not None else ToolSearch()  # its index lasts across runs
         self._output: OutputSpec[OutputT] | None = None if output_type is str else OutputSpec(output_type)
         if self._output is not None:
             if OUTPUT_TOOL_NAME in registry:
