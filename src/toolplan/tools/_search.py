@@ -219,14 +219,15 @@ class ToolSearch:
         if not definitions:
             return []
         bm25 = self._prepare(definitions)
+        key, texts = self._key, self._texts  # this search's (another may prepare other definitions meanwhile)
         if self.ranker is None:
-            return [self._key[i] for i in bm25.rank(query, k)]
-        semantic = await self.ranker.rank(query, self._texts, self.candidates)
+            return [key[i] for i in bm25.rank(query, k)]
+        semantic = await self.ranker.rank(query, texts, self.candidates)
         if not self.words:
-            return [self._key[i] for i in semantic[:k]]
+            return [key[i] for i in semantic[:k]]
         lexical = bm25.rank(query, self.candidates)
         fused = fuse_rankings([str(i) for i in semantic], [str(i) for i in lexical])
-        return [self._key[int(i)] for i, _ in fused[:k]]
+        return [key[int(i)] for i, _ in fused[:k]]
 
     def index_text(self, names: Iterable[str]) -> str:
         """The short index of the deferred tools for ``search_tools``' description ('' when ``index`` is "none")."""
