@@ -30,27 +30,28 @@ class EmbeddingToolRanker:
         self._texts: tuple[str, ...] = ()
         self._matrix: Any = None
 
-    async def prepare(self, texts: Sequence[str]) -> None:
-        """Embed ``texts`` now (else the first `rank` over them does)."""
+    async def prepare(self, texts: Sequence[str]) -> Any:
+        """Embed ``texts`` now (else the first `rank` over them does); returns their unit vectors."""
         key = tuple(texts)
         if self._matrix is not None and key == self._texts:
-            return
+            return self._matrix
         np = _numpy()
         vectors = await self.embeddings.embed(list(key), kind="passage")
         matrix = np.asarray(vectors, dtype=np.float32).reshape(len(key), -1)
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        self._matrix = matrix / np.where(norms == 0, 1.0, norms)
-        self._texts = key
+        matrix = matrix / np.where(norms == 0, 1.0, norms)
+        self._matrix, self._texts = matrix, key
+        return matrix
 
     async def rank(self, query: str, texts: Sequence[str], k: int) -> list[int]:
         """Indices into ``texts`` of the ``k`` closest in meaning to ``query``, best first."""
         if not texts:
             return []
-        await self.prepare(texts)
+        matrix = await self.prepare(texts)  # these texts' vectors, whatever another search prepares meanwhile
         np = _numpy()
         q = np.asarray((await self.embeddings.embed([query], kind="query"))[0], dtype=np.float32)
         norm = float(np.linalg.norm(q))
-        scores = self._matrix @ (q / (norm or 1.0))
+        scores = matrix @ (q / (norm or 1.0))
         count = min(k, len(scores))
         top = np.argpartition(-scores, count - 1)[:count]
         top = top[np.lexsort((top, -scores[top]))]
