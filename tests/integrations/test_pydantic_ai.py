@@ -256,3 +256,32 @@ async def test_without_tools_the_plan_tool_is_not_offered() -> None:
 
     await Agent(FunctionModel(model), capabilities=[ToolPlanning()]).run("hi")
     assert offered == [[]]
+
+
+async def test_a_plan_naming_a_tool_pydantic_ai_still_hides_runs_nothing() -> None:
+    CALLS.clear()
+    seen: list[list[ModelMessage]] = []
+    plan = {
+        "steps": [
+            {"id": "oslo", "tool": "get_weather", "arguments": {"city": "Oslo"}},
+            {"id": "cmp", "tool": "compare", "arguments": {"a": "$ref:oslo.temp", "b": 1}},
+        ]
+    }
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(list(messages))
+        if len(seen) == 1:
+            assert "compare" not in {t.name for t in info.function_tools}  # hidden until found
+            return ModelResponse(parts=[ToolCallPart("execute_tool_plan", plan, tool_call_id="p1")])
+        return ModelResponse(parts=[TextPart("done")])
+
+    agent: Agent[str, str] = Agent(
+        FunctionModel(model),
+        deps_type=str,
+        tools=[get_weather, Tool(compare, takes_ctx=True, defer_loading=True)],
+        capabilities=[ToolPlanning()],
+    )
+    await agent.run("hi", deps="d")
+    reply = seen[1][-1].parts[0]
+    assert "not available yet: search for it first" in str(getattr(reply, "content", ""))
+    assert CALLS == []  # an invalid plan runs nothing

@@ -29,12 +29,15 @@ from ._output import OUTPUT_TOOL_NAME as OUTPUT_TOOL_NAME
 from ._result import AgentResult as AgentResult
 from ._result import RunStatus as RunStatus
 from ._result import WaitingTurn as WaitingTurn
+from ._search import SEARCH_TOOL_NAME as SEARCH_TOOL_NAME
+from ._search import SearchTool as SearchTool
 
 __all__ = (
     "BATCH_TOOL_NAME",
     "CODE_TOOL_NAME",
     "OUTPUT_TOOL_NAME",
     "PLAN_TOOL_NAME",
+    "SEARCH_TOOL_NAME",
     "Agent",
     "AgentEvent",
     "AgentResult",
@@ -48,6 +51,7 @@ __all__ = (
     "NativeExecutor",
     "PlanStreamStarted",
     "PlanTool",
+    "SearchTool",
     "RunFinished",
     "RunStatus",
     "SequentialExecutor",

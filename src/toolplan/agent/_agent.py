@@ -17,6 +17,7 @@ from ..execute import Approval, BudgetWarning, ToolInvoker
 from ..models import AssistantMessage, Model, ModelMessage, SystemMessage, ToolReturnMessage, UserMessage
 from ..models._internal import SpendMeter
 from ..tools import ToolsLike
+from ..tools._internal import LoadedTools, loaded_tools, loading, reset_loading
 from ..tracing import tracing_enabled
 from ..tracing._internal import get_tracer
 from ._approvals import Resume, resume_turn, waiting_result
@@ -100,6 +101,11 @@ class Agent(_AgentOptions[DepsT, OutputT]):
         tracing: Trace this agent's runs with OpenTelemetry (True), never (False), or as the
             process is set up (None: `toolplan.tracing.configure_tracing`, or a tracer provider
             being set). See docs/observability.md.
+        tool_search: How ``search_tools`` finds deferred tools (tools added with ``deferred=True``,
+            or a toolset made with ``deferred=True``): a `ToolSearch` (default: words alone, five
+            results). The model sees ``search_tools`` instead of the deferred tools; each tool it
+            finds or names is added at the end of its tool list for the rest of the run.
+            See docs/tool-search.md.
     """
 
     # -- running ------------------------------------------------------------------------------------
@@ -214,12 +220,16 @@ class Agent(_AgentOptions[DepsT, OutputT]):
         # The run's dependencies, for the length of the run: every task and tool thread it starts
         # copies the context, so direct calls, plans, streamed plans and code mode all see them.
         token = set_run_deps(deps)
+        # Deferred tools the run loads (found by search_tools, or named in a call or plan); None for
+        # a run without deferred tools, also inside another agent's run.
+        loads = loading(LoadedTools() if self.registry.deferred_names else None)
         try:
             if self.tracing is None:
                 return await self._traced_loop(prompt, history, emit, resume)
             with tracing_enabled(self.tracing):  # for the run's plans too
                 return await self._traced_loop(prompt, history, emit, resume)
         finally:
+            reset_loading(loads)
             reset_run_deps(token)
 
     async def _traced_loop(
@@ -249,6 +259,8 @@ class Agent(_AgentOptions[DepsT, OutputT]):
     ) -> AgentResult[OutputT]:
         meta = self.meta_tools()
         definitions = self.tool_definitions(meta)
+        loaded = loaded_tools()  # their definitions are appended to `definitions`, in the order loaded
+        shown = 0
         messages: list[ModelMessage] = []
         if resume is not None:  # a turn that waited for approval: its conversation so far
             messages.extend(resume[0].messages)
@@ -302,6 +314,10 @@ class Agent(_AgentOptions[DepsT, OutputT]):
                     break
             if emit is not None:
                 emit(ModelRequestStarted(iteration=iteration))
+            if loaded is not None and len(loaded) > shown:
+                new = list(loaded.names)[shown:]
+                definitions = [*definitions, *(self.registry.definition(n) for n in new)]
+                shown = len(loaded)
             async with task_group() as tg:
                 asking = functools.partial(
                     ask,

@@ -90,7 +90,9 @@ class CodeTool:
 
     def definitions(self) -> Sequence[ToolDefinition]:
         """The tool the model sees: ``{code: string}`` and what the runner supports."""
-        tools = ", ".join(self.registry.names) or "(none)"
+        tools = ", ".join(self.registry.visible_names) or "(none)"
+        if self.registry.deferred_names:
+            tools += " (and the tools search_tools finds)"
         return (
             ToolDefinition(
                 name=CODE_TOOL_NAME,

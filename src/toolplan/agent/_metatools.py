@@ -385,7 +385,8 @@ class _MetaTool:
 
     def definitions(self) -> Sequence[ToolDefinition]:
         """The one function this meta-tool offers, with the schema the model sees."""
-        names = self.registry.names
+        # With deferred tools the model may name any it found: no list of names.
+        names = [] if self.registry.deferred_names else self.registry.names
         if self._dialect == "native":
             schema = _plan_schema(names, alternatives=bool(self.registry.groups))
         else:

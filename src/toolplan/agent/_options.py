@@ -20,7 +20,7 @@ from ..execute import ApprovalCallback, ApprovalRule, Backend, ResultCache, RunL
 from ..models import Model, ModelSettings, SpendLimits, infer_model
 from ..plan import META_TOOL_NAMES, Budget
 from ..policy import STRATEGIES, StatsStore, Strategy, ToolPolicy
-from ..tools import ToolDefinition, ToolRegistry, ToolsLike
+from ..tools import ToolDefinition, ToolRegistry, ToolSearch, ToolsLike
 from ._declare import DECLARE_TOOL_NAME, DeclarePlanTool, declare_instructions
 from ._executors import ExecutionStrategy
 from ._metatools import (
@@ -34,6 +34,7 @@ from ._metatools import (
 )
 from ._output import OUTPUT_TOOL_NAME, OutputSpec
 from ._result import OutputT
+from ._search import SEARCH_TOOL_NAME, SearchTool, search_instructions
 
 if TYPE_CHECKING:
     from ..sandbox import CodeRunner
@@ -86,6 +87,7 @@ class _AgentOptions(Generic[DepsT, OutputT]):
         tracing: bool | None = None,
         approval: ApprovalRule | None = None,
         on_approval: ApprovalCallback | None = None,
+        tool_search: ToolSearch | None = None,
     ) -> None:
         if max_iterations < 1:
             raise UserError(f"max_iterations must be >= 1, got {max_iterations}.")
@@ -143,6 +145,7 @@ class _AgentOptions(Generic[DepsT, OutputT]):
             raise UserError("on_approval= answers the steps a rule marks: pass approval=ApprovalRule(...) as well.")
         self.approval = approval
         self.on_approval = on_approval
+        self.tool_search = tool_search if tool_search is not None else ToolSearch()  # its index lasts across runs
         self._output: OutputSpec[OutputT] | None = None if output_type is str else OutputSpec(output_type)
         if self._output is not None:
             if OUTPUT_TOOL_NAME in registry:
@@ -249,7 +252,11 @@ class _AgentOptions(Generic[DepsT, OutputT]):
             code_tool = CodeTool(runner, self.registry, run_limits=self._inner_limits())
             out[code_tool.name] = code_tool
         if self.declare_plan:
-            out[DECLARE_TOOL_NAME] = DeclarePlanTool([d.name for d in self.registry.definitions()])
+            # With deferred tools the model may declare any it found: no list of names to check against.
+            declarable = [] if self.registry.deferred_names else [d.name for d in self.registry.definitions()]
+            out[DECLARE_TOOL_NAME] = DeclarePlanTool(declarable)
+        if self.registry.deferred_names:
+            out[SEARCH_TOOL_NAME] = SearchTool(self.registry, self.tool_search)
         return out
 
     def system_prompt(self) -> str:
@@ -257,8 +264,10 @@ class _AgentOptions(Generic[DepsT, OutputT]):
         parts = [self.instructions.strip()] if self.instructions.strip() else []
         if self.declare_plan:
             parts.append(declare_instructions())
+        if self.registry.deferred_names:
+            parts.append(search_instructions())
         if self.tool_planning:
-            parts.append(planning_instructions(self.registry.names))
+            parts.append(planning_instructions(self.registry.visible_names))
         if self.batch_calls:
             parts.append(batch_instructions())
         if self.code_execution is not None:
@@ -270,7 +279,10 @@ class _AgentOptions(Generic[DepsT, OutputT]):
         return "\n\n".join(parts)
 
     def tool_definitions(self, meta: dict[str, MetaTool] | None = None) -> list[ToolDefinition]:
-        """The tools offered to the model: the agent's tools, the meta-tools, then ``final_result``."""
+        """The tools offered to the model first: the agent's tools, the meta-tools, then ``final_result``.
+
+        Deferred tools are left out; those a run loads are added after these, in the order loaded.
+        """
         meta = self.meta_tools() if meta is None else meta
         out = [*self.registry.definitions(), *(d for m in meta.values() for d in m.definitions())]
         if self._output is not None:

@@ -94,6 +94,8 @@ class OpenAPIToolset(Toolset):
             (``"{run_id}:{step_id}"``, the same across retries and resumes) on ``POST`` and ``PATCH``
             calls, for APIs that de-duplicate requests. None (the default) sends none.
         prefix: Put in front of every tool name.
+        deferred: Keep the operations out of the model's tool list: it finds them with
+            ``search_tools`` (see `ToolRegistry.add`).
 
     Raises:
         OpenAPISpecError: The document cannot be read or is not OpenAPI 3.0/3.1.
@@ -122,6 +124,7 @@ class OpenAPIToolset(Toolset):
         max_spec_bytes: int = 32 * _MiB,
         idempotency_header: str | None = None,
         prefix: str = "",
+        deferred: bool = False,
         _spec_url: str | None = None,
     ) -> None:
         httpx = import_httpx("OpenAPIToolset")
@@ -155,7 +158,7 @@ class OpenAPIToolset(Toolset):
             verify=verify,
             tool=f"{prefix}{parsed.title or 'openapi'}"[:64],
         )
-        super().__init__([], prefix=prefix)
+        super().__init__([], prefix=prefix, deferred=deferred)
         overrides = dict(annotations or {})
         tools: dict[str, SchemaTool] = {}
         for op in parsed.operations:

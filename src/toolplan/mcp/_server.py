@@ -25,11 +25,11 @@ from mcp.server.transport_security import TransportSecuritySettings
 from .._errors import PlanValidationError, ToolplanError, UserError
 from .._json import dumps
 from .._tasks import task_group
-from ..agent import PLAN_TOOL_NAME, PlanTool
+from ..agent import PLAN_TOOL_NAME, SEARCH_TOOL_NAME, PlanTool, SearchTool
 from ..execute import DEFAULT_MAX_VALUE_CHARS, PlanEvent, PlanResult, PlanStarted, RunLimits, StepFinished, ToolInvoker
 from ..execute._internal import cap_text
 from ..plan import META_TOOL_NAMES
-from ..tools import ToolDefinition, ToolRegistry, ToolsLike
+from ..tools import ToolDefinition, ToolRegistry, ToolSearch, ToolsLike
 from ._convert import mcp_annotations
 from ._taskboard import DEFAULT_MAX_TASKS, TASKS_EXTENSION, TaskBoard
 
@@ -102,9 +102,19 @@ class _Gateway:
     """The handlers of one served catalogue."""
 
     def __init__(
-        self, tools: ToolsLike, limits: RunLimits | None, max_value_chars: int, store: Store | None = None
+        self,
+        tools: ToolsLike,
+        limits: RunLimits | None,
+        max_value_chars: int,
+        store: Store | None = None,
+        search: ToolSearch | None = None,
     ) -> None:
         registry = ToolRegistry.of(tools).without(*META_TOOL_NAMES)
+        if search is not None:  # every tool deferred: the client sees search_tools and execute_tool_plan
+            everything = ToolRegistry()
+            everything.add_all(registry, deferred=True)
+            registry = everything
+        self.search_tool = SearchTool(registry, search) if search is not None else None
         self.registry = registry
         self.limits = limits or RunLimits()
         self.max_value_chars = max_value_chars
@@ -113,6 +123,8 @@ class _Gateway:
 
     def _listing(self) -> list[mt.Tool]:
         definitions = self.registry.definitions()
+        if self.search_tool is not None:
+            definitions = list(self.search_tool.definitions())
         out = [
             mt.Tool(
                 name=d.name,
@@ -132,7 +144,7 @@ class _Gateway:
                 description=plan.description,
                 input_schema=schema,
                 output_schema=PLAN_OUTPUT_SCHEMA,
-                annotations=_plan_annotations(definitions),
+                annotations=_plan_annotations([self.registry.definition(n) for n in self.registry.names]),
                 execution=mt.ToolExecution(task_support="optional"),
             )
         )
@@ -147,10 +159,14 @@ class _Gateway:
         arguments = dict(params.arguments or {})
         if params.name == PLAN_TOOL_NAME:
             return await self._plan(ctx, arguments)
+        if params.name == SEARCH_TOOL_NAME and self.search_tool is not None:
+            return await self._search(self.search_tool, arguments)
         return await self._tool(params.name, arguments)
 
     async def _tool(self, name: str, arguments: dict[str, Any]) -> mt.CallToolResult:
         if name not in self.registry:
+            if self.search_tool is not None:
+                return _error(f"Unknown tool {name[:100]!r}. Find tools with {SEARCH_TOOL_NAME}.")
             known = ", ".join([*self.registry.names, PLAN_TOOL_NAME])
             return _error(f"Unknown tool {name[:100]!r}. Known tools: {known}.")
         problems = self.registry.argument_problems(name, arguments)
@@ -166,6 +182,10 @@ class _Gateway:
         structured = output if isinstance(output, dict) and self._has_output_schema(name) else None
         text = output if isinstance(output, str) else dumps(output)
         return mt.CallToolResult(content=[mt.TextContent(text=text)], structured_content=structured)
+
+    async def _search(self, search_tool: SearchTool, arguments: dict[str, Any]) -> mt.CallToolResult:
+        text, is_error = await search_tool.run(arguments)
+        return _error(text) if is_error else mt.CallToolResult(content=[mt.TextContent(text=text)])
 
     def _has_output_schema(self, name: str) -> bool:
         return _object_schema(self.registry.definition(name).output_json_schema) is not None
@@ -242,6 +262,7 @@ def create_server(
     instructions: str | None = None,
     store: Store | None = None,
     max_tasks: int = DEFAULT_MAX_TASKS,
+    search: ToolSearch | bool = False,
 ) -> Server[Any]:
     """An MCP server offering ``tools`` and ``execute_tool_plan`` over them.
 
@@ -251,6 +272,9 @@ def create_server(
         limits: Limits of every plan and call (a plan's own merge in; the tighter wins).
         max_value_chars: Longest value (and error message) in a result.
         instructions: What the server tells clients about itself (default: when to plan).
+        search: List only ``search_tools`` and ``execute_tool_plan`` (True, or a `ToolSearch` to say
+            how to rank): clients find the tools they need by searching, and still call any tool (or
+            plan over it) by name. For catalogues too large to list. See docs/tool-search.md.
         store: A durable store (`toolplan.store.open_store`): every plan's run is stored, and a task's id
             is its run id, so a task outlives a restart of the server (finished: answered from the store;
             cut off: resumed, its finished steps not run again).
@@ -260,12 +284,15 @@ def create_server(
     """
     if isinstance(max_tasks, bool) or not isinstance(max_tasks, int) or not 1 <= max_tasks <= 10_000:
         raise UserError(f"max_tasks must be a whole number from 1 to 10000, not {max_tasks!r}.")
-    gateway = _Gateway(tools, limits, max_value_chars, store)
+    finder = search if isinstance(search, ToolSearch) else ToolSearch() if search else None
+    gateway = _Gateway(tools, limits, max_value_chars, store, finder)
+    default = f"Call {PLAN_TOOL_NAME} to run several tool calls in one turn: independent steps run in parallel."
+    if finder is not None:
+        default = f"Call {SEARCH_TOOL_NAME} to find the tools you need, then call them, or {PLAN_TOOL_NAME} over them."
     board = TaskBoard(gateway, store, max_tasks)
     server = _TaskServer(
         name,
-        instructions=instructions
-        or f"Call {PLAN_TOOL_NAME} to run several tool calls in one turn: independent steps run in parallel.",
+        instructions=instructions or default,
         lifespan=board.lifespan,
         on_list_tools=gateway.list_tools,
         on_call_tool=gateway.call_tool,

@@ -78,6 +78,8 @@ class MCPToolset(_ServerConnection):
         name: How errors and logs name the server (default: its URL, command or name).
         on_tools_changed: Called after the server said its tools changed and they were listed again
             (a registry or agent built before holds the old definitions: build it again).
+        deferred: Keep the server's tools out of the model's tool list: it finds them with
+            ``search_tools`` (see `ToolRegistry.add`).
     """
 
     def __init__(
@@ -92,6 +94,7 @@ class MCPToolset(_ServerConnection):
         headers: Mapping[str, str] | None = None,
         name: str | None = None,
         on_tools_changed: Callable[[MCPToolset], None] | None = None,
+        deferred: bool = False,
     ) -> None:
         if isinstance(server, str) and not server.startswith(("http://", "https://")):
             raise UserError(
@@ -117,6 +120,7 @@ class MCPToolset(_ServerConnection):
         self.headers = dict(headers or {})
         self.name = name or _label(server)
         self.on_tools_changed = on_tools_changed
+        self.deferred = deferred
         self._tools: dict[str, RemoteTool] = {}
         self._listed = False
         self.skipped: dict[str, str] = {}

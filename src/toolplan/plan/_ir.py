@@ -25,7 +25,7 @@ FailureMode = Literal["fail_forward", "fail_fast"]
 MissingField = Literal["null", "keep"]
 
 #: Tools that run plans or code. A plan may not call them (no recursion).
-META_TOOL_NAMES = frozenset({"execute_tool_plan", "execute_plan", "execute_code", "declare_plan"})
+META_TOOL_NAMES = frozenset({"execute_tool_plan", "execute_plan", "execute_code", "declare_plan", "search_tools"})
 #: How many fallbacks a step may chain (a fallback's own ``fallback``, and so on).
 MAX_FALLBACK_DEPTH = 3
 

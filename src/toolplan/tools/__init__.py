@@ -14,6 +14,8 @@ from ._registry import ToolsLike as ToolsLike
 from ._registry import ValidatingTool as ValidatingTool
 from ._result import ToolResult as ToolResult
 from ._schema_tool import SchemaTool as SchemaTool
+from ._search import ToolRanker as ToolRanker
+from ._search import ToolSearch as ToolSearch
 from ._toolset import Toolset as Toolset
 
 __all__ = (
@@ -26,8 +28,10 @@ __all__ = (
     "ToolDefinition",
     "ToolGroup",
     "ToolOutputError",
+    "ToolRanker",
     "ToolRegistry",
     "ToolResult",
+    "ToolSearch",
     "Toolset",
     "ToolsLike",
     "ValidatingTool",

@@ -15,3 +15,10 @@ from ._schema import SchemaCheck as SchemaCheck
 from ._schema import check_for as check_for
 from ._schema import invalid_message as invalid_message
 from ._schema import normalize_schema as normalize_schema
+from ._search import LoadedTools as LoadedTools
+from ._search import ToolSearch as ToolSearch
+from ._search import fuse_rankings as fuse_rankings
+from ._search import loaded_tools as loaded_tools
+from ._search import loading as loading
+from ._search import note_loaded as note_loaded
+from ._search import reset_loading as reset_loading

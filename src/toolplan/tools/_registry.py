@@ -14,6 +14,7 @@ from ._group import ToolGroup, make_group
 from ._result import ToolResult, owned
 from ._schema import SchemaCheck, check_for, invalid_message, normalize_schema
 from ._schema_tool import SchemaTool
+from ._search import note_loaded
 
 __all__ = ("Tool", "ToolRegistry", "ToolsLike", "ValidatingTool")
 
@@ -152,7 +153,7 @@ class ToolRegistry:
             to configure it. None until then.
     """
 
-    __slots__ = ("_checkers", "_definitions", "_dispatch", "_groups", "_owners", "default_policy")
+    __slots__ = ("_checkers", "_deferred", "_definitions", "_dispatch", "_groups", "_owners", "default_policy")
 
     def __init__(self, tools: ToolsLike | None = None) -> None:
         self._owners: dict[str, Tool] = {}
@@ -164,6 +165,8 @@ class ToolRegistry:
         # The tool's own argument check, if it has one (a Protocol isinstance check is slow: do it once).
         self._checkers: dict[str, Any] = {}
         self.default_policy: Any = None  # a ToolChooser (toolplan.execute), made on first use
+        # Functions the model does not see until it finds them with search_tools (or names one).
+        self._deferred: set[str] = set()
         if tools is not None:
             self.add_all(tools)
 
@@ -172,9 +175,16 @@ class ToolRegistry:
         """``tools`` as a registry (the same object when it already is one)."""
         return tools if isinstance(tools, ToolRegistry) else cls(tools)
 
-    def add(self, tool: Tool | Callable[..., Any], *, name: str | None = None) -> None:
-        """Register a tool (or a plain typed function). Names must be unique."""
+    def add(self, tool: Tool | Callable[..., Any], *, name: str | None = None, deferred: bool | None = None) -> None:
+        """Register a tool (or a plain typed function). Names must be unique.
+
+        With ``deferred=True`` (default: the tool's own ``deferred`` attribute, as `Toolset`,
+        `MCPToolset` and `OpenAPIToolset` have), its functions are left out of `definitions`: an
+        agent offers ``search_tools`` to find them, and a plan or call that names one loads it.
+        """
         obj = _as_tool(tool, name)
+        if deferred is None:
+            deferred = getattr(obj, "deferred", False) is True
         added: list[tuple[ToolDefinition, SchemaCheck | None]] = []
         for definition in obj.definitions():
             if definition.name in self._definitions or any(d.name == definition.name for d, _ in added):
@@ -199,6 +209,8 @@ class ToolRegistry:
             self._definitions[definition.name] = definition
             self._checkers[definition.name] = obj.argument_problems if _validates(obj) else None
             self._dispatch[definition.name] = check
+            if deferred:
+                self._deferred.add(definition.name)
 
     def add_group(
         self,
@@ -237,27 +249,32 @@ class ToolRegistry:
         """Every group of alternatives, in registration order."""
         return list(self._groups.values())
 
-    def add_all(self, tools: ToolsLike) -> None:
-        """Register every tool of a list, dict (keys are names) or registry."""
+    def add_all(self, tools: ToolsLike, *, deferred: bool | None = None) -> None:
+        """Register every tool of a list, dict (keys are names) or registry.
+
+        ``deferred``: as in `add`, for every one (None: each tool's own, or the registry's marks).
+        """
         if isinstance(tools, ToolRegistry):
             for name, owner in tools._owners.items():
                 self._owners[name] = owner
                 self._definitions[name] = tools._definitions[name]
                 self._checkers[name] = tools._checkers[name]
                 self._dispatch[name] = tools._dispatch[name]
+                if deferred or (deferred is None and name in tools._deferred):
+                    self._deferred.add(name)
             for name, group in tools._groups.items():
                 self._groups[name] = group
                 self._definitions[name] = group.definition
                 self._checkers[name] = None
         elif not isinstance(tools, (list, tuple)) and isinstance(tools, Mapping):  # (lists skip the abc checks)
             for name, obj in tools.items():
-                self.add(obj, name=name)
+                self.add(obj, name=name, deferred=deferred)
         else:
             items: Any = tools
             if not isinstance(items, (list, tuple, Sequence)):  # a single tool passed where a list was expected
                 items = [items]
             for obj in items:
-                self.add(obj)
+                self.add(obj, deferred=deferred)
 
     def __contains__(self, name: object) -> bool:
         return name in self._definitions
@@ -278,8 +295,31 @@ class ToolRegistry:
         return self._definitions.get(name)
 
     def owner(self, name: str) -> Tool | None:
-        """The tool object that implements function ``name``, or None (also for a group)."""
+        """The tool object that implements function ``name``, or None (also for a group).
+
+        A deferred function looked up here is loaded for the current agent run.
+        """
+        if self._deferred and name in self._deferred:
+            note_loaded(name)
         return self._owners.get(name)
+
+    @property
+    def deferred_names(self) -> list[str]:
+        """The deferred functions (found with ``search_tools``), in registration order."""
+        return [n for n in self._definitions if n in self._deferred] if self._deferred else []
+
+    def is_deferred(self, name: str) -> bool:
+        """True when function ``name`` is deferred."""
+        return name in self._deferred
+
+    def deferred_definitions(self) -> list[ToolDefinition]:
+        """The definitions of the deferred functions, in registration order."""
+        return [self._definitions[n] for n in self.deferred_names]
+
+    @property
+    def visible_names(self) -> list[str]:
+        """The names the model sees up front: every name but the deferred ones (groups included)."""
+        return [n for n in self._definitions if n not in self._deferred] if self._deferred else self.names
 
     def dispatch_check(self, name: str) -> SchemaCheck | None:
         """The schema check a call of function ``name`` needs before its tool's ``execute``, or None.
@@ -297,10 +337,10 @@ class ToolRegistry:
             raise UnknownToolError(name, self.names) from None
 
     def definitions(self) -> list[ToolDefinition]:
-        """Every definition, for the model (a group's hidden members left out)."""
-        if not self._groups:
+        """Every definition, for the model (a group's hidden members and deferred functions left out)."""
+        if not self._groups and not self._deferred:
             return list(self._definitions.values())
-        hidden = {m for g in self._groups.values() if g.hide_members for m in g.members}
+        hidden = {m for g in self._groups.values() if g.hide_members for m in g.members} | self._deferred
         return [d for name, d in self._definitions.items() if name not in hidden]
 
     def without(self, *names: str) -> ToolRegistry:
@@ -312,6 +352,8 @@ class ToolRegistry:
                 out._definitions[name] = self._definitions[name]
                 out._checkers[name] = self._checkers[name]
                 out._dispatch[name] = self._dispatch[name]
+                if name in self._deferred:
+                    out._deferred.add(name)
         for name, group in self._groups.items():
             if name not in names and not names_any(group.members, names):
                 out._groups[name] = group
@@ -346,7 +388,10 @@ class ToolRegistry:
         """Problems with the literal ``arguments`` for ``name``.
 
         Keys in ``deferred`` hold references, filled in at run time: they are not checked now.
+        A deferred tool checked here is loaded for the current agent run.
         """
+        if self._deferred and name in self._deferred:
+            note_loaded(name)
         if name not in self._owners:
             group = self.group(name)
             if group is None:

@@ -36,11 +36,21 @@ class Toolset:
             toolsets of one kind, or a toolset and a tool of your own, can share a registry.
         resource: The state the functions share (see `ToolAnnotations.resource`), for each function
             that names none itself: their calls run one at a time, in plan order.
+        deferred: Keep the functions out of the model's tool list: it finds them with
+            ``search_tools`` (a registry reads this when the toolset is added).
     """
 
+    deferred: bool = False
+
     def __init__(
-        self, functions: Iterable[FunctionTool[Any]], *, prefix: str = "", resource: str | None = None
+        self,
+        functions: Iterable[FunctionTool[Any]],
+        *,
+        prefix: str = "",
+        resource: str | None = None,
+        deferred: bool = False,
     ) -> None:
+        self.deferred = deferred
         self._functions: dict[str, FunctionTool[Any]] = {}
         for function in functions:
             annotations = function.definition.annotations
