@@ -181,10 +181,6 @@ class RunWrites:
             "UPDATE toolplan_executions SET lease_until = ?, updated_at = ?, calls = ?, cost = ? "
             "WHERE id = ? AND owner = ?"
         )
-        self.sql_close = sql(
-            "UPDATE toolplan_executions SET status = ?, result = ?, owner = NULL, lease_until = NULL, updated_at = ?, "
-            "calls = ?, cost = ? WHERE id = ? AND owner = ?"
-        )
         # A run's last writes change its row first, then add its event only if that change was made
         # (the row holds this process's token, ``updated_at``, with no owner): a process that lost the
         # run (its lease expired, another took it) writes no event, and the event always tells the
