@@ -50,12 +50,23 @@ def test_the_model_calls_execute_plan_and_reads_one_entry_per_step() -> None:
     assert "missing" in entries[1]["error"]
 
 
-def test_a_batch_may_not_reference_or_nest() -> None:
-    steps = [{"tool": "lookup", "args": {"key": "$ref:0"}}, {"tool": "execute_plan", "args": {"steps": []}}]
+def replies_to(steps: list[dict[str, object]]) -> list[ToolReturnMessage]:
     call = ToolCall(id="b1", name="execute_plan", arguments=json.dumps({"steps": steps}))
-    agent = Agent(ScriptedModel([AssistantMessage(tool_calls=(call,)), "done"]), tools=[lookup], batch_calls=True)
-    [reply] = [m for m in agent.run_sync("go").messages if isinstance(m, ToolReturnMessage)]
-    assert reply.is_error and "execute_plan" in reply.content
+    agent = Agent(ScriptedModel([AssistantMessage(tool_calls=(call,)), "done"]), tools=[echo], batch_calls=True)
+    return [m for m in agent.run_sync("go").messages if isinstance(m, ToolReturnMessage)]
+
+
+@tool
+def echo(text: str) -> str:
+    """The text back."""
+    return text
+
+
+def test_a_batch_has_no_references_and_does_not_nest() -> None:
+    [reply] = replies_to([{"tool": "echo", "args": {"text": "$ref:0"}}])
+    assert json.loads(reply.content)[0]["result"] == "$ref:0"  # passed as written
+    [nested] = replies_to([{"tool": "execute_plan", "args": {"steps": []}}])
+    assert nested.is_error and "[meta_tool]" in nested.content and "cannot nest" in nested.content
 
 
 def test_the_cli_runs_a_batch_file(tmp_path: Path) -> None:
