@@ -111,6 +111,53 @@ def test_the_schema_admits_the_catalogues_plans_only() -> None:
             jsonschema.validate(wrong, schema)
 
 
+CONDITIONAL = {
+    "steps": [
+        {"id": "a", "tool": "get_weather", "arguments": {"city": "Oslo"}},
+        {"id": "b", "tool": "get_weather", "arguments": {"city": "Rome"}},
+        {
+            "id": "c",
+            "tool": "compare",
+            "arguments": {"x": {"$op": "*", "args": ["$ref:a.temp", 10]}, "y": "$ref:b.temp"},
+            "when": {"$op": "<", "args": ["$ref:a.temp", "$ref:b.temp"]},
+        },
+        {"id": "d", "tool": "compare", "arguments": {"x": 1, "y": 2}, "when": "$ref:a.missing_flag"},
+    ],
+    "output_steps": ["c"],
+}
+
+
+async def test_the_planner_may_write_conditions_and_computed_arguments() -> None:
+    schema = plan_schema(ToolRegistry.of(TOOLS))
+    jsonschema.validate(CONDITIONAL, schema)
+    with pytest.raises(jsonschema.ValidationError):  # an expression is an operator and its operands
+        jsonschema.validate(
+            {"steps": [{"id": "a", "tool": "compare", "arguments": {"x": {"op": "+"}, "y": 1}}]}, schema
+        )
+    model = ScriptedModel([submit(CONDITIONAL)])
+    planner = Planner(model, TOOLS)
+    assert '"when"' in planner.instructions and '"$op"' in planner.instructions
+    draft = await planner.plan("Is Oslo ten times warmer than Rome, if it is colder?")
+    assert draft.valid and draft.plan is not None and not draft.repaired
+    result = await execute_plan(draft.plan, TOOLS)
+    assert result.outputs == {"c": "first is warmer"}  # 30.0 > 18.0
+    assert result.steps["d"].status == "skipped"
+
+
+async def test_a_badly_typed_condition_gets_the_repair_round() -> None:
+    wrong = {
+        "steps": [
+            {"id": "a", "tool": "get_weather", "arguments": {"city": "Oslo"}},
+            {"id": "c", "tool": "compare", "arguments": {"x": 1, "y": 2}, "when": {"$op": ">", "args": ["$ref:zz", 0]}},
+        ]
+    }
+    model = ScriptedModel([submit(wrong), submit(GOOD, "p2")])
+    draft = await Planner(model, TOOLS).plan("Is Oslo warmer than Rome?")
+    assert draft.valid and draft.repaired
+    back = model.requests[1].messages[-1]
+    assert isinstance(back, ToolReturnMessage) and "zz" in back.content
+
+
 def test_ids_are_unique_and_sortable() -> None:
     ids = [new_id("exec") for _ in range(200)]
     assert len(set(ids)) == 200 and all(i.startswith("exec_") for i in ids)

@@ -22,7 +22,7 @@ from ..execute import (
 )
 from ..execute._internal import resumed, run_compiled
 from ..plan import MAX_FALLBACK_DEPTH, META_TOOL_NAMES, Budget, Dialect, compile_plan
-from ..plan._internal import BATCH_MAX_STEPS, OPERATORS
+from ..plan._internal import BATCH_MAX_STEPS, EXPRESSION_SCHEMA
 from ..tools import Tool, ToolAnnotations, ToolDefinition, ToolRegistry, ToolResult, ToolsLike
 
 __all__ = (
@@ -143,7 +143,7 @@ def _plan_schema(
         "when": {
             "anyOf": [
                 {"type": "string", "description": '"$ref:ID.field": run the step only if it is truthy.'},
-                _EXPRESSION_SCHEMA,
+                EXPRESSION_SCHEMA,
                 {"type": "boolean"},
             ],
             "description": "A condition: if it is false when the step is due, the step is skipped.",
@@ -214,16 +214,6 @@ def _plan_schema(
         schema["$defs"] = defs
     return schema
 
-
-_EXPRESSION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "$op": {"type": "string", "enum": list(OPERATORS)},
-        "args": {"type": "array", "description": "Operands: literals, references or expressions."},
-    },
-    "required": ["$op", "args"],
-    "description": 'An expression, e.g. {"$op": "==", "args": ["$ref:ID.field", true]}.',
-}
 
 _LOCAL_DEFS = ("#/$defs/", "#/definitions/")
 

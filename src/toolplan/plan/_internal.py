@@ -8,6 +8,7 @@ from __future__ import annotations
 from ._expr import ExpressionFailed as ExpressionFailed
 from ._fields import _show as _show
 from ._ir import MissingField as MissingField
+from ._ops import EXPRESSION_SCHEMA as EXPRESSION_SCHEMA
 from ._ops import OPERATORS as OPERATORS
 from ._parse import BATCH_MAX_STEPS as BATCH_MAX_STEPS
 from ._parse import parse_source as parse_source

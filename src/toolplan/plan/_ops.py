@@ -13,9 +13,10 @@ writes it with the same references it already uses, literals keep their JSON typ
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 __all__ = (
+    "EXPRESSION_SCHEMA",
     "MAX_EXPRESSION_DEPTH",
     "MAX_EXPRESSION_NODES",
     "MAX_EXPRESSION_TEXT",
@@ -77,6 +78,17 @@ OPERATORS: Final[dict[str, Operator]] = {
     "length": Operator(1, 1, "sized", "number", "length of a string, array or object"),
     "concat": Operator(1, None, "scalar", "string", "strings joined (numbers and booleans as JSON text)"),
 }
+
+EXPRESSION_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        OP_KEY: {"type": "string", "enum": list(OPERATORS)},
+        "args": {"type": "array", "description": "Operands: literals, references or expressions."},
+    },
+    "required": [OP_KEY, "args"],
+    "description": 'An expression, e.g. {"$op": "==", "args": ["$ref:ID.field", true]}.',
+}
+"""The JSON Schema of one expression, for the schemas shown to models (the plan tool's, the planner's)."""
 
 _ORDERED: Final = frozenset({"<", "<=", ">", ">="})
 

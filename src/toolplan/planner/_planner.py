@@ -110,6 +110,8 @@ another's output:
 (numbers index lists).
 - "{{{{ID.field}}}}" inside a string inserts it, e.g. "Compare {{{{a.temp}}}} with {{{{b.temp}}}}".
 - "depends_on": [IDs] orders steps that use no output of each other.
+- {{"$op": OP, "args": [...]}} computes a value from references and literals, e.g. {{"$op": "*", "args": \
+["$ref:a.price", 3]}}; "when": a reference or such an expression runs the step only if it is true.
 List in "output_steps" the steps whose outputs answer the request. Use only these tools, with their \
 argument names:
 {catalogue}"""

@@ -2,7 +2,9 @@
 
 Each step is one of the catalogue's tools: its ``tool`` is that name (a ``const``) and its
 ``arguments`` that tool's own parameters, where each value may also be a reference to an earlier
-step's output (``"$ref:ID.path"``) or a string with ``{{ID.path}}`` in it. A provider that enforces
+step's output (``"$ref:ID.path"``), a string with ``{{ID.path}}`` in it, or (for a non-string
+parameter) a computed value ``{"$op": OP, "args": [...]}``; a step may carry a condition (``when``:
+a reference, an expression or a boolean), both checked when the plan is validated. A provider that enforces
 the schema (llama.cpp's server turns it into a grammar; OpenAI's strict mode) can then only write
 plans whose tool names exist and whose arguments have the right names.
 """
@@ -13,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..plan import DEFAULT_MAX_STEPS
+from ..plan._internal import OPERATORS
 from ..tools import ToolRegistry
 
 __all__ = ("REF_PATTERN", "plan_schema")
@@ -26,16 +29,27 @@ _REF = {"type": "string", "pattern": REF_PATTERN}
 _PLAIN_STRING_KEYS = frozenset({"type", "title", "description"})
 # The length bound is in the pattern too: llama.cpp's grammar follows the pattern and ignores maxLength.
 _ID = {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$", "maxLength": 64}
+# An expression and a condition are defined once, in the schema's $defs, and referred to: llama.cpp's
+# chat handler puts the schema into the prompt, where a copy per argument would crowd a small context.
+_EXPR = {"$ref": "#/$defs/expr"}
+_DEFS = {
+    "expr": {
+        "type": "object",
+        "properties": {"$op": {"enum": list(OPERATORS)}, "args": {"type": "array"}},
+        "required": ["$op", "args"],
+    },
+    "when": {"anyOf": [_REF, _EXPR, {"type": "boolean"}]},
+}
 
 
 def _argument(schema: Any) -> dict[str, Any]:
-    """One argument: its own schema, or a reference (a string argument may interpolate ``{{ID.path}}`` anyway)."""
+    """One argument: its own schema, a reference or an expression (a string may interpolate ``{{ID.path}}``)."""
     own = dict(schema) if isinstance(schema, Mapping) else {}
     if not own:
         return {}
     if own.get("type") == "string" and _PLAIN_STRING_KEYS.issuperset(own):
-        return own  # any string: a reference is one already
-    return {"anyOf": [own, _REF]}
+        return own  # any string: a reference is one already, and "{{ID.path}}" joins strings
+    return {"anyOf": [own, _REF, _EXPR]}
 
 
 def _step(name: str, parameters: Mapping[str, Any], description: str) -> dict[str, Any]:
@@ -57,6 +71,7 @@ def _step(name: str, parameters: Mapping[str, Any], description: str) -> dict[st
             "tool": {"const": name},
             "arguments": arguments,
             "depends_on": {"type": "array", "items": _ID},
+            "when": {"$ref": "#/$defs/when"},
         },
         "required": ["id", "tool", "arguments"],
         "additionalProperties": False,
@@ -78,4 +93,5 @@ def plan_schema(registry: ToolRegistry, *, max_steps: int = DEFAULT_MAX_STEPS) -
         },
         "required": ["steps"],
         "additionalProperties": False,
+        "$defs": _DEFS,
     }
