@@ -5,17 +5,15 @@ The ``anthropic`` SDK is imported when a model is created, not when this module 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from collections.abc import AsyncGenerator, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
-from .._errors import OptionalDependencyError, ToolplanError, UnexpectedModelBehavior, UserError
+from .._errors import OptionalDependencyError, ToolplanError, UserError
 from ..tools import ToolDefinition
 from ._clients import LoopClients
-from ._guard import check_model_requests_allowed
 from ._messages import (
     AssistantMessage,
     FinishReason,
@@ -29,8 +27,8 @@ from ._messages import (
     UserMessage,
     tool_call_arguments_object,
 )
-from ._model import Model
-from ._retry import Endpoint, connection_error, error_detail, retry_call, retry_stream, status_error
+from ._retry import Endpoint, connection_error, error_detail, status_error
+from ._sdk import SDKModel
 from ._settings import ForceTool, ModelSettings, ModelSettingsLike, RetryConfig, check_forced_tool
 from ._streaming import StreamBuilder
 
@@ -73,7 +71,7 @@ def _import_anthropic() -> ModuleType:
     return anthropic
 
 
-class AnthropicModel(Model):
+class AnthropicModel(SDKModel):
     """A Claude model behind Anthropic's messages API.
 
     Args:
@@ -107,22 +105,13 @@ class AnthropicModel(Model):
         self.retry = retry or RetryConfig()
         self._clients = LoopClients(client, self._new_client)
         self._endpoint = Endpoint(provider="Anthropic")
+        self._api = "Anthropic's messages API"
         self._given_client = client is not None
-
-    @property
-    def name(self) -> str:
-        """The model's name."""
-        return self._name
 
     @property
     def provider(self) -> str:
         """``"anthropic"``."""
         return "anthropic"
-
-    def _client(self) -> AsyncAnthropic:
-        client = self._clients.get()
-        self._endpoint.url = str(client.base_url).rstrip("/")  # what the SDK really uses (ANTHROPIC_BASE_URL too)
-        return client
 
     def check_credentials(self) -> None:
         """Raise `UserError` now if requests would fail for want of an API key (no network I/O)."""
@@ -147,74 +136,24 @@ class AnthropicModel(Model):
                 "environment variable or pass api_key=..."
             ) from None
 
-    async def aclose(self) -> None:
-        """Close the HTTP client of the running event loop (a given ``client`` is left open)."""
-        await self._clients.aclose()
+    async def _create(self, client: AsyncAnthropic, kwargs: dict[str, Any]) -> Any:
+        return await client.messages.create(**kwargs)
 
-    async def request(
-        self,
-        messages: Sequence[ModelMessage],
-        tools: Sequence[ToolDefinition],
-        settings: ModelSettings | None = None,
-    ) -> ModelResponse:
-        """Send one messages request (retried on transient failures). See `Model.request`."""
-        check_model_requests_allowed(repr(self))
-        kwargs = self._kwargs(messages, tools, self.settings.merge(settings))
-        client = self._client()
-
-        async def once() -> Any:
-            try:
-                return await client.messages.create(**kwargs)
-            except self._sdk.APIError as exc:
-                raise self._error(exc) from exc
-            except TypeError as exc:
-                raise self._credentials_error(exc) from exc
-
-        message = await retry_call(once, self.retry, model=self._name, endpoint=self._endpoint)
-        try:
-            return self._response(message)
-        except (AttributeError, TypeError, ValueError) as exc:
-            raise UnexpectedModelBehavior(
-                f"Anthropic sent a response for model {self._name!r} that toolplan cannot read ({exc!r}). "
-                "Check the base URL points to Anthropic's messages API."
-            ) from exc
-
-    async def stream(
-        self,
-        messages: Sequence[ModelMessage],
-        tools: Sequence[ToolDefinition],
-        settings: ModelSettings | None = None,
+    async def _stream_events(
+        self, client: AsyncAnthropic, kwargs: dict[str, Any]
     ) -> AsyncGenerator[ModelStreamEvent, None]:
-        """Stream one messages request: text and ``input_json_delta`` pieces. See `Model.stream`."""
-        check_model_requests_allowed(repr(self))
-        kwargs = self._kwargs(messages, tools, self.settings.merge(settings))
-        kwargs["stream"] = True
-        client = self._client()
-
-        async def events() -> AsyncGenerator[ModelStreamEvent, None]:
-            state = _StreamState(StreamBuilder(model_name=self._name))
-            try:
-                response: Any = await client.messages.create(**kwargs)
-                async with response as raw_events:
-                    async for raw in raw_events:
-                        for event in state.feed(raw):
-                            yield event
-            except self._sdk.APIError as exc:
-                raise self._error(exc) from exc
-            except TypeError as exc:
-                raise self._credentials_error(exc) from exc
-            yield state.builder.complete()
-
-        async with contextlib.aclosing(
-            retry_stream(events, self.retry, model=self._name, endpoint=self._endpoint)
-        ) as stream:
-            async for event in stream:
-                yield event
+        state = _StreamState(StreamBuilder(model_name=self._name))
+        response: Any = await client.messages.create(**kwargs)
+        async with response as raw_events:
+            async for raw in raw_events:
+                for event in state.feed(raw):
+                    yield event
+        yield state.builder.complete()
 
     # -- conversion ---------------------------------------------------------------------------
 
     def _kwargs(
-        self, messages: Sequence[ModelMessage], tools: Sequence[ToolDefinition], s: ModelSettings
+        self, messages: Sequence[ModelMessage], tools: Sequence[ToolDefinition], s: ModelSettings, *, stream: bool
     ) -> dict[str, Any]:
         system = "\n\n".join(m.content for m in messages if isinstance(m, SystemMessage))
         kwargs: dict[str, Any] = {
@@ -222,6 +161,8 @@ class AnthropicModel(Model):
             "messages": _messages(messages),
             "max_tokens": s.max_tokens or DEFAULT_MAX_TOKENS,
         }
+        if stream:
+            kwargs["stream"] = True
         if system:
             kwargs["system"] = system
         if tools:
