@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 from .._errors import OptionalDependencyError, ToolplanError, UserError
 from ..tools import ToolDefinition
-from ._clients import LoopClients
 from ._messages import (
     AssistantMessage,
     FinishReason,
@@ -27,7 +26,7 @@ from ._messages import (
     UserMessage,
     tool_call_arguments_object,
 )
-from ._retry import Endpoint, connection_error, error_detail, status_error
+from ._retry import connection_error, error_detail, status_error
 from ._sdk import SDKModel
 from ._settings import ForceTool, ModelSettings, ModelSettingsLike, RetryConfig, check_forced_tool
 from ._streaming import StreamBuilder
@@ -95,18 +94,18 @@ class AnthropicModel(SDKModel):
         retry: RetryConfig | None = None,
         client: AsyncAnthropic | None = None,
     ) -> None:
-        self._sdk = _import_anthropic()
-        if not name:
-            raise UserError("AnthropicModel needs a model name, e.g. AnthropicModel('claude-sonnet-4-5').")
-        self._name = name
-        self._api_key = api_key
-        self._base_url = base_url
-        self.settings = ModelSettings.coerce(settings) or ModelSettings()
-        self.retry = retry or RetryConfig()
-        self._clients = LoopClients(client, self._new_client)
-        self._endpoint = Endpoint(provider="Anthropic")
-        self._api = "Anthropic's messages API"
-        self._given_client = client is not None
+        self._setup(
+            _import_anthropic(),
+            name,
+            "claude-sonnet-4-5",
+            api_key=api_key,
+            base_url=base_url,
+            settings=settings,
+            retry=retry,
+            client=client,
+            label="Anthropic",
+            api="Anthropic's messages API",
+        )
 
     @property
     def provider(self) -> str:

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 from .._errors import OptionalDependencyError, ToolplanError, UnexpectedModelBehavior, UserError
 from ..tools import ToolDefinition
-from ._clients import LoopClients
 from ._messages import (
     AssistantMessage,
     FinishReason,
@@ -26,7 +25,7 @@ from ._messages import (
     Usage,
     UserMessage,
 )
-from ._retry import Endpoint, connection_error, error_detail, status_error
+from ._retry import connection_error, error_detail, status_error
 from ._sdk import SDKModel
 from ._settings import ForceTool, ModelSettings, ModelSettingsLike, RetryConfig, check_forced_tool
 from ._streaming import StreamBuilder
@@ -85,21 +84,21 @@ class OpenAIModel(SDKModel):
         retry: RetryConfig | None = None,
         client: AsyncOpenAI | None = None,
     ) -> None:
-        self._sdk = _import_openai()
-        if not name:
-            raise UserError("OpenAIModel needs a model name, e.g. OpenAIModel('gpt-4o-mini').")
-        self._name = name
-        self._base_url = base_url
-        self._api_key = api_key
         self._provider = provider or ("openai" if base_url is None else "openai-compatible")
-        self.settings = ModelSettings.coerce(settings) or ModelSettings()
-        self.retry = retry or RetryConfig()
-        self._clients = LoopClients(client, self._new_client)
-        self._endpoint = Endpoint(provider=_LABELS.get(self._provider, self._provider))
-        self._api = "a chat completions API"
+        self._setup(
+            _import_openai(),
+            name,
+            "gpt-4o-mini",
+            api_key=api_key,
+            base_url=base_url,
+            settings=settings,
+            retry=retry,
+            client=client,
+            label=_LABELS.get(self._provider, self._provider),
+            api="a chat completions API",
+        )
         # OpenAI itself wants max_completion_tokens; compatible servers mostly know only max_tokens.
         self._official_api = "api.openai.com" in (base_url or os.environ.get("OPENAI_BASE_URL") or "api.openai.com")
-        self._given_client = client is not None
 
     @property
     def provider(self) -> str:

@@ -12,14 +12,14 @@ from collections.abc import AsyncGenerator, Sequence
 from types import ModuleType
 from typing import Any
 
-from .._errors import ToolplanError, UnexpectedModelBehavior
+from .._errors import ToolplanError, UnexpectedModelBehavior, UserError
 from ..tools import ToolDefinition
 from ._clients import LoopClients
 from ._guard import check_model_requests_allowed
 from ._messages import ModelMessage, ModelResponse, ModelStreamEvent
 from ._model import Model
 from ._retry import Endpoint, retry_call, retry_stream
-from ._settings import ModelSettings, RetryConfig
+from ._settings import ModelSettings, ModelSettingsLike, RetryConfig
 
 __all__ = ("SDKModel",)
 
@@ -29,12 +29,44 @@ class SDKModel(Model):
 
     _sdk: ModuleType
     _name: str
+    _api_key: str | None
+    _base_url: str | None
+    _given_client: bool
     _clients: LoopClients[Any]
     _endpoint: Endpoint
     _api: str
     """What the base URL should point to, for the message about an unreadable answer."""
     settings: ModelSettings
     retry: RetryConfig
+
+    def _setup(
+        self,
+        sdk: ModuleType,
+        name: str,
+        example: str,
+        *,
+        api_key: str | None,
+        base_url: str | None,
+        settings: ModelSettingsLike | None,
+        retry: RetryConfig | None,
+        client: Any,
+        label: str,
+        api: str,
+    ) -> None:
+        """Set the fields every adapter has (call first in ``__init__``); ``example`` is a model name."""
+        self._sdk = sdk
+        if not name:
+            cls = type(self).__name__
+            raise UserError(f"{cls} needs a model name, e.g. {cls}({example!r}).")
+        self._name = name
+        self._api_key = api_key
+        self._base_url = base_url
+        self.settings = ModelSettings.coerce(settings) or ModelSettings()
+        self.retry = retry or RetryConfig()
+        self._clients = LoopClients(client, self._new_client)
+        self._endpoint = Endpoint(provider=label)
+        self._api = api
+        self._given_client = client is not None
 
     @property
     def name(self) -> str:
@@ -122,6 +154,10 @@ class SDKModel(Model):
     def _credentials_error(self, exc: TypeError) -> Exception:
         """A `TypeError` from the SDK at request time; ``exc`` itself unless it means missing credentials."""
         return exc
+
+    @abstractmethod
+    def _new_client(self) -> Any:
+        """A new SDK client with its own retries off."""
 
     @abstractmethod
     def _kwargs(
