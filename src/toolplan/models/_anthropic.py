@@ -8,10 +8,9 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import AsyncGenerator, Sequence
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
-from .._errors import OptionalDependencyError, ToolplanError, UserError
+from .._errors import ToolplanError, UserError
 from ..tools import ToolDefinition
 from ._messages import (
     AssistantMessage,
@@ -27,7 +26,7 @@ from ._messages import (
     tool_call_arguments_object,
 )
 from ._retry import connection_error, error_detail, status_error
-from ._sdk import SDKModel
+from ._sdk import SDKModel, import_sdk
 from ._settings import ForceTool, ModelSettings, ModelSettingsLike, RetryConfig, check_forced_tool
 from ._streaming import StreamBuilder
 
@@ -62,14 +61,6 @@ _STREAM_ERROR_STATUS = {
 _TOOL_CHOICE = {"auto": {"type": "auto"}, "required": {"type": "any"}, "none": {"type": "none"}}
 
 
-def _import_anthropic() -> ModuleType:
-    try:
-        import anthropic
-    except ImportError:
-        raise OptionalDependencyError("AnthropicModel", extra="anthropic", package="anthropic") from None
-    return anthropic
-
-
 class AnthropicModel(SDKModel):
     """A Claude model behind Anthropic's messages API.
 
@@ -95,7 +86,7 @@ class AnthropicModel(SDKModel):
         client: AsyncAnthropic | None = None,
     ) -> None:
         self._setup(
-            _import_anthropic(),
+            import_sdk("anthropic", "AnthropicModel"),
             name,
             "claude-sonnet-4-5",
             api_key=api_key,

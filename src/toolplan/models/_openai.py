@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
-from .._errors import OptionalDependencyError, ToolplanError, UnexpectedModelBehavior, UserError
+from .._errors import ToolplanError, UnexpectedModelBehavior, UserError
 from ..tools import ToolDefinition
 from ._messages import (
     AssistantMessage,
@@ -26,7 +25,7 @@ from ._messages import (
     UserMessage,
 )
 from ._retry import connection_error, error_detail, status_error
-from ._sdk import SDKModel
+from ._sdk import SDKModel, import_sdk
 from ._settings import ForceTool, ModelSettings, ModelSettingsLike, RetryConfig, check_forced_tool
 from ._streaming import StreamBuilder
 
@@ -45,14 +44,6 @@ _FINISH: dict[str, FinishReason] = {
     "function_call": "tool_calls",
     "content_filter": "content_filter",
 }
-
-
-def _import_openai() -> ModuleType:
-    try:
-        import openai
-    except ImportError:
-        raise OptionalDependencyError("OpenAIModel", extra="openai", package="openai") from None
-    return openai
 
 
 class OpenAIModel(SDKModel):
@@ -86,7 +77,7 @@ class OpenAIModel(SDKModel):
     ) -> None:
         self._provider = provider or ("openai" if base_url is None else "openai-compatible")
         self._setup(
-            _import_openai(),
+            import_sdk("openai", "OpenAIModel"),
             name,
             "gpt-4o-mini",
             api_key=api_key,

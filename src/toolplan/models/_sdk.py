@@ -7,12 +7,13 @@ turns one streamed request into events (`_stream_events`) and maps SDK errors (`
 from __future__ import annotations
 
 import contextlib
+import importlib
 from abc import abstractmethod
 from collections.abc import AsyncGenerator, Sequence
 from types import ModuleType
 from typing import Any
 
-from .._errors import ToolplanError, UnexpectedModelBehavior, UserError
+from .._errors import OptionalDependencyError, ToolplanError, UnexpectedModelBehavior, UserError
 from ..tools import ToolDefinition
 from ._clients import LoopClients
 from ._guard import check_model_requests_allowed
@@ -21,7 +22,15 @@ from ._model import Model
 from ._retry import Endpoint, retry_call, retry_stream
 from ._settings import ModelSettings, ModelSettingsLike, RetryConfig
 
-__all__ = ("SDKModel",)
+__all__ = ("SDKModel", "import_sdk")
+
+
+def import_sdk(package: str, feature: str) -> ModuleType:
+    """Import a provider's SDK (the extra of the same name installs it)."""
+    try:
+        return importlib.import_module(package)
+    except ImportError:
+        raise OptionalDependencyError(feature, extra=package, package=package) from None
 
 
 class SDKModel(Model):
