@@ -289,14 +289,8 @@ class ServiceStore:
 
     async def api_key_of(self, run_id: str) -> str | None:
         """The API key that started an execution (None: none, or no such execution)."""
-        e = t.executions
-
-        def read(engine: sa.Engine) -> str | None:
-            with engine.connect() as conn:
-                key = conn.execute(sa.select(e.c.api_key).where(e.c.id == run_id)).scalar()
-            return None if key is None else str(key)
-
-        return await self._read(read)  # type: ignore[no-any-return]
+        key = await self._execution_value(run_id, t.executions.c.api_key)
+        return None if key is None else str(key)
 
     async def status_of(self, run_id: str) -> str:
         """An execution's status.
@@ -304,16 +298,17 @@ class ServiceStore:
         Raises:
             RunNotFoundError: no execution has that id.
         """
-        e = t.executions
+        status = await self._execution_value(run_id, t.executions.c.status)
+        if status is None:
+            raise not_found(run_id)
+        return str(status)
 
-        def read(engine: sa.Engine) -> str:
+    async def _execution_value(self, run_id: str, column: sa.Column[Any]) -> Any:
+        def read(engine: sa.Engine) -> Any:
             with engine.connect() as conn:
-                status = conn.execute(sa.select(e.c.status).where(e.c.id == run_id)).scalar()
-            if status is None:
-                raise not_found(run_id)
-            return str(status)
+                return conn.execute(sa.select(column).where(t.executions.c.id == run_id)).scalar()
 
-        return await self._read(read)  # type: ignore[no-any-return]
+        return await self._read(read)
 
     # -- listings ----------------------------------------------------------------------------------
 
