@@ -74,17 +74,8 @@ async def resume_turn(
         meta = ctx.meta_tools[call.name]
         assert isinstance(meta, _MetaTool)
         mine = {sid: a for sid, a in answers.items() if plan.approval is not None and sid in plan.approval.step_ids}
-        content, is_error, result = await meta.call(
-            args,
-            invoker=ctx.invoker,
-            on_event=ctx.emit,
-            expires=ctx.expires,
-            store=ctx.store,
-            parent=ctx.run_id or None,
-            approval=ctx.approval,
-            on_approval=ctx.on_approval,
-            resume=plan,
-            approvals=mine,
+        content, is_error, result = await ctx.call_meta(
+            meta, args, approval=ctx.approval, on_approval=ctx.on_approval, resume=plan, approvals=mine
         )
         if result is not None:
             ctx.plan_results.append(result)

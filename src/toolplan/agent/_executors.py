@@ -103,6 +103,20 @@ class TurnContext:
     # Plans of this turn that wait for approval: tool call id -> (the plan's arguments, its result).
     waiting: dict[str, tuple[dict[str, Any], PlanResult]] = field(default_factory=dict[str, Any])
 
+    async def call_meta(
+        self, meta: MetaTool, args: Mapping[str, Any], **more: Any
+    ) -> tuple[str, bool, PlanResult | None]:
+        """Run a meta-tool with this run's invoker, events, deadline and store (``more``: its own options)."""
+        return await meta.call(
+            args,
+            invoker=self.invoker,
+            on_event=self.emit,
+            expires=self.expires,
+            store=self.store,
+            parent=self.run_id or None,
+            **more,
+        )
+
 
 def tool_content(value: Any) -> str:
     """What the model reads for a tool's output: strings as they are, anything else as JSON.
@@ -331,24 +345,8 @@ class ToolCallExecutor:
     @staticmethod
     async def _call_meta(meta: MetaTool, args: dict[str, Any], ctx: TurnContext) -> tuple[str, bool, PlanResult | None]:
         if ctx.approval is not None and isinstance(meta, _MetaTool):
-            return await meta.call(
-                args,
-                invoker=ctx.invoker,
-                on_event=ctx.emit,
-                expires=ctx.expires,
-                store=ctx.store,
-                parent=ctx.run_id or None,
-                approval=ctx.approval,
-                on_approval=ctx.on_approval,
-            )
-        return await meta.call(
-            args,
-            invoker=ctx.invoker,
-            on_event=ctx.emit,
-            expires=ctx.expires,
-            store=ctx.store,
-            parent=ctx.run_id or None,
-        )
+            return await ctx.call_meta(meta, args, approval=ctx.approval, on_approval=ctx.on_approval)
+        return await ctx.call_meta(meta, args)
 
 
 def _check_agent(executor: str, agent: object) -> None:

@@ -5,17 +5,13 @@ The ``anthropic`` SDK is imported when a model is created, not when this module 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from collections.abc import AsyncGenerator, Sequence
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
-from .._errors import OptionalDependencyError, ToolplanError, UnexpectedModelBehavior, UserError
+from .._errors import ToolplanError, UserError
 from ..tools import ToolDefinition
-from ._clients import LoopClients
-from ._guard import check_model_requests_allowed
 from ._messages import (
     AssistantMessage,
     FinishReason,
@@ -29,8 +25,8 @@ from ._messages import (
     UserMessage,
     tool_call_arguments_object,
 )
-from ._model import Model
-from ._retry import Endpoint, connection_error, error_detail, retry_call, retry_stream, status_error
+from ._retry import connection_error, error_detail, status_error
+from ._sdk import SDKModel, import_sdk
 from ._settings import ForceTool, ModelSettings, ModelSettingsLike, RetryConfig, check_forced_tool
 from ._streaming import StreamBuilder
 
@@ -65,15 +61,7 @@ _STREAM_ERROR_STATUS = {
 _TOOL_CHOICE = {"auto": {"type": "auto"}, "required": {"type": "any"}, "none": {"type": "none"}}
 
 
-def _import_anthropic() -> ModuleType:
-    try:
-        import anthropic
-    except ImportError:
-        raise OptionalDependencyError("AnthropicModel", extra="anthropic", package="anthropic") from None
-    return anthropic
-
-
-class AnthropicModel(Model):
+class AnthropicModel(SDKModel):
     """A Claude model behind Anthropic's messages API.
 
     Args:
@@ -97,32 +85,23 @@ class AnthropicModel(Model):
         retry: RetryConfig | None = None,
         client: AsyncAnthropic | None = None,
     ) -> None:
-        self._sdk = _import_anthropic()
-        if not name:
-            raise UserError("AnthropicModel needs a model name, e.g. AnthropicModel('claude-sonnet-4-5').")
-        self._name = name
-        self._api_key = api_key
-        self._base_url = base_url
-        self.settings = ModelSettings.coerce(settings) or ModelSettings()
-        self.retry = retry or RetryConfig()
-        self._clients = LoopClients(client, self._new_client)
-        self._endpoint = Endpoint(provider="Anthropic")
-        self._given_client = client is not None
-
-    @property
-    def name(self) -> str:
-        """The model's name."""
-        return self._name
+        self._setup(
+            import_sdk("anthropic", "AnthropicModel"),
+            name,
+            "claude-sonnet-4-5",
+            api_key=api_key,
+            base_url=base_url,
+            settings=settings,
+            retry=retry,
+            client=client,
+            label="Anthropic",
+            api="Anthropic's messages API",
+        )
 
     @property
     def provider(self) -> str:
         """``"anthropic"``."""
         return "anthropic"
-
-    def _client(self) -> AsyncAnthropic:
-        client = self._clients.get()
-        self._endpoint.url = str(client.base_url).rstrip("/")  # what the SDK really uses (ANTHROPIC_BASE_URL too)
-        return client
 
     def check_credentials(self) -> None:
         """Raise `UserError` now if requests would fail for want of an API key (no network I/O)."""
@@ -147,74 +126,24 @@ class AnthropicModel(Model):
                 "environment variable or pass api_key=..."
             ) from None
 
-    async def aclose(self) -> None:
-        """Close the HTTP client of the running event loop (a given ``client`` is left open)."""
-        await self._clients.aclose()
+    async def _create(self, client: AsyncAnthropic, kwargs: dict[str, Any]) -> Any:
+        return await client.messages.create(**kwargs)
 
-    async def request(
-        self,
-        messages: Sequence[ModelMessage],
-        tools: Sequence[ToolDefinition],
-        settings: ModelSettings | None = None,
-    ) -> ModelResponse:
-        """Send one messages request (retried on transient failures). See `Model.request`."""
-        check_model_requests_allowed(repr(self))
-        kwargs = self._kwargs(messages, tools, self.settings.merge(settings))
-        client = self._client()
-
-        async def once() -> Any:
-            try:
-                return await client.messages.create(**kwargs)
-            except self._sdk.APIError as exc:
-                raise self._error(exc) from exc
-            except TypeError as exc:
-                raise self._credentials_error(exc) from exc
-
-        message = await retry_call(once, self.retry, model=self._name, endpoint=self._endpoint)
-        try:
-            return self._response(message)
-        except (AttributeError, TypeError, ValueError) as exc:
-            raise UnexpectedModelBehavior(
-                f"Anthropic sent a response for model {self._name!r} that toolplan cannot read ({exc!r}). "
-                "Check the base URL points to Anthropic's messages API."
-            ) from exc
-
-    async def stream(
-        self,
-        messages: Sequence[ModelMessage],
-        tools: Sequence[ToolDefinition],
-        settings: ModelSettings | None = None,
+    async def _stream_events(
+        self, client: AsyncAnthropic, kwargs: dict[str, Any]
     ) -> AsyncGenerator[ModelStreamEvent, None]:
-        """Stream one messages request: text and ``input_json_delta`` pieces. See `Model.stream`."""
-        check_model_requests_allowed(repr(self))
-        kwargs = self._kwargs(messages, tools, self.settings.merge(settings))
-        kwargs["stream"] = True
-        client = self._client()
-
-        async def events() -> AsyncGenerator[ModelStreamEvent, None]:
-            state = _StreamState(StreamBuilder(model_name=self._name))
-            try:
-                response: Any = await client.messages.create(**kwargs)
-                async with response as raw_events:
-                    async for raw in raw_events:
-                        for event in state.feed(raw):
-                            yield event
-            except self._sdk.APIError as exc:
-                raise self._error(exc) from exc
-            except TypeError as exc:
-                raise self._credentials_error(exc) from exc
-            yield state.builder.complete()
-
-        async with contextlib.aclosing(
-            retry_stream(events, self.retry, model=self._name, endpoint=self._endpoint)
-        ) as stream:
-            async for event in stream:
-                yield event
+        state = _StreamState(StreamBuilder(model_name=self._name))
+        response: Any = await client.messages.create(**kwargs)
+        async with response as raw_events:
+            async for raw in raw_events:
+                for event in state.feed(raw):
+                    yield event
+        yield state.builder.complete()
 
     # -- conversion ---------------------------------------------------------------------------
 
     def _kwargs(
-        self, messages: Sequence[ModelMessage], tools: Sequence[ToolDefinition], s: ModelSettings
+        self, messages: Sequence[ModelMessage], tools: Sequence[ToolDefinition], s: ModelSettings, *, stream: bool
     ) -> dict[str, Any]:
         system = "\n\n".join(m.content for m in messages if isinstance(m, SystemMessage))
         kwargs: dict[str, Any] = {
@@ -222,6 +151,8 @@ class AnthropicModel(Model):
             "messages": _messages(messages),
             "max_tokens": s.max_tokens or DEFAULT_MAX_TOKENS,
         }
+        if stream:
+            kwargs["stream"] = True
         if system:
             kwargs["system"] = system
         if tools:

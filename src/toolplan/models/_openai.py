@@ -6,16 +6,12 @@ toolplan.models`` stays free of optional dependencies.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
-from .._errors import OptionalDependencyError, ToolplanError, UnexpectedModelBehavior, UserError
+from .._errors import ToolplanError, UnexpectedModelBehavior, UserError
 from ..tools import ToolDefinition
-from ._clients import LoopClients
-from ._guard import check_model_requests_allowed
 from ._messages import (
     AssistantMessage,
     FinishReason,
@@ -28,8 +24,8 @@ from ._messages import (
     Usage,
     UserMessage,
 )
-from ._model import Model
-from ._retry import Endpoint, connection_error, error_detail, retry_call, retry_stream, status_error
+from ._retry import connection_error, error_detail, status_error
+from ._sdk import SDKModel, import_sdk
 from ._settings import ForceTool, ModelSettings, ModelSettingsLike, RetryConfig, check_forced_tool
 from ._streaming import StreamBuilder
 
@@ -50,15 +46,7 @@ _FINISH: dict[str, FinishReason] = {
 }
 
 
-def _import_openai() -> ModuleType:
-    try:
-        import openai
-    except ImportError:
-        raise OptionalDependencyError("OpenAIModel", extra="openai", package="openai") from None
-    return openai
-
-
-class OpenAIModel(Model):
+class OpenAIModel(SDKModel):
     """A model behind OpenAI's chat completions API, or any server compatible with it.
 
     Args:
@@ -87,39 +75,26 @@ class OpenAIModel(Model):
         retry: RetryConfig | None = None,
         client: AsyncOpenAI | None = None,
     ) -> None:
-        self._sdk = _import_openai()
-        if not name:
-            raise UserError("OpenAIModel needs a model name, e.g. OpenAIModel('gpt-4o-mini').")
-        self._name = name
-        self._base_url = base_url
-        self._api_key = api_key
         self._provider = provider or ("openai" if base_url is None else "openai-compatible")
-        self.settings = ModelSettings.coerce(settings) or ModelSettings()
-        self.retry = retry or RetryConfig()
-        self._clients = LoopClients(client, self._new_client)
-        self._endpoint = Endpoint(provider=self._label)
+        self._setup(
+            import_sdk("openai", "OpenAIModel"),
+            name,
+            "gpt-4o-mini",
+            api_key=api_key,
+            base_url=base_url,
+            settings=settings,
+            retry=retry,
+            client=client,
+            label=_LABELS.get(self._provider, self._provider),
+            api="a chat completions API",
+        )
         # OpenAI itself wants max_completion_tokens; compatible servers mostly know only max_tokens.
         self._official_api = "api.openai.com" in (base_url or os.environ.get("OPENAI_BASE_URL") or "api.openai.com")
-        self._given_client = client is not None
-
-    @property
-    def name(self) -> str:
-        """The model's name."""
-        return self._name
 
     @property
     def provider(self) -> str:
         """``"openai"``, ``"ollama"``, ``"openai-compatible"`` or the label given."""
         return self._provider
-
-    @property
-    def _label(self) -> str:
-        return _LABELS.get(self._provider, self._provider)
-
-    def _client(self) -> AsyncOpenAI:
-        client = self._clients.get()
-        self._endpoint.url = str(client.base_url).rstrip("/")  # what the SDK really uses (OPENAI_BASE_URL too)
-        return client
 
     def _key(self) -> str | None:
         """The API key to send; a placeholder for other servers (most local ones want none)."""
@@ -148,71 +123,26 @@ class OpenAIModel(Model):
                 "environment variable or pass api_key=..."
             ) from None
 
-    async def aclose(self) -> None:
-        """Close the HTTP client of the running event loop (a given ``client`` is left open)."""
-        await self._clients.aclose()
+    async def _create(self, client: AsyncOpenAI, kwargs: dict[str, Any]) -> ChatCompletion:
+        return cast("ChatCompletion", await client.chat.completions.create(**kwargs))
 
-    async def request(
-        self,
-        messages: Sequence[ModelMessage],
-        tools: Sequence[ToolDefinition],
-        settings: ModelSettings | None = None,
-    ) -> ModelResponse:
-        """Send one chat completion request (retried on transient failures). See `Model.request`."""
-        check_model_requests_allowed(repr(self))
-        kwargs = self._kwargs(messages, tools, self.settings.merge(settings), stream=False)
-        client = self._client()
-
-        async def once() -> ChatCompletion:
-            try:
-                return cast("ChatCompletion", await client.chat.completions.create(**kwargs))
-            except self._sdk.APIError as exc:
-                raise self._error(exc) from exc
-
-        completion = await retry_call(once, self.retry, model=self._name, endpoint=self._endpoint)
-        try:
-            return self._response(completion)
-        except (AttributeError, TypeError, ValueError) as exc:
-            raise UnexpectedModelBehavior(
-                f"{self._label} sent a response for model {self._name!r} that toolplan cannot read "
-                f"({exc!r}). Check that the base URL points to a chat completions API."
-            ) from exc
-
-    async def stream(
-        self,
-        messages: Sequence[ModelMessage],
-        tools: Sequence[ToolDefinition],
-        settings: ModelSettings | None = None,
+    async def _stream_events(
+        self, client: AsyncOpenAI, kwargs: dict[str, Any]
     ) -> AsyncGenerator[ModelStreamEvent, None]:
-        """Stream one chat completion: text and tool-call argument deltas. See `Model.stream`."""
-        check_model_requests_allowed(repr(self))
-        kwargs = self._kwargs(messages, tools, self.settings.merge(settings), stream=True)
-        client = self._client()
-
-        async def events() -> AsyncGenerator[ModelStreamEvent, None]:
-            builder = StreamBuilder(model_name=self._name)
-            received = False
-            try:
-                response = await client.chat.completions.create(**kwargs)
-                async with response as chunks:
-                    async for chunk in cast("AsyncIterator[ChatCompletionChunk]", chunks):
-                        received = True
-                        for event in self._chunk_events(builder, chunk):
-                            yield event
-            except self._sdk.APIError as exc:
-                raise self._error(exc) from exc
-            if not received:
-                raise UnexpectedModelBehavior(
-                    f"{self._label} ended the stream for model {self._name!r} without sending anything; "
-                    "the server probably failed while streaming. Check its logs, or try a non-streamed request."
-                )
-            yield builder.complete()
-
-        async with contextlib.aclosing(
-            retry_stream(events, self.retry, model=self._name, endpoint=self._endpoint)
-        ) as stream:
-            async for event in stream:
-                yield event
+        builder = StreamBuilder(model_name=self._name)
+        received = False
+        response = await client.chat.completions.create(**kwargs)
+        async with response as chunks:
+            async for chunk in cast("AsyncIterator[ChatCompletionChunk]", chunks):
+                received = True
+                for event in self._chunk_events(builder, chunk):
+                    yield event
+        if not received:
+            raise UnexpectedModelBehavior(
+                f"{self._label} ended the stream for model {self._name!r} without sending anything; "
+                "the server probably failed while streaming. Check its logs, or try a non-streamed request."
+            )
+        yield builder.complete()
 
     # -- conversion ---------------------------------------------------------------------------
 

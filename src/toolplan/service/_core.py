@@ -148,15 +148,8 @@ class Service:
         """Queue an execution of stored plan ``plan_ref`` as ``run_id``; wait up to ``wait`` seconds for it."""
         if not wait >= 0:
             raise UserError(f"wait is {wait!r}: give the seconds to wait for the result, 0 or more.")
-        info = await self.data.plan_info(plan_ref)
-        if not info["valid"] or info["plan"] is None:
-            raise ApiError(
-                422,
-                "plan_invalid",
-                f"Plan {plan_ref!r} is an invalid draft and cannot run: fix it and POST /v1/plans.",
-                info["issues"],
-            )
-        report = validate_plan(info["plan"], self.tools)  # the catalogue may have changed since
+        stored = await self._stored_plan(plan_ref)
+        report = validate_plan(stored, self.tools)  # the catalogue may have changed since
         if report.plan is None or report.errors:
             raise PlanValidationError(report.errors)
         with contextlib.suppress(RunConflictError):  # queued by an earlier attempt of this idempotent request
@@ -197,6 +190,11 @@ class Service:
 
     async def dry_run_stored(self, plan_ref: str) -> dict[str, Any]:
         """`dry_run` of stored plan ``plan_ref`` (an invalid draft: 422 ``plan_invalid``, as `execute`)."""
+        stored = await self._stored_plan(plan_ref)
+        return {"plan_id": plan_ref, **await self.dry_run(stored)}
+
+    async def _stored_plan(self, plan_ref: str) -> Any:
+        """Stored plan ``plan_ref``'s body; an invalid draft raises 422 ``plan_invalid``."""
         info = await self.data.plan_info(plan_ref)
         if not info["valid"] or info["plan"] is None:
             raise ApiError(
@@ -205,7 +203,7 @@ class Service:
                 f"Plan {plan_ref!r} is an invalid draft and cannot run: fix it and POST /v1/plans.",
                 info["issues"],
             )
-        return {"plan_id": plan_ref, **await self.dry_run(info["plan"])}
+        return info["plan"]
 
     async def budget(self, api_key: str) -> dict[str, Any]:
         """What ``api_key`` spent of its budget window (``{"key_budget": null}`` when there is none)."""

@@ -207,10 +207,7 @@ class Mutation:
     )
     async def cancel_execution(self, info: GqlInfo, execution_id: str) -> ExecutionChange:
         svc = info.context.service
-        out = await svc.cancel(execution_id)
-        return ExecutionChange(
-            execution_id=execution_id, status=out["status"], row=_execution_row(svc, {"execution_id": execution_id})
-        )
+        return _change(svc, await svc.cancel(execution_id))
 
     @_mutation(
         "Resume a cancelled or stopped execution (as POST /v1/executions/{id}/resume): steps that ended "
@@ -218,10 +215,7 @@ class Mutation:
     )
     async def resume_execution(self, info: GqlInfo, execution_id: str) -> ExecutionChange:
         svc = info.context.service
-        out = await svc.resume(execution_id)
-        return ExecutionChange(
-            execution_id=execution_id, status=out["status"], row=_execution_row(svc, {"execution_id": execution_id})
-        )
+        return _change(svc, await svc.resume(execution_id))
 
 
 # -- errors and limits -----------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import hashlib
 import hmac
 import secrets
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -194,21 +194,19 @@ class ServiceStore:
             RunConflictError: it has finished (succeeded or failed).
         """
 
-        def write(engine: sa.Engine) -> str:
-            while True:  # each change is a compare-and-set on the status read: read again if it moved
-                now = time.time()
-                with engine.begin() as conn:
-                    status, owner = _unfinished(conn, run_id, "there is nothing to cancel.")
-                    if status == "cancelled":
-                        return "cancelled"
-                    if status == "queued":  # nobody holds it: cancelled now
-                        if _move(conn, run_id, "queued", status="cancelled", cancel_requested=0, updated_at=now):
-                            _append_event(conn, run_id, "plan_finished", {"status": "cancelled"}, now)
-                            return "cancelled"
-                    elif _move(conn, run_id, "running", owner=owner, cancel_requested=1, updated_at=now):
-                        return "running"  # its process stops it (at once, or at its next look)
+        def step(conn: sa.Connection, now: float) -> str | None:
+            status, owner = _unfinished(conn, run_id, "there is nothing to cancel.")
+            if status == "cancelled":
+                return "cancelled"
+            if status == "queued":  # nobody holds it: cancelled now
+                if _move(conn, run_id, "queued", status="cancelled", cancel_requested=0, updated_at=now):
+                    _append_event(conn, run_id, "plan_finished", {"status": "cancelled"}, now)
+                    return "cancelled"
+            elif _move(conn, run_id, "running", owner=owner, cancel_requested=1, updated_at=now):
+                return "running"  # its process stops it (at once, or at its next look)
+            return None
 
-        return await self._call(write)  # type: ignore[no-any-return]
+        return await self._call(_until_moved(step))  # type: ignore[no-any-return]
 
     async def cancels_for(self, owner: str, run_ids: Sequence[str]) -> list[str]:
         """Which of ``run_ids`` (held by ``owner``) have a cancel asked."""
@@ -239,24 +237,22 @@ class ServiceStore:
             RunConflictError: it has finished (succeeded or failed).
         """
 
-        def write(engine: sa.Engine) -> str:
-            while True:  # each change is a compare-and-set on the status read: read again if it moved
-                now = time.time()
-                with engine.begin() as conn:
-                    status, owner = _unfinished(
-                        conn,
-                        run_id,
-                        "resume takes up only a cancelled or stopped execution. "
-                        "Start a new one: POST /v1/plans/{plan_id}/executions.",
-                    )
-                    if status == "cancelled":
-                        if _move(conn, run_id, "cancelled", status="queued", cancel_requested=0, updated_at=now):
-                            _append_event(conn, run_id, "run_queued", {"status": "queued"}, now)
-                            return "queued"
-                    elif _move(conn, run_id, status, owner=owner, cancel_requested=0, updated_at=now):
-                        return str(status)
+        def step(conn: sa.Connection, now: float) -> str | None:
+            status, owner = _unfinished(
+                conn,
+                run_id,
+                "resume takes up only a cancelled or stopped execution. "
+                "Start a new one: POST /v1/plans/{plan_id}/executions.",
+            )
+            if status == "cancelled":
+                if _move(conn, run_id, "cancelled", status="queued", cancel_requested=0, updated_at=now):
+                    _append_event(conn, run_id, "run_queued", {"status": "queued"}, now)
+                    return "queued"
+            elif _move(conn, run_id, status, owner=owner, cancel_requested=0, updated_at=now):
+                return str(status)
+            return None
 
-        return await self._call(write)  # type: ignore[no-any-return]
+        return await self._call(_until_moved(step))  # type: ignore[no-any-return]
 
     async def let_go(self, run_id: str, owner: str) -> str | None:
         """The ``stop`` transition of a claim ``owner`` holds but no run took up.
@@ -289,14 +285,8 @@ class ServiceStore:
 
     async def api_key_of(self, run_id: str) -> str | None:
         """The API key that started an execution (None: none, or no such execution)."""
-        e = t.executions
-
-        def read(engine: sa.Engine) -> str | None:
-            with engine.connect() as conn:
-                key = conn.execute(sa.select(e.c.api_key).where(e.c.id == run_id)).scalar()
-            return None if key is None else str(key)
-
-        return await self._read(read)  # type: ignore[no-any-return]
+        key = await self._execution_value(run_id, t.executions.c.api_key)
+        return None if key is None else str(key)
 
     async def status_of(self, run_id: str) -> str:
         """An execution's status.
@@ -304,16 +294,17 @@ class ServiceStore:
         Raises:
             RunNotFoundError: no execution has that id.
         """
-        e = t.executions
+        status = await self._execution_value(run_id, t.executions.c.status)
+        if status is None:
+            raise not_found(run_id)
+        return str(status)
 
-        def read(engine: sa.Engine) -> str:
+    async def _execution_value(self, run_id: str, column: sa.Column[Any]) -> Any:
+        def read(engine: sa.Engine) -> Any:
             with engine.connect() as conn:
-                status = conn.execute(sa.select(e.c.status).where(e.c.id == run_id)).scalar()
-            if status is None:
-                raise not_found(run_id)
-            return str(status)
+                return conn.execute(sa.select(column).where(t.executions.c.id == run_id)).scalar()
 
-        return await self._read(read)  # type: ignore[no-any-return]
+        return await self._read(read)
 
     # -- listings ----------------------------------------------------------------------------------
 
@@ -509,6 +500,24 @@ class ServiceStore:
 
 
 _UNSET: Any = object()
+
+
+def _until_moved(step: Callable[[sa.Connection, float], str | None]) -> Callable[[sa.Engine], str]:
+    """A write that runs ``step`` in a transaction until it returns a status.
+
+    Each change is a compare-and-set on the status read; ``step`` returns None when the status
+    moved meanwhile, and it is read again.
+    """
+
+    def write(engine: sa.Engine) -> str:
+        while True:
+            now = time.time()
+            with engine.begin() as conn:
+                status = step(conn, now)
+            if status is not None:
+                return status
+
+    return write
 
 
 def _unfinished(conn: sa.Connection, run_id: str, then: str) -> tuple[str, str | None]:
