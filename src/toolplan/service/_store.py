@@ -46,6 +46,7 @@ class ApiKey:
     name: str
     created_at: float
     revoked_at: float | None
+    can_approve: bool = True  # it may answer executions that wait for approval
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,8 +124,11 @@ class ServiceStore:
         source_plan_id: str | None,
         api_key: str | None,
         max_active: int | None,
+        approval: Mapping[str, Any] | None = None,
     ) -> None:
         """Store a queued execution of ``plan`` (for a worker to claim), in one transaction.
+
+        ``approval`` (an `ApprovalRule` as JSON data) is kept as its ``approval_rule`` event.
 
         Raises:
             RunConflictError: ``run_id`` is stored already.
@@ -148,6 +152,8 @@ class ServiceStore:
                             "to finish (GET /v1/executions?status=running) or cancel one, then try again."
                         )
                 insert_queued(conn, run_id, plan, body, limits, now, api_key=api_key, source_plan_id=source_plan_id)
+                if approval is not None:
+                    _append_event(conn, run_id, "approval_rule", approval, now)
 
         await self._call(write)
 
@@ -364,8 +370,11 @@ class ServiceStore:
 
     # -- API keys ----------------------------------------------------------------------------------
 
-    async def create_key(self, name: str) -> tuple[ApiKey, str]:
-        """A new API key named ``name``: its record and its secret (shown once, stored only hashed)."""
+    async def create_key(self, name: str, *, can_approve: bool = True) -> tuple[ApiKey, str]:
+        """A new API key named ``name``: its record and its secret (shown once, stored only hashed).
+
+        ``can_approve=False`` makes a key that may run executions but not answer their approvals.
+        """
         if not isinstance(name, str) or not name.strip() or len(name) > 200:
             raise UserError("An API key needs a name of 1 to 200 characters (who or what uses it).")
         key_id = secrets.token_hex(6)
@@ -374,10 +383,14 @@ class ServiceStore:
 
         def write(engine: sa.Engine) -> None:
             with engine.begin() as conn:
-                conn.execute(sa.insert(t.api_keys).values(id=key_id, name=name, hash=_hash(secret), created_at=now))
+                conn.execute(
+                    sa.insert(t.api_keys).values(
+                        id=key_id, name=name, hash=_hash(secret), created_at=now, can_approve=int(can_approve)
+                    )
+                )
 
         await self._call(write)
-        return ApiKey(key_id=key_id, name=name, created_at=now, revoked_at=None), secret
+        return ApiKey(key_id=key_id, name=name, created_at=now, revoked_at=None, can_approve=can_approve), secret
 
     async def list_keys(self) -> list[ApiKey]:
         """Every key, newest first (revoked ones too)."""
@@ -387,7 +400,13 @@ class ServiceStore:
             with engine.connect() as conn:
                 rows = conn.execute(sa.select(k).order_by(k.c.created_at.desc())).mappings()
                 return [
-                    ApiKey(key_id=r["id"], name=r["name"], created_at=r["created_at"], revoked_at=r["revoked_at"])
+                    ApiKey(
+                        key_id=r["id"],
+                        name=r["name"],
+                        created_at=r["created_at"],
+                        revoked_at=r["revoked_at"],
+                        can_approve=bool(r["can_approve"]),
+                    )
                     for r in rows
                 ]
 
