@@ -166,8 +166,10 @@ async def execute_plan_by_id(
     body: ExecuteIn | None = None,
     _key: IdemHeader = None,
 ) -> JSONResponse:
-    """Run a stored plan: 202 with the execution id, or 200 with the execution if it ends (or waits for
-    approval) within ``wait``. With ``approval`` in the body, the steps it marks wait for an answer.
+    """Run a stored plan: 202 with the execution id, or 200 with the execution if it ends within ``wait``.
+
+    With ``approval`` in the body, the steps it marks wait for an answer (status ``pending_approval``,
+    which also ends the ``wait``).
     """
     rule = rule_of(body.approval if body is not None else None)
 
