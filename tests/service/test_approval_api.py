@@ -129,3 +129,42 @@ def _events(c: httpx.Client, eid: str) -> list[dict[str, Any]]:
                 if out[-1]["type"] == "plan_finished":
                     break
     return out
+
+
+def test_graphql_starts_with_a_rule_and_answers(server: ThreadServer, gates: Path) -> None:
+    with server.client() as c:
+        plan_id = c.post("/v1/plans", json={"plan": PLAN}).json()["plan_id"]
+        start = (
+            "mutation($p: String!, $a: JSON) { executePlan(planId: $p, wait: 20, approval: $a) { executionId status } }"
+        )
+        r = c.post("/graphql", json={"query": start, "variables": {"p": plan_id, "a": RULE}}).json()
+        started = r["data"]["executePlan"]
+        assert started["status"] == "pending_approval", r
+        eid = started["executionId"]
+        answer = "mutation($e: String!, $a: JSON!) { approveExecution(executionId: $e, answers: $a) { status } }"
+        bad = c.post("/graphql", json={"query": answer, "variables": {"e": eid, "a": {"pay": {"approve": "x"}}}}).json()
+        assert bad["errors"][0]["extensions"]["code"] == "invalid_approval", bad
+        ok = c.post("/graphql", json={"query": answer, "variables": {"e": eid, "a": {"pay": {"approve": True}}}}).json()
+        assert ok["data"]["approveExecution"]["status"] == "queued", ok
+        assert _wait_settled(c, eid)["status"] == "succeeded"
+        assert _ledger(gates) == ["3"]
+
+
+def test_the_client_starts_with_a_rule_and_approves(server: ThreadServer, gates: Path) -> None:
+    from toolplan import ServiceError
+    from toolplan.client import Client
+    from toolplan.execute import Approval, ApprovalRule
+
+    with server.client() as raw, Client(server.url, api_key=server.key) as client:
+        plan_id = raw.post("/v1/plans", json={"plan": PLAN}).json()["plan_id"]
+        waiting = client.execute(plan_id, wait=20, approval=ApprovalRule(tools=frozenset({"charge"})))
+        assert waiting.status == "pending_approval" and waiting.approval is not None
+        assert waiting.approval.step_ids == ("pay",)
+        try:
+            client.approve(waiting.execution_id, {"nope": Approval()})
+            raise AssertionError("an answer for a step that does not wait was taken")
+        except ServiceError as exc:
+            assert exc.code == "invalid_approval"
+        assert client.approve(waiting.execution_id, {"pay": Approval.reject("not today")}) == "queued"
+        done = _wait_settled(raw, waiting.execution_id)
+        assert done["status"] == "failed" and _ledger(gates) == []

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import sqlalchemy as sa
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from .._errors import ApprovalError, RunConflictError, UserError
 from .._json import loads, too_deep
@@ -26,7 +26,17 @@ from ..tools import ToolRegistry
 from ._errors import ApiError
 from ._store import ServiceStore, _append_event, _move, _unfinished
 
-__all__ = ("AnswerIn", "ApprovalIn", "answer", "may_approve", "parse_answers", "rule_and_answers", "rule_of")
+__all__ = (
+    "AnswerIn",
+    "ApprovalIn",
+    "answer",
+    "answers_json",
+    "may_approve",
+    "parse_answers",
+    "rule_and_answers",
+    "rule_json",
+    "rule_of",
+)
 
 MAX_ANSWERS = 1000
 WAITING = "pending_approval"
@@ -53,6 +63,9 @@ class AnswerIn(BaseModel):
     reject: str | None = Field(None, max_length=2000)
 
 
+_ANSWERS: TypeAdapter[dict[str, AnswerIn]] = TypeAdapter(dict[str, AnswerIn])
+
+
 def rule_of(body: ApprovalIn | None) -> dict[str, Any] | None:
     """The rule's JSON data (`ApprovalRule.to_dict`), or None without one.
 
@@ -66,6 +79,31 @@ def rule_of(body: ApprovalIn | None) -> dict[str, Any] | None:
     except UserError as exc:
         raise ApiError(400, "invalid_approval", exc.message) from None
     return rule.to_dict()
+
+
+def rule_json(data: object) -> dict[str, Any] | None:
+    """`rule_of` JSON data (GraphQL's ``approval``); a value that is no rule is 400 ``invalid_approval``."""
+    if data is None:
+        return None
+    try:
+        body = ApprovalIn.model_validate(data)
+    except ValidationError as exc:
+        raise ApiError(400, "invalid_approval", f"approval is not a rule: {_first(exc)}.") from None
+    return rule_of(body)
+
+
+def answers_json(data: object) -> dict[str, Approval]:
+    """`parse_answers` of JSON data (GraphQL's ``answers``); bad data is 400 ``invalid_approval``."""
+    try:
+        raw = _ANSWERS.validate_python(data)
+    except ValidationError as exc:
+        raise ApiError(400, "invalid_approval", f"answers cannot be read: {_first(exc)}.") from None
+    return parse_answers(raw)
+
+
+def _first(exc: ValidationError) -> str:
+    e = exc.errors(include_url=False)[0]
+    return f"{'.'.join(map(str, e['loc'])) or 'the value'}: {e['msg']}"
 
 
 def parse_answers(raw: Mapping[str, AnswerIn]) -> dict[str, Approval]:

@@ -56,13 +56,12 @@ class KeyCheck:
         request.state.api_key = found
         return found
 
-    async def require(self, request: Request, permission: str) -> None:
+    async def require(self, key_id: str, permission: str) -> None:
         """Refuse the caller's key (403) unless it has ``permission`` (``approve``: answer approvals).
 
         Keys of ``--api-key-file`` have every permission; a store key made with
         ``toolplan keys create --no-approve`` may run executions but not approve them.
         """
-        key_id: str = request.state.api_key
         if any(key_id == k for k, _ in self.file_keys) or await may_approve(self.data.store, key_id):
             return
         raise ApiError(

@@ -239,7 +239,7 @@ async def approve_execution(
     does not wait, edited arguments that do not fit the tool) is 400 ``invalid_approval`` and
     nothing changes. The key needs the ``approve`` permission.
     """
-    await svc.keys.require(request, "approve")
+    await svc.keys.require(request.state.api_key, "approve")
     answers = parse_answers(body.answers)
 
     async def action(_reserved: str) -> Outcome:
