@@ -144,6 +144,8 @@ def test_graphql_starts_with_a_rule_and_answers(server: ThreadServer, gates: Pat
         answer = "mutation($e: String!, $a: JSON!) { approveExecution(executionId: $e, answers: $a) { status } }"
         bad = c.post("/graphql", json={"query": answer, "variables": {"e": eid, "a": {"pay": {"approve": "x"}}}}).json()
         assert bad["errors"][0]["extensions"]["code"] == "invalid_approval", bad
+        shown = c.post("/graphql", json={"query": f'{{ execution(executionId: "{eid}") {{ approval }} }}'}).json()
+        assert shown["data"]["execution"]["approval"]["steps"][0]["step_id"] == "pay", shown
         ok = c.post("/graphql", json={"query": answer, "variables": {"e": eid, "a": {"pay": {"approve": True}}}}).json()
         assert ok["data"]["approveExecution"]["status"] == "queued", ok
         assert _wait_settled(c, eid)["status"] == "succeeded"
