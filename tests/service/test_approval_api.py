@@ -102,6 +102,17 @@ def test_a_key_without_the_approve_permission_gets_403(server: ThreadServer, db_
         assert _wait_settled(c, eid)["status"] == "succeeded"
 
 
+def test_a_waiting_execution_can_be_cancelled(server: ThreadServer, gates: Path) -> None:
+    with server.client() as c:
+        eid = _start_waiting(c)["execution_id"]
+        r = c.post(f"/v1/executions/{eid}/cancel")
+        assert r.status_code == 202 and r.json()["status"] == "cancelled", r.text
+        assert c.get(f"/v1/executions/{eid}").json()["status"] == "cancelled"
+        late = c.post(f"/v1/executions/{eid}/approvals", json={"answers": {"pay": {"approve": True}}})
+        assert late.status_code == 409, late.text
+        assert _ledger(gates) == []
+
+
 def test_a_rule_that_marks_nothing_is_refused(server: ThreadServer, gates: Path) -> None:
     with server.client() as c:
         plan_id = c.post("/v1/plans", json={"plan": PLAN}).json()["plan_id"]

@@ -190,8 +190,8 @@ class ServiceStore:
     async def request_cancel(self, run_id: str) -> str:
         """Cancel an execution (the ``cancel`` transition); its process stops a running one.
 
-        A queued one is cancelled at once; a running one has its cancel asked, and its process
-        stores it cancelled as it stops (``stop``).
+        A queued one (or one waiting for approval) is cancelled at once; a running one has its cancel
+        asked, and its process stores it cancelled as it stops (``stop``).
 
         Returns the status now: ``cancelled``, or ``running`` with the cancel asked.
 
@@ -207,8 +207,8 @@ class ServiceStore:
                     status, owner = _unfinished(conn, run_id, "there is nothing to cancel.")
                     if status == "cancelled":
                         return "cancelled"
-                    if status == "queued":  # nobody holds it: cancelled now
-                        if _move(conn, run_id, "queued", status="cancelled", cancel_requested=0, updated_at=now):
+                    if status in ("queued", "pending_approval"):  # nobody holds it: cancelled now
+                        if _move(conn, run_id, status, status="cancelled", cancel_requested=0, updated_at=now):
                             _append_event(conn, run_id, "plan_finished", {"status": "cancelled"}, now)
                             return "cancelled"
                     elif _move(conn, run_id, "running", owner=owner, cancel_requested=1, updated_at=now):
