@@ -77,3 +77,17 @@ def test_mcp_tools_piped_keeps_tool_names_whole(cli: Cli, tmp_path: Path) -> Non
     row = next(line for line in listed.stdout.splitlines() if line.startswith(name))
     assert row.split()[0] == name
     assert "…" not in listed.stdout
+
+
+def test_keys_create_no_approve_is_listed(cli: Cli, tmp_path: Path) -> None:
+    import json
+
+    db = f"sqlite:///{tmp_path / 'keys.db'}"
+    made = cli("keys", "create", "bot", "--no-approve", "--db", db, "--json")
+    assert made.code == 0, made.stderr
+    assert json.loads(made.stdout)["can_approve"] is False
+    assert cli("keys", "create", "alice", "--db", db).code == 0
+    listed = json.loads(cli("keys", "list", "--db", db, "--json").stdout)
+    assert {k["name"]: k["can_approve"] for k in listed} == {"bot": False, "alice": True}
+    table = cli("keys", "list", "--db", db).stdout
+    assert "approves" in table.splitlines()[0]

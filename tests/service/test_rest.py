@@ -95,6 +95,7 @@ def test_the_steps_of_an_execution_keep_their_wire_format(server: ThreadServer) 
             "steps",
             "outputs",
             "refused",
+            "approval",  # added last: what a pending_approval execution waits for (else null)
         ]
         steps = body["steps"]
         assert [list(s) for s in steps] == [STEP_KEYS, STEP_KEYS]

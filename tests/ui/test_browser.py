@@ -126,3 +126,41 @@ def test_the_service_page_follows_an_execution(page: Any, service: ServiceThread
     expect(fresh.locator("#waterfall rect.bar")).to_have_count(5)
     # The browser logged one error: the wrong key's 401.
     assert [p for p in page.problems if "401" not in p] == []
+
+
+APPROVAL_PLAN: dict[str, Any] = {
+    "steps": [
+        {"id": "look", "tool": "combine", "arguments": {"parts": [1]}},
+        {"id": "write", "tool": "combine", "arguments": {"parts": ["$ref:look", 2]}},
+        {"id": "after", "tool": "combine", "arguments": {"parts": ["$ref:write"]}},
+        {"id": "other", "tool": "combine", "arguments": {"parts": ["$ref:look", 3]}},
+    ]
+}
+
+
+def test_the_service_page_approves_and_rejects_waiting_steps(page: Any, service: ServiceThread, gates: Path) -> None:
+    from playwright.sync_api import expect
+
+    with httpx.Client(base_url=service.url, headers={"X-API-Key": service.key}, timeout=30) as c:
+        plan_id = c.post("/v1/plans", json={"plan": APPROVAL_PLAN}).json()["plan_id"]
+        rule = {"approval": {"every": True}}
+        r = c.post(f"/v1/plans/{plan_id}/executions", params={"wait": 20}, json=rule)
+        assert r.status_code == 200 and r.json()["status"] == "pending_approval", r.text
+        execution_id = r.json()["execution_id"]
+
+    page.goto(f"{service.url}/ui/executions/{execution_id}#key={service.key}")
+    states(page, {"look": "pending_approval", "write": "pending", "other": "pending"})
+    expect(row(page, "look").locator(".approval .note").first).to_contain_text('"parts":[1]')
+    row(page, "look").locator("button.approve").click()
+    states(page, {"look": "succeeded", "write": "pending_approval", "other": "pending_approval"})
+    expect(row(page, "write").locator(".approval")).to_contain_text("then: after")
+    row(page, "write").locator("input.reason").fill("not this one")
+    row(page, "write").locator("button.reject").click()
+    states(page, {"write": "rejected", "after": "skipped", "other": "pending_approval"})
+    expect(row(page, "write").locator("td.result")).to_contain_text("not this one")
+    row(page, "other").locator("button.approve").click()
+    states(page, {"other": "succeeded"})
+    expect(page.locator("body")).to_have_attribute("data-status", "failed")
+    expect(page.locator("#connection")).to_have_text("the run has ended")
+    keep_screenshot(page, "live-view-approval.png")
+    assert page.problems == []

@@ -290,13 +290,26 @@ KeyIdArg = Annotated[str, typer.Argument(metavar="KEY_ID", help="The key's id (t
 
 
 @keys_app.command("create", cls=Command, short_help="Make an API key; its secret is printed once.")
-def keys_create(name: NameArg, db: KeysDbOpt = None, as_json: JsonOpt = False) -> None:
-    """Make an API key for the planner service. The secret is printed once; only its hash is stored."""
+def keys_create(
+    name: NameArg,
+    db: KeysDbOpt = None,
+    as_json: JsonOpt = False,
+    approve: Annotated[
+        bool,
+        typer.Option("--approve/--no-approve", help="Whether the key may answer executions that wait for approval."),
+    ] = True,
+) -> None:
+    """Make an API key for the planner service. The secret is printed once; only its hash is stored.
+
+    A key may run executions and, unless made with --no-approve, answer those that wait for approval.
+    """
     from ..service._internal import ServiceStore
 
-    key, secret = with_store(db, lambda store: ServiceStore(store).create_key(name), what="API keys", existing=False)
+    key, secret = with_store(
+        db, lambda store: ServiceStore(store).create_key(name, can_approve=approve), what="API keys", existing=False
+    )
     if as_json:
-        print_json(out, {"key_id": key.key_id, "name": key.name, "secret": secret})
+        print_json(out, {"key_id": key.key_id, "name": key.name, "secret": secret, "can_approve": key.can_approve})
         return
     say(out, f"API key {key.key_id} ({key.name}). Its secret, shown only now; send it as X-API-Key:")
     out.print(secret, highlight=False, soft_wrap=True)
@@ -312,13 +325,19 @@ def keys_list(db: KeysDbOpt = None, as_json: JsonOpt = False) -> None:
         print_json(
             out,
             [
-                {"key_id": k.key_id, "name": k.name, "created_at": k.created_at, "revoked_at": k.revoked_at}
+                {
+                    "key_id": k.key_id,
+                    "name": k.name,
+                    "created_at": k.created_at,
+                    "revoked_at": k.revoked_at,
+                    "can_approve": k.can_approve,
+                }
                 for k in keys
             ],
         )
         return
-    rows = [(k.key_id, k.name, when(k.created_at), when(k.revoked_at)) for k in keys]
-    print_listing(out, ("key id", "name", "created (UTC)", "revoked (UTC)"), rows)
+    rows = [(k.key_id, k.name, "yes" if k.can_approve else "no", when(k.created_at), when(k.revoked_at)) for k in keys]
+    print_listing(out, ("key id", "name", "approves", "created (UTC)", "revoked (UTC)"), rows)
 
 
 @keys_app.command("revoke", cls=Command, short_help="Revoke an API key (refused from its next request).")

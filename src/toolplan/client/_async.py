@@ -10,6 +10,7 @@ import httpx
 from httpx_sse import aconnect_sse
 
 from .._defaults import DEFAULT_PAGE_SIZE
+from ..execute import Approval, ApprovalRule
 from ..plan import Plan
 from . import _calls as calls
 from ._calls import DEFAULT_RETRY, DEFAULT_TIMEOUT, Call, Page, RetryPolicy
@@ -169,9 +170,16 @@ class AsyncClient:
 
     # -- executions --------------------------------------------------------------------------------
 
-    async def execute(self, plan_id: str, *, wait: float = 0, idempotency_key: str | None = None) -> Execution:
+    async def execute(
+        self,
+        plan_id: str,
+        *,
+        wait: float = 0,
+        idempotency_key: str | None = None,
+        approval: ApprovalRule | None = None,
+    ) -> Execution:
         """As `Client.execute`: run a stored plan, waiting up to ``wait`` seconds for its end."""
-        return await self._send(calls.execute(plan_id, wait, idempotency_key))
+        return await self._send(calls.execute(plan_id, wait, idempotency_key, approval))
 
     async def get_execution(self, execution_id: str) -> Execution:
         """As `Client.get_execution`."""
@@ -186,6 +194,12 @@ class AsyncClient:
     async def cancel(self, execution_id: str, *, idempotency_key: str | None = None) -> str:
         """As `Client.cancel`."""
         return await self._send(calls.cancel(execution_id, idempotency_key))
+
+    async def approve(
+        self, execution_id: str, answers: Mapping[str, Approval], *, idempotency_key: str | None = None
+    ) -> str:
+        """As `Client.approve`."""
+        return await self._send(calls.approve(execution_id, answers, idempotency_key))
 
     async def resume(self, execution_id: str, *, idempotency_key: str | None = None) -> str:
         """As `Client.resume`."""

@@ -19,6 +19,7 @@ import httpx
 
 from .._errors import ServiceError, UserError
 from .._version import __version__
+from ..execute import Approval, ApprovalRule
 from ..plan import Plan
 from ._types import Event, Execution, ExecutionSummary, Planned, PlanSummary, Request, RequestSummary, StoredPlan
 
@@ -211,24 +212,54 @@ def list_plans(page_size: int, cursor: str | None, request_id: str | None) -> Ca
     return _list("/v1/plans", PlanSummary.from_json, page_size, cursor, {"request_id": request_id})
 
 
-def execute(plan_id: str, wait: float, idempotency_key: str | None) -> Call[Execution]:
-    return _start(f"/v1/plans/{_id(plan_id, 'plan_id')}/executions", wait, idempotency_key)
+def execute(
+    plan_id: str, wait: float, idempotency_key: str | None, approval: ApprovalRule | None = None
+) -> Call[Execution]:
+    return _start(f"/v1/plans/{_id(plan_id, 'plan_id')}/executions", wait, idempotency_key, approval)
 
 
-def execute_request(request_id: str, wait: float, idempotency_key: str | None) -> Call[Execution]:
-    return _start(f"/v1/requests/{_id(request_id, 'request_id')}/executions", wait, idempotency_key)
+def execute_request(
+    request_id: str, wait: float, idempotency_key: str | None, approval: ApprovalRule | None = None
+) -> Call[Execution]:
+    return _start(f"/v1/requests/{_id(request_id, 'request_id')}/executions", wait, idempotency_key, approval)
 
 
-def _start(path: str, wait: float, idempotency_key: str | None) -> Call[Execution]:
+def _start(path: str, wait: float, idempotency_key: str | None, approval: ApprovalRule | None) -> Call[Execution]:
     """Start an execution (of a plan or a request's plan) at ``path``."""
+    body = None
+    if approval is not None:
+        if not isinstance(approval, ApprovalRule) or approval.to_dict() is None:
+            raise UserError(
+                "approval must be an ApprovalRule without a when= function (a function cannot be sent to a service)."
+            )
+        body = {"approval": approval.to_dict()}
     return Call(
         method="POST",
         path=path,
         read=Execution.from_json,
         params=_wait(wait),
+        body=body,
         idempotency_key=_key(idempotency_key),
         wait=wait,
     )
+
+
+def approve(execution_id: str, answers: Mapping[str, Approval], idempotency_key: str | None) -> Call[str]:
+    """Answer the steps an execution waits for (`Approval` per step id)."""
+    if not isinstance(answers, Mapping) or not answers:
+        raise UserError("answers must be a non-empty dict of step id to Approval (Approval(), Approval.reject(...)).")
+    sent: dict[str, Any] = {}
+    for sid, a in answers.items():
+        if not isinstance(a, Approval):
+            raise UserError(f"The answer for step {sid!r} must be an Approval, not {type(a).__name__}.")
+        if not a.approved:
+            sent[sid] = {"reject": a.reason or "rejected by the approver"}
+        elif a.arguments is not None:
+            sent[sid] = {"approve": True, "arguments": dict(a.arguments)}
+        else:
+            sent[sid] = {"approve": True}
+    path = f"/v1/executions/{_id(execution_id, 'execution_id')}/approvals"
+    return Call(method="POST", path=path, read=_status, body={"answers": sent}, idempotency_key=_key(idempotency_key))
 
 
 def get_execution(execution_id: str) -> Call[Execution]:

@@ -10,6 +10,7 @@ import httpx
 from httpx_sse import connect_sse
 
 from .._defaults import DEFAULT_PAGE_SIZE
+from ..execute import Approval, ApprovalRule
 from ..plan import Plan
 from . import _calls as calls
 from ._calls import DEFAULT_RETRY, DEFAULT_TIMEOUT, Call, Page, RetryPolicy
@@ -177,15 +178,24 @@ class Client:
 
     # -- executions --------------------------------------------------------------------------------
 
-    def execute(self, plan_id: str, *, wait: float = 0, idempotency_key: str | None = None) -> Execution:
+    def execute(
+        self,
+        plan_id: str,
+        *,
+        wait: float = 0,
+        idempotency_key: str | None = None,
+        approval: ApprovalRule | None = None,
+    ) -> Execution:
         """Run a stored plan (``POST /v1/plans/{plan_id}/executions``).
 
         With ``wait`` (seconds, bounded by the service) the answer is the finished execution if it
         ends in time; otherwise it is the queued execution's id and status, to follow with `events`
         or `get_execution`. The execution belongs to the service: it runs on whatever the client does.
         ``ServiceError`` ``too_many_executions`` (429) means this key has its limit of executions running.
+        With ``approval`` (an `ApprovalRule` without a function) the steps it marks wait for an answer:
+        the execution's status is ``pending_approval`` (which also ends ``wait``) and `approve` answers.
         """
-        return self._send(calls.execute(plan_id, wait, idempotency_key))
+        return self._send(calls.execute(plan_id, wait, idempotency_key, approval))
 
     def get_execution(self, execution_id: str) -> Execution:
         """An execution: its status, every step's record, and its outputs once finished."""
@@ -200,6 +210,16 @@ class Client:
     def cancel(self, execution_id: str, *, idempotency_key: str | None = None) -> str:
         """Cancel an execution; returns ``cancelled``, or ``cancelling`` while its process stops it."""
         return self._send(calls.cancel(execution_id, idempotency_key))
+
+    def approve(self, execution_id: str, answers: Mapping[str, Approval], *, idempotency_key: str | None = None) -> str:
+        """Answer the steps an execution waits for (``Execution.approval``); it goes on in the service.
+
+        ``answers`` maps step ids to `Approval` (``Approval()``, ``Approval(arguments={...})``,
+        ``Approval.reject(reason)``); returns the status (``queued``). A bad answer raises
+        `toolplan.ServiceError` ``invalid_approval`` and changes nothing; a key without the
+        ``approve`` permission gets ``forbidden`` (403).
+        """
+        return self._send(calls.approve(execution_id, answers, idempotency_key))
 
     def resume(self, execution_id: str, *, idempotency_key: str | None = None) -> str:
         """Resume a cancelled execution (finished steps are kept); returns its status (``queued``)."""

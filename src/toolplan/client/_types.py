@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from .._errors import PlanIssue, Severity
-from ..execute import StepResult
+from ..execute import ApprovalRequest, StepResult
 from ..models import Usage
 
 __all__ = (
@@ -51,6 +51,7 @@ class Execution:
         cancel_requested: A cancel was asked and the process running it has not stopped it yet.
         created_at: When it was queued (Unix seconds).
         updated_at: Its last change.
+        approval: For status ``pending_approval``: the steps that wait for an answer (`Client.approve`).
     """
 
     execution_id: str
@@ -62,6 +63,7 @@ class Execution:
     cancel_requested: bool = False
     created_at: float | None = None
     updated_at: float | None = None
+    approval: ApprovalRequest | None = None
 
     @property
     def finished(self) -> bool:
@@ -92,6 +94,7 @@ class Execution:
             cancel_requested=bool(data.get("cancel_requested", False)),
             created_at=data.get("created_at"),
             updated_at=data.get("updated_at"),
+            approval=ApprovalRequest.from_dict(data["approval"]) if data.get("approval") else None,
         )
 
 

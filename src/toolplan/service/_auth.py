@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 from fastapi import Request
 
+from ._approvals import may_approve
 from ._errors import ApiError
 from ._store import ServiceStore
 
@@ -54,3 +55,18 @@ class KeyCheck:
             )
         request.state.api_key = found
         return found
+
+    async def require(self, key_id: str, permission: str) -> None:
+        """Refuse the caller's key (403) unless it has ``permission`` (``approve``: answer approvals).
+
+        Keys of ``--api-key-file`` have every permission; a store key made with
+        ``toolplan keys create --no-approve`` may run executions but not approve them.
+        """
+        if any(key_id == k for k, _ in self.file_keys) or await may_approve(self.data.store, key_id):
+            return
+        raise ApiError(
+            403,
+            "forbidden",
+            f"API key {key_id} lacks the {permission!r} permission: ask for a key that has it "
+            "(`toolplan keys create NAME` makes one; --no-approve keys may run executions but not approve them).",
+        )

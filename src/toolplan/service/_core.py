@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .._errors import PlanIssue, PlanValidationError, RunConflictError, UserError
 from .._json import json_safe
-from ..execute import execute_plan
+from ..execute import Approval, execute_plan
 from ..models import Model, SpendCharge, SpendLimits
 from ..plan import validate_plan
 from ..planner import PlanDraft, Planner, get_request
 from ..store import RunInfo, Store
 from ..tools import ToolRegistry, ToolsLike
+from ._approvals import answer
 from ._auth import KeyCheck
 from ._config import ServiceConfig
 from ._errors import ApiError
-from ._runner import FINISHED, Runner
+from ._runner import FINISHED, SETTLED, Runner
 from ._store import ServiceStore
 
 __all__ = ("Service", "draft_view", "execution_view", "issue_view")
@@ -144,8 +145,13 @@ class Service:
             "warnings": [issue_view(i) for i in report.warnings],
         }
 
-    async def execute(self, run_id: str, plan_ref: str, api_key: str, wait: float) -> tuple[int, dict[str, Any]]:
-        """Queue an execution of stored plan ``plan_ref`` as ``run_id``; wait up to ``wait`` seconds for it."""
+    async def execute(
+        self, run_id: str, plan_ref: str, api_key: str, wait: float, approval: Mapping[str, Any] | None = None
+    ) -> tuple[int, dict[str, Any]]:
+        """Queue an execution of stored plan ``plan_ref`` as ``run_id``; wait up to ``wait`` seconds for it.
+
+        ``approval`` (an `ApprovalRule` as JSON data) makes the steps it marks wait for an answer.
+        """
         if not wait >= 0:
             raise UserError(f"wait is {wait!r}: give the seconds to wait for the result, 0 or more.")
         stored = await self._stored_plan(plan_ref)
@@ -160,12 +166,13 @@ class Service:
                 source_plan_id=plan_ref,
                 api_key=api_key,
                 max_active=self.config.max_active_per_key,
+                approval=approval,
             )
         self.runner.wake()
         status = "queued"
         if wait > 0:
             status = await self.runner.wait(run_id, min(wait, self.config.max_wait))
-        if status in FINISHED:
+        if status in SETTLED:
             return 200, execution_view(await self.store.get_run(run_id))
         return 202, {"execution_id": run_id, "plan_id": plan_ref, "status": status}
 
@@ -221,6 +228,12 @@ class Service:
         if status == "running":
             self.runner.cancel(execution_id)  # at once when this process runs it
             status = "cancelling"
+        return {"execution_id": execution_id, "status": status}
+
+    async def approve(self, execution_id: str, answers: Mapping[str, Approval]) -> dict[str, Any]:
+        """Answer the steps an execution waits for; it goes on in this service's runner."""
+        status = await answer(self.store, self.tools, execution_id, answers)
+        self.runner.wake()
         return {"execution_id": execution_id, "status": status}
 
     async def resume(self, execution_id: str) -> dict[str, Any]:
@@ -291,6 +304,8 @@ def execution_view(info: RunInfo) -> dict[str, Any]:
             for r in result.steps.values()
             if r.error is not None and r.error.kind == "limit"
         ],
+        # Status pending_approval: the steps that wait (resolved arguments, annotations, dependents).
+        "approval": result.approval.to_dict() if result.approval is not None else None,
     }
 
 

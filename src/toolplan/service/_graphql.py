@@ -35,6 +35,7 @@ from strawberry.scalars import JSON
 from strawberry.types import ExecutionContext
 
 from .._defaults import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from ._approvals import answers_json, rule_json
 from ._core import Service, execution_view
 from ._errors import ApiError, coded
 from ._graphql_types import (
@@ -189,17 +190,27 @@ class Mutation:
         return Plan(row=_plan_row(svc, known | {"request_id": None, "parent_id": None, "valid": True}))
 
     @_mutation(
-        "Run a stored plan (as POST /v1/plans/{id}/executions); wait up to wait seconds (bounded) for it to finish."
+        "Run a stored plan (as POST /v1/plans/{id}/executions); wait up to wait seconds (bounded) for it to finish. "
+        'approval (e.g. {"destructive": true, "tools": ["charge"], "timeout": 600}) makes the steps it marks '
+        "wait for an answer (approveExecution)."
     )
-    async def execute_plan(self, info: GqlInfo, plan_id: str, wait: float = 0) -> Execution:
+    async def execute_plan(
+        self, info: GqlInfo, plan_id: str, wait: float = 0, approval: JSON | None = None
+    ) -> Execution:
         ctx = info.context
-        return _execution_of(ctx.service, await ctx.service.execute(ctx.ids.new("exec"), plan_id, ctx.api_key, wait))
+        rule = rule_json(approval)
+        out = await ctx.service.execute(ctx.ids.new("exec"), plan_id, ctx.api_key, wait, rule)
+        return _execution_of(ctx.service, out)
 
     @_mutation("Run a planning request's final plan (as POST /v1/requests/{id}/executions); wait as executePlan.")
-    async def execute_by_request_id(self, info: GqlInfo, request_id: str, wait: float = 0) -> Execution:
+    async def execute_by_request_id(
+        self, info: GqlInfo, request_id: str, wait: float = 0, approval: JSON | None = None
+    ) -> Execution:
         ctx = info.context
         plan_ref = await ctx.service.plan_of_request(request_id)
-        return _execution_of(ctx.service, await ctx.service.execute(ctx.ids.new("exec"), plan_ref, ctx.api_key, wait))
+        rule = rule_json(approval)
+        out = await ctx.service.execute(ctx.ids.new("exec"), plan_ref, ctx.api_key, wait, rule)
+        return _execution_of(ctx.service, out)
 
     @_mutation(
         "Cancel an execution (as POST /v1/executions/{id}/cancel): a queued one at once, a running one "
@@ -216,6 +227,17 @@ class Mutation:
     async def resume_execution(self, info: GqlInfo, execution_id: str) -> ExecutionChange:
         svc = info.context.service
         return _change(svc, await svc.resume(execution_id))
+
+    @_mutation(
+        "Answer the steps an execution waits for (as POST /v1/executions/{id}/approvals): answers maps a step "
+        'id to {"approve": true}, {"approve": true, "arguments": {...}} or {"reject": "reason"}. A bad answer: '
+        "error invalid_approval, nothing changes. The key needs the approve permission (error forbidden)."
+    )
+    async def approve_execution(self, info: GqlInfo, execution_id: str, answers: JSON) -> ExecutionChange:
+        svc = info.context.service
+        await svc.keys.require(info.context.api_key, "approve")
+        out = await svc.approve(execution_id, answers_json(answers))
+        return _change(svc, out)
 
 
 # -- errors and limits -----------------------------------------------------------------------------

@@ -282,6 +282,14 @@ class Execution:
     async def refused(self) -> list[Refusal]:
         return [Refusal(step_id=d["step_id"], message=d["message"]) for d in await self.row.get("refused")]
 
+    @_field(
+        "Status pending_approval: the steps that wait for an answer (each with its tool, resolved arguments, "
+        "annotations, rationale and dependents), as JSON; null otherwise. approveExecution answers them."
+    )
+    async def approval(self) -> JSON | None:
+        value: JSON | None = await self.row.get("approval")
+        return value
+
 
 @strawberry.type(description="A stored plan (posted, or a planner's version) with its issues.")
 class Plan:

@@ -11,6 +11,7 @@ from sse_starlette import EventSourceResponse
 
 from .._defaults import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from .._ui import graph_view
+from ._approvals import AnswerIn, ApprovalIn, parse_answers, rule_of
 from ._core import Service, check_text, execution_view
 from ._errors import ApiError
 from ._events import event_stream
@@ -34,6 +35,24 @@ class PlanIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     plan: dict[str, Any] | str
     dialect: Literal["native", "chaining", "batch"] | None = None
+
+
+class ExecuteIn(BaseModel):
+    """Options of an execution (the body may be left out)."""
+
+    model_config = ConfigDict(extra="forbid")
+    approval: ApprovalIn | None = Field(
+        None, description="Which steps wait for a person's answer before their tool is called."
+    )
+
+
+class ApprovalsIn(BaseModel):
+    """Answers for the steps an execution waits for, by step id."""
+
+    model_config = ConfigDict(extra="forbid")
+    answers: dict[str, AnswerIn] = Field(
+        description='Step id -> {"approve": true}, {"approve": true, "arguments": {...}} or {"reject": "reason"}.'
+    )
 
 
 async def service(request: Request) -> Service:  # async: FastAPI would run a plain def in a worker thread
@@ -83,13 +102,15 @@ async def execute_request(
     request: Request,
     svc: Svc,
     wait: Annotated[float, Query(ge=0, description="Seconds to wait for the result (bounded).")] = 0,
+    body: ExecuteIn | None = None,
     _key: IdemHeader = None,
 ) -> JSONResponse:
     """Run a request's final plan (as ``POST /v1/plans/{plan_id}/executions``)."""
     plan_ref = await svc.plan_of_request(request_id)
+    rule = rule_of(body.approval if body is not None else None)
 
     async def action(reserved: str) -> Outcome:
-        return await svc.execute(reserved, plan_ref, request.state.api_key, wait)
+        return await svc.execute(reserved, plan_ref, request.state.api_key, wait, rule)
 
     return await idempotent(request, svc.data, "exec", action)
 
@@ -142,12 +163,18 @@ async def execute_plan_by_id(
     request: Request,
     svc: Svc,
     wait: Annotated[float, Query(ge=0, description="Seconds to wait for the result (bounded).")] = 0,
+    body: ExecuteIn | None = None,
     _key: IdemHeader = None,
 ) -> JSONResponse:
-    """Run a stored plan: 202 with the execution id, or 200 with the execution if it ends within ``wait``."""
+    """Run a stored plan: 202 with the execution id, or 200 with the execution if it ends within ``wait``.
+
+    With ``approval`` in the body, the steps it marks wait for an answer (status ``pending_approval``,
+    which also ends the ``wait``).
+    """
+    rule = rule_of(body.approval if body is not None else None)
 
     async def action(reserved: str) -> Outcome:
-        return await svc.execute(reserved, plan_id, request.state.api_key, wait)
+        return await svc.execute(reserved, plan_id, request.state.api_key, wait, rule)
 
     return await idempotent(request, svc.data, "exec", action)
 
@@ -172,7 +199,7 @@ async def list_executions(
     svc: Svc,
     limit: Limit = DEFAULT_PAGE_SIZE,
     cursor: Cursor = None,
-    status: Literal["queued", "running", "succeeded", "failed", "cancelled"] | None = None,
+    status: Literal["queued", "running", "pending_approval", "succeeded", "failed", "cancelled"] | None = None,
     plan_id: str | None = None,
 ) -> dict[str, Any]:
     """Executions, newest first, optionally by status or by the plan id they were asked to run."""
@@ -200,6 +227,25 @@ async def resume_execution(execution_id: str, request: Request, svc: Svc, _key: 
         return 202, await svc.resume(execution_id)
 
     return await idempotent(request, svc.data, "resume", action)
+
+
+@router.post("/executions/{execution_id}/approvals", status_code=202, tags=["executions"])
+async def approve_execution(
+    execution_id: str, body: ApprovalsIn, request: Request, svc: Svc, _key: IdemHeader = None
+) -> JSONResponse:
+    """Answer the steps an execution waits for (status ``pending_approval``); it goes on at once.
+
+    Steps that ran are not run again; a step left unanswered waits again. A bad answer (a step that
+    does not wait, edited arguments that do not fit the tool) is 400 ``invalid_approval`` and
+    nothing changes. The key needs the ``approve`` permission.
+    """
+    await svc.keys.require(request.state.api_key, "approve")
+    answers = parse_answers(body.answers)
+
+    async def action(_reserved: str) -> Outcome:
+        return 202, await svc.approve(execution_id, answers)
+
+    return await idempotent(request, svc.data, "approve", action)
 
 
 @router.get("/budget", tags=["executions"])

@@ -18,6 +18,7 @@ import logging
 from ..execute import WindowCharge
 from ..store import Store, StoreWindow, resume
 from ..tools import ToolRegistry
+from ._approvals import rule_and_answers
 from ._config import ServiceConfig
 from ._store import ServiceStore
 
@@ -26,6 +27,8 @@ __all__ = ("Runner",)
 log = logging.getLogger("toolplan.service")
 
 FINISHED = frozenset({"succeeded", "failed", "cancelled"})
+#: Where a client waiting for an execution stops waiting: it finished, or it waits for a person's answer.
+SETTLED = FINISHED | {"pending_approval"}
 
 
 class Runner:
@@ -118,7 +121,16 @@ class Runner:
             if self.window is not None:
                 key = await self.data.api_key_of(run_id)
                 window = WindowCharge(self.window, key or "(no key)")
-            await resume(run_id, self.tools, store=self.store, backend=self.config.backend, window=window)
+            rule, answers = await rule_and_answers(self.store, run_id)
+            await resume(
+                run_id,
+                self.tools,
+                store=self.store,
+                backend=self.config.backend,
+                window=window,
+                approval=rule,
+                approvals=answers or None,
+            )
             closed = True
         except Exception:
             log.exception("toolplan service: execution %s stopped with an error", run_id)
@@ -147,7 +159,7 @@ class Runner:
             while True:
                 status = await self.data.status_of(run_id)
                 left = deadline - loop.time()
-                if status in FINISHED or left <= 0:
+                if status in SETTLED or left <= 0:
                     return status
                 if ended.is_set():  # it stopped here since that look (finished, or queued again): look again
                     ended = self._ended.setdefault(run_id, asyncio.Event())

@@ -46,6 +46,7 @@ class ApiKey:
     name: str
     created_at: float
     revoked_at: float | None
+    can_approve: bool = True  # it may answer executions that wait for approval
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,8 +124,11 @@ class ServiceStore:
         source_plan_id: str | None,
         api_key: str | None,
         max_active: int | None,
+        approval: Mapping[str, Any] | None = None,
     ) -> None:
         """Store a queued execution of ``plan`` (for a worker to claim), in one transaction.
+
+        ``approval`` (an `ApprovalRule` as JSON data) is kept as its ``approval_rule`` event.
 
         Raises:
             RunConflictError: ``run_id`` is stored already.
@@ -148,6 +152,8 @@ class ServiceStore:
                             "to finish (GET /v1/executions?status=running) or cancel one, then try again."
                         )
                 insert_queued(conn, run_id, plan, body, limits, now, api_key=api_key, source_plan_id=source_plan_id)
+                if approval is not None:
+                    _append_event(conn, run_id, "approval_rule", approval, now)
 
         await self._call(write)
 
@@ -184,8 +190,8 @@ class ServiceStore:
     async def request_cancel(self, run_id: str) -> str:
         """Cancel an execution (the ``cancel`` transition); its process stops a running one.
 
-        A queued one is cancelled at once; a running one has its cancel asked, and its process
-        stores it cancelled as it stops (``stop``).
+        A queued one (or one waiting for approval) is cancelled at once; a running one has its cancel
+        asked, and its process stores it cancelled as it stops (``stop``).
 
         Returns the status now: ``cancelled``, or ``running`` with the cancel asked.
 
@@ -198,8 +204,8 @@ class ServiceStore:
             status, owner = _unfinished(conn, run_id, "there is nothing to cancel.")
             if status == "cancelled":
                 return "cancelled"
-            if status == "queued":  # nobody holds it: cancelled now
-                if _move(conn, run_id, "queued", status="cancelled", cancel_requested=0, updated_at=now):
+            if status in ("queued", "pending_approval"):  # nobody holds it: cancelled now
+                if _move(conn, run_id, status, status="cancelled", cancel_requested=0, updated_at=now):
                     _append_event(conn, run_id, "plan_finished", {"status": "cancelled"}, now)
                     return "cancelled"
             elif _move(conn, run_id, "running", owner=owner, cancel_requested=1, updated_at=now):
@@ -355,8 +361,11 @@ class ServiceStore:
 
     # -- API keys ----------------------------------------------------------------------------------
 
-    async def create_key(self, name: str) -> tuple[ApiKey, str]:
-        """A new API key named ``name``: its record and its secret (shown once, stored only hashed)."""
+    async def create_key(self, name: str, *, can_approve: bool = True) -> tuple[ApiKey, str]:
+        """A new API key named ``name``: its record and its secret (shown once, stored only hashed).
+
+        ``can_approve=False`` makes a key that may run executions but not answer their approvals.
+        """
         if not isinstance(name, str) or not name.strip() or len(name) > 200:
             raise UserError("An API key needs a name of 1 to 200 characters (who or what uses it).")
         key_id = secrets.token_hex(6)
@@ -365,10 +374,14 @@ class ServiceStore:
 
         def write(engine: sa.Engine) -> None:
             with engine.begin() as conn:
-                conn.execute(sa.insert(t.api_keys).values(id=key_id, name=name, hash=_hash(secret), created_at=now))
+                conn.execute(
+                    sa.insert(t.api_keys).values(
+                        id=key_id, name=name, hash=_hash(secret), created_at=now, can_approve=int(can_approve)
+                    )
+                )
 
         await self._call(write)
-        return ApiKey(key_id=key_id, name=name, created_at=now, revoked_at=None), secret
+        return ApiKey(key_id=key_id, name=name, created_at=now, revoked_at=None, can_approve=can_approve), secret
 
     async def list_keys(self) -> list[ApiKey]:
         """Every key, newest first (revoked ones too)."""
@@ -378,7 +391,13 @@ class ServiceStore:
             with engine.connect() as conn:
                 rows = conn.execute(sa.select(k).order_by(k.c.created_at.desc())).mappings()
                 return [
-                    ApiKey(key_id=r["id"], name=r["name"], created_at=r["created_at"], revoked_at=r["revoked_at"])
+                    ApiKey(
+                        key_id=r["id"],
+                        name=r["name"],
+                        created_at=r["created_at"],
+                        revoked_at=r["revoked_at"],
+                        can_approve=bool(r["can_approve"]),
+                    )
                     for r in rows
                 ]
 

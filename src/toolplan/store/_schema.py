@@ -158,6 +158,8 @@ api_keys = sa.Table(  # v3: the service's API keys, hashed
     sa.Column("hash", sa.String(64), nullable=False),  # SHA-256 of the secret, hex
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("revoked_at", sa.Float, nullable=True),
+    # v12: whether the key may answer executions that wait for approval (1: yes, as every key before).
+    sa.Column("can_approve", sa.Integer, nullable=False, server_default="1"),
 )
 
 idempotency = sa.Table(  # v3: one row per (API key, Idempotency-Key) the service has seen
@@ -378,6 +380,11 @@ def _v11(conn: sa.Connection) -> None:
     result_cache.create(conn, checkfirst=True)
 
 
+def _v12(conn: sa.Connection) -> None:
+    """Approval in the service: a key may run executions and not answer them. Keys made before may."""
+    _add_columns(conn, api_keys, ("can_approve",))
+
+
 def _add_columns(conn: sa.Connection, table: sa.Table, names: tuple[str, ...]) -> None:
     have = {c["name"] for c in sa.inspect(conn).get_columns(table.name)}
     for name in names:
@@ -389,7 +396,20 @@ def _add_columns(conn: sa.Connection, table: sa.Table, names: tuple[str, ...]) -
 
 
 #: Ordered migrations: migration ``n`` takes the schema from version ``n - 1`` to ``n``.
-MIGRATIONS: tuple[Callable[[sa.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11)
+MIGRATIONS: tuple[Callable[[sa.Connection], None], ...] = (
+    _v1,
+    _v2,
+    _v3,
+    _v4,
+    _v5,
+    _v6,
+    _v7,
+    _v8,
+    _v9,
+    _v10,
+    _v11,
+    _v12,
+)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

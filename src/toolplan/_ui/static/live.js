@@ -6,7 +6,8 @@
 // dependencies), GET /v1/executions/{id} (the step table with outputs and errors) and
 // GET /v1/executions/{id}/events (server-sent events {"seq","type","step_id","payload","at"};
 // reconnects with Last-Event-ID). Every call sends the key in X-API-Key, so the stream is read with
-// fetch() rather than EventSource (which cannot send headers).
+// fetch() rather than EventSource (which cannot send headers). A step that waits for approval has
+// Approve and Reject buttons: POST /v1/executions/{id}/approvals with the page's key.
 (() => {
   "use strict";
 
@@ -38,6 +39,8 @@
     sawEnd: false, // the stream's plan_finished has arrived
     selected: null,
     layout: null,
+    approval: null, // what the execution waits for (its view's approval), or null
+    reasons: new Map(), // step id -> the rejection reason being typed
   };
   let key = "";
 
@@ -166,6 +169,11 @@
         s.ended = s.ended ?? record.at;
         refreshSoon();
         break;
+      case "approval_requested":
+      case "run_pending_approval":
+        if (record.type === "run_pending_approval") state.status = "pending_approval";
+        refreshSoon();
+        break;
       case "plan_finished":
         state.status = p.status;
         state.endedAt = record.at;
@@ -186,6 +194,7 @@
       state.endedAt = state.endedAt ?? view.updated_at;
     }
     state.createdAt = state.createdAt ?? view.created_at;
+    state.approval = view.status === "pending_approval" ? view.approval || null : null;
     for (const row of view.steps || []) {
       const s = step(row.id);
       if (row.tool && !s.tool) s.tool = row.tool;
@@ -199,6 +208,8 @@
         s.retrying = null;
         if (row.started_at != null) s.started = row.started_at;
         if (row.ended_at != null) s.ended = row.ended_at;
+      } else if (row.status === "pending_approval") {
+        s.status = "pending_approval";
       } else if (row.status === "running" && s.status === "pending") {
         s.status = "running";
         if (row.started_at != null) s.started = row.started_at;
@@ -219,6 +230,55 @@
     } catch (error) {
       if (error instanceof ApiProblem) fail(error);
     }
+  }
+
+  // Answers one waiting step: {"approve": true} or {"reject": reason}. The execution goes on in the service.
+  async function answer(id, reply) {
+    try {
+      const response = await fetch(`${api}/approvals`, {
+        method: "POST",
+        headers: { "X-API-Key": key, "Content-Type": "application/json" },
+        body: JSON.stringify({ answers: { [id]: reply } }),
+      });
+      if (!response.ok) throw await problemOf(response);
+      state.approval = null;
+      state.reasons.delete(id);
+      if (!FINISHED_PLAN.has(state.status)) state.status = "running";
+      draw();
+      refreshSoon();
+    } catch (error) {
+      if (error instanceof ApiProblem) fail(error);
+    }
+  }
+
+  function html(name, attrs = {}, text = null) {
+    const node = document.createElement(name);
+    for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+    if (text !== null) node.textContent = text;
+    return node;
+  }
+
+  function approvalBox(id) {
+    const pending = state.approval && (state.approval.steps || []).find((p) => p.step_id === id);
+    if (!pending) return null;
+    const box = html("div", { class: "approval" });
+    box.append(html("div", { class: "note" }, `waits for approval: ${show(pending.arguments)}`));
+    if ((pending.dependents || []).length) {
+      box.append(html("div", { class: "note" }, `then: ${pending.dependents.join(", ")}`));
+    }
+    const approve = html("button", { type: "button", class: "approve" }, "Approve");
+    approve.addEventListener("click", (e) => { e.stopPropagation(); answer(id, { approve: true }); });
+    const reason = html("input", { type: "text", class: "reason", placeholder: "reason", "aria-label": "reason" });
+    reason.value = state.reasons.get(id) || "";
+    reason.addEventListener("click", (e) => e.stopPropagation());
+    reason.addEventListener("input", () => state.reasons.set(id, reason.value));
+    const reject = html("button", { type: "button", class: "reject" }, "Reject");
+    reject.addEventListener("click", (e) => {
+      e.stopPropagation();
+      answer(id, { reject: reason.value || "rejected in the live view" });
+    });
+    box.append(approve, reason, reject);
+    return box;
   }
 
   // ---------------------------------------------------------------- drawing
@@ -502,6 +562,8 @@
         pre.textContent = show(s.output);
         result.append(pre);
       }
+      const box = s.status === "pending_approval" ? approvalBox(id) : null;
+      if (box) result.append(box);
       const notes = [];
       if (s.reused) notes.push("reused from the store");
       if (state.outputSteps.has(id) && state.outputSteps.size < state.order.length) notes.push("output step");
