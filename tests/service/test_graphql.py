@@ -529,7 +529,7 @@ def test_graphql_and_rest_agree_on_every_shared_field(planning: ThreadServer) ->
             graphql = one(
                 f'{{ execution(executionId: "{execution_id}") {{ {full["Execution"]} }} }}', "execution", "Execution"
             )
-            assert agree(rest, graphql) == set(rest) and len(rest) == 10
+            assert agree(rest, graphql) == set(rest) and len(rest) == 11
             assert agree(rest, answered) == set(rest)
 
         # Listings: page by page, the same rows in the same order.

@@ -181,6 +181,9 @@ class StepResult:
     ended_at: float | None = strawberry.field(description="Unix time, seconds.")
     reused: bool = strawberry.field(description="Taken from the store by a resumed execution, not run again.")
     used_fallback: bool = strawberry.field(description="The step's fallback ran and its result stands in.")
+    fallback_link: int = strawberry.field(
+        description="The link of the fallback chain whose result stands: 0 none, 1 the fallback, 2 its fallback..."
+    )
     warnings: list[str]
     shared_with: list[str] = strawberry.field(
         description="Other steps of the execution with the same call of a read-only tool: one call was made for all."
@@ -202,6 +205,7 @@ class StepResult:
             ended_at=d["ended_at"],
             reused=d["reused"],
             used_fallback=d["used_fallback"],
+            fallback_link=int(d.get("fallback_link") or 0),
             warnings=d["warnings"],
             shared_with=d.get("shared_with") or [],
             cached=bool(d.get("cached")),
@@ -383,6 +387,8 @@ class Usage:
     input_tokens: int
     output_tokens: int
     cached_input_tokens: int = strawberry.field(description="Of the input tokens, those read from the cache.")
+    cache_write_tokens: int = strawberry.field(description="Of the input tokens, those written to the cache.")
+    total_tokens: int = strawberry.field(description="Input plus output tokens.")
 
 
 @strawberry.type(description="What the planner made of a question (valid: an invalid one is a plan_invalid error).")
@@ -413,6 +419,8 @@ class PlanDraft:
                 input_tokens=u["input_tokens"],
                 output_tokens=u["output_tokens"],
                 cached_input_tokens=u["cached_input_tokens"],
+                cache_write_tokens=u["cache_write_tokens"],
+                total_tokens=u["total_tokens"],
             ),
             money=d["money"],
         )
