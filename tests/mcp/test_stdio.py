@@ -4,6 +4,7 @@ what happens when it is killed in the middle of a plan."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import signal
 from pathlib import Path
@@ -21,13 +22,14 @@ pytestmark = pytest.mark.slow  # each test starts a Python MCP server (about 2 s
 
 async def test_mutations_never_overlap_while_reads_do(kv_command: list[str]) -> None:
     # 8 reads that each wait (up to 10 s) until 8 reads run at once, and 2 writes that each wait (up
-    # to 1 s) for a second write: the server records the most calls of each that ran together.
+    # to 1 s) for a second write: the server records the most calls of each that ran together. The
+    # reads are the same call of a read-only, idempotent tool, so the plan asks for each to be made.
     reads = [{"id": f"get{i}", "tool": "get", "arguments": {"key": "k", "gather": 8}} for i in range(8)]
     writes = [
         {"id": f"put{i}", "tool": "put", "arguments": {"key": "k", "value": str(i), "gather": 2}} for i in range(2)
     ]
     async with MCPToolset.stdio(kv_command) as kv:
-        result = await execute_plan({"steps": [*reads, *writes]}, [kv], run_id="overlap")
+        result = await execute_plan({"steps": [*reads, *writes], "share_calls": False}, [kv], run_id="overlap")
         stats = (await kv.execute("stats", {})).content
     assert result.ok, result.errors
     assert len(result.steps) == 10
@@ -36,6 +38,16 @@ async def test_mutations_never_overlap_while_reads_do(kv_command: list[str]) -> 
     assert {result.outputs[f"put{i}"]["idempotency_key"] for i in range(2)} == {"overlap:put0", "overlap:put1"}
 
 
+# The MCP SDK reaps the server it started by polling for its exit code, for a bounded time. On a loaded
+# machine the SIGKILLed server's asyncio transport is sometimes dropped before the exit code arrives:
+# Python then warns, when the transport is collected, that the (dead) process "is still running". The
+# collection is forced at the end of this test so that such a warning is this test's, and ignored here.
+@pytest.mark.filterwarnings(
+    "ignore:Exception ignored in. <function Popen.__del__:pytest.PytestUnraisableExceptionWarning"
+)
+@pytest.mark.filterwarnings(
+    "ignore:Exception ignored in. <function BaseSubprocessTransport.__del__:pytest.PytestUnraisableExceptionWarning"
+)
 async def test_a_killed_server_fails_only_its_running_steps(kv_command: list[str], tmp_path: Path) -> None:
     started = 0
     both_started = asyncio.Event()
@@ -103,3 +115,4 @@ async def test_a_killed_server_fails_only_its_running_steps(kv_command: list[str
     await kv.aclose()  # closing after the server died raises nothing
     await sibling.aclose()
     assert not kv.connected
+    gc.collect()  # (see above)
