@@ -3,15 +3,46 @@ from __future__ import annotations
 import importlib.util
 import os
 import secrets
-from collections.abc import Iterator
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import NoReturn
 
 import pytest
 
+import toolplan
 from toolplan.testing import LocalLlamaServer, find_smollm2_gguf, local_llama_server
 
 DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
 POSTGRES_ENV = "TOOLPLAN_TEST_POSTGRES_URL"
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def run_example(tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Run a script of the repository (``"examples/x/y.py"``) in a Python process of its own, in ``tmp_path``.
+
+    The process imports the toolplan these tests import; a script that exits with an error fails the test
+    with its output.
+    """
+    src = str(Path(toolplan.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")]))}
+
+    def run(path: str, *args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [sys.executable, str(REPO / path), *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, f"{path} exited with {done.returncode}:\n{done.stdout}{done.stderr}"
+        return done
+
+    return run
 
 
 def _unavailable(reason: str) -> None:

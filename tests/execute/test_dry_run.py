@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
-import toolplan
 from toolplan import (
     ApprovalRule,
     Budget,
@@ -209,19 +206,8 @@ async def test_a_store_gives_the_expected_duration_and_gets_no_run(tmp_path: Pat
 
 
 @pytest.mark.slow  # a Python process of its own
-def test_the_example_runs(tmp_path: Path) -> None:
-    example = Path(__file__).resolve().parents[2] / "examples" / "dry_run" / "dry_run.py"
-    src = str(Path(toolplan.__file__).resolve().parents[1])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run(
-        [sys.executable, str(example), f"sqlite:///{tmp_path / 'd.db'}"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
+def test_the_example_runs(tmp_path: Path, run_example: Callable[..., subprocess.CompletedProcess[str]]) -> None:
+    done = run_example("examples/dry_run/dry_run.py", f"sqlite:///{tmp_path / 'd.db'}")
     lines = done.stdout.splitlines()
     assert "waves: [['orders', 'profile'], ['cancel']]" in lines
     assert "destructive: ['cancel']" in lines

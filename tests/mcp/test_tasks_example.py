@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
-from mcp_support import ROOT
 
 
 @pytest.mark.slow
-def test_the_example_runs(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "mcp" / "long_plan_task.py")],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+def test_the_example_runs(run_example: Callable[..., subprocess.CompletedProcess[str]]) -> None:
+    done = run_example("examples/mcp/long_plan_task.py")
     assert done.stdout.splitlines() == [
         "task started: working",
         "task completed: 4/4 steps done",

@@ -6,8 +6,7 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -275,19 +274,10 @@ def test_parallel_calls_never_overshoot_at_any_instant(
 
 
 @pytest.mark.slow  # a Python process of its own
-def test_the_example_runs_and_its_window_refuses_the_second_runs_email(tmp_path: Path) -> None:
-    example = Path(__file__).resolve().parents[2] / "examples" / "budgets" / "budgets.py"
-    src = str(Path(toolplan.__file__).resolve().parents[1])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run(
-        [sys.executable, str(example), f"sqlite:///{tmp_path / 'b.db'}"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
+def test_the_example_runs_and_its_window_refuses_the_second_runs_email(
+    tmp_path: Path, run_example: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
+    done = run_example("examples/budgets/budgets.py", f"sqlite:///{tmp_path / 'b.db'}")
     assert "mail1  not_run    Budget window exhausted" in done.stdout
     assert "window: 13.8 of 15 spent this hour, 1.2 left" in done.stdout
 

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
-import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import toolplan
 from toolplan import ResultCache, execute_plan, tool
 from toolplan.plan import parse_plan
 from toolplan.store import open_store, resume
@@ -107,19 +105,10 @@ def test_a_plan_that_does_not_turn_sharing_off_encodes_as_before() -> None:
 
 
 @pytest.mark.slow  # a Python process of its own
-def test_the_example_makes_one_call_per_city_then_none(tmp_path: Path) -> None:
-    example = Path(__file__).resolve().parents[2] / "examples" / "repeated_calls" / "repeated_calls.py"
-    src = str(Path(toolplan.__file__).resolve().parents[1])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run(
-        [sys.executable, str(example), f"sqlite:///{tmp_path / 'c.db'}"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
+def test_the_example_makes_one_call_per_city_then_none(
+    tmp_path: Path, run_example: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
+    done = run_example("examples/repeated_calls/repeated_calls.py", f"sqlite:///{tmp_path / 'c.db'}")
     first, second = done.stdout.split("run 2:")
     assert "weather calls made: 2 (Oslo, Rome)" in first
     assert "oslo_again  succeeded  calls=0  shared with oslo" in first
