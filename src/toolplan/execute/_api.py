@@ -98,66 +98,37 @@ async def execute_compiled(
     return await PlanRun(compiled, invoker, limits=limits, on_event=on_event).run()
 
 
+class _PlanOptions(LimitOptions, total=False):
+    """What `execute_plan` takes besides ``dry_run`` (for its overloads; documented there)."""
+
+    dialect: Dialect | None
+    on_event: EventHandler | None
+    backend: Backend | None
+    store: RunStore | None
+    run_id: str | None
+    rerun_unknown: bool
+    policy: ToolChooser | None
+    approval: ApprovalRule | None
+    on_approval: ApprovalCallback | None
+    resume: PlanResult | None
+    approvals: Mapping[str, Approval] | None
+
+
 @overload
 async def execute_plan(
-    plan: Any,
-    tools: ToolsLike,
-    *,
-    dialect: Dialect | None = None,
-    on_event: EventHandler | None = None,
-    backend: Backend | None = None,
-    store: RunStore | None = None,
-    run_id: str | None = None,
-    rerun_unknown: bool = False,
-    policy: ToolChooser | None = None,
-    dry_run: Literal[False] = False,
-    approval: ApprovalRule | None = None,
-    on_approval: ApprovalCallback | None = None,
-    resume: PlanResult | None = None,
-    approvals: Mapping[str, Approval] | None = None,
-    **options: Unpack[LimitOptions],
+    plan: Any, tools: ToolsLike, *, dry_run: Literal[False] = False, **options: Unpack[_PlanOptions]
 ) -> PlanResult: ...
 
 
 @overload
 async def execute_plan(
-    plan: Any,
-    tools: ToolsLike,
-    *,
-    dialect: Dialect | None = None,
-    on_event: EventHandler | None = None,
-    backend: Backend | None = None,
-    store: RunStore | None = None,
-    run_id: str | None = None,
-    rerun_unknown: bool = False,
-    policy: ToolChooser | None = None,
-    dry_run: Literal[True],
-    approval: ApprovalRule | None = None,
-    on_approval: ApprovalCallback | None = None,
-    resume: PlanResult | None = None,
-    approvals: Mapping[str, Approval] | None = None,
-    **options: Unpack[LimitOptions],
+    plan: Any, tools: ToolsLike, *, dry_run: Literal[True], **options: Unpack[_PlanOptions]
 ) -> DryRunReport: ...
 
 
 @overload
 async def execute_plan(
-    plan: Any,
-    tools: ToolsLike,
-    *,
-    dialect: Dialect | None = None,
-    on_event: EventHandler | None = None,
-    backend: Backend | None = None,
-    store: RunStore | None = None,
-    run_id: str | None = None,
-    rerun_unknown: bool = False,
-    policy: ToolChooser | None = None,
-    dry_run: bool,
-    approval: ApprovalRule | None = None,
-    on_approval: ApprovalCallback | None = None,
-    resume: PlanResult | None = None,
-    approvals: Mapping[str, Approval] | None = None,
-    **options: Unpack[LimitOptions],
+    plan: Any, tools: ToolsLike, *, dry_run: bool, **options: Unpack[_PlanOptions]
 ) -> PlanResult | DryRunReport: ...
 
 
