@@ -4,11 +4,12 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from itertools import islice
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, get_type_hints, overload
+from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, cast, get_type_hints, overload
 
 import pydantic
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
+from typing_extensions import Unpack
 
 from .._errors import InvalidArgumentsError, ToolOutputError, UserError
 from .._records import maker
@@ -427,28 +428,31 @@ def _describe_validation_error(tool_name: str, exc: pydantic.ValidationError) ->
     return f"Invalid arguments for tool {tool_name!r}: {problems}. Call it again with arguments matching its schema."
 
 
+class _ToolOptions(TypedDict, total=False):
+    """The options of `tool` (for its overload; documented there and in `ToolAnnotations`)."""
+
+    name: str | None
+    description: str | None
+    read_only: bool
+    idempotent: bool
+    destructive: bool
+    cost: float
+    timeout: float | None
+    retry: int | None
+    concurrency: int | None
+    general: bool
+    resource: str | None
+    cost_of: Callable[[Mapping[str, Any]], float] | None
+    share_calls: bool
+    strict: bool
+
+
 @overload
 def tool(function: Fn, /) -> FunctionTool[Fn]: ...
 
 
 @overload
-def tool(
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    read_only: bool = False,
-    idempotent: bool = False,
-    destructive: bool = False,
-    cost: float = 1.0,
-    timeout: float | None = None,
-    retry: int | None = None,
-    concurrency: int | None = None,
-    general: bool = False,
-    resource: str | None = None,
-    cost_of: Callable[[Mapping[str, Any]], float] | None = None,
-    share_calls: bool = True,
-    strict: bool = False,
-) -> Callable[[Fn], FunctionTool[Fn]]: ...
+def tool(**options: Unpack[_ToolOptions]) -> Callable[[Fn], FunctionTool[Fn]]: ...
 
 
 def tool(
