@@ -48,14 +48,7 @@ class AsyncClient:
         print((await client.get_execution(execution.execution_id)).outputs)  # {'a': 3}
     ```
 
-    Args:
-        base_url: Where the service answers, e.g. ``http://127.0.0.1:8000`` (or its API root,
-            ``http://127.0.0.1:8000/v1``).
-        api_key: A key of the service (``toolplan keys create``), sent as ``X-API-Key``.
-        timeout: Seconds to connect, to send, and to wait for an answer (a call with ``wait=`` waits
-            that much longer).
-        retry: How requests and event streams are retried.
-        transport: An httpx transport to send through instead of the network (tests, proxies).
+    Takes `Client`'s arguments; ``transport`` is an ``httpx.AsyncBaseTransport`` here.
     """
 
     def __init__(
