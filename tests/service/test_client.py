@@ -222,6 +222,22 @@ def test_no_answer_is_service_error_unreachable() -> None:
         assert info.value.code == "stream_lost" and info.value.details == {"execution_id": "exec_1", "last_event_id": 0}
 
 
+async def test_no_answer_is_service_error_unreachable_for_the_async_client_too() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens on it once closed
+    async with AsyncClient(f"http://127.0.0.1:{port}", "tpk_x_y", retry=RetryPolicy(attempts=2, backoff=0)) as c:
+        with pytest.raises(ServiceError) as info:
+            await c.get_execution("exec_1")
+        assert info.value.code == "unreachable" and "2 tries" in info.value.message
+        with pytest.raises(ServiceError) as info:
+            [e async for e in c.events("exec_1", after=4)]
+        assert info.value.code == "stream_lost" and info.value.details == {"execution_id": "exec_1", "last_event_id": 4}
+        assert "after=4" in info.value.message
+
+
 # -- idempotency on retries ------------------------------------------------------------------------
 
 

@@ -21,7 +21,17 @@ from .._errors import ServiceError, UserError
 from .._version import __version__
 from ..execute import Approval, ApprovalRule
 from ..plan import Plan
-from ._types import Event, Execution, ExecutionSummary, Planned, PlanSummary, Request, RequestSummary, StoredPlan
+from ._types import (
+    FINISHED,
+    Event,
+    Execution,
+    ExecutionSummary,
+    Planned,
+    PlanSummary,
+    Request,
+    RequestSummary,
+    StoredPlan,
+)
 
 __all__ = ("DEFAULT_RETRY", "DEFAULT_TIMEOUT", "Call", "Page", "RetryPolicy")
 
@@ -375,3 +385,62 @@ def stream_lost(execution_id: str, last: int, tries: int, why: str) -> ServiceEr
 
 def event_of(data: str) -> Event:
     return Event.from_json(json.loads(data))
+
+
+def finished(response: httpx.Response) -> bool:
+    """Whether an answer to `get_execution` says the execution has ended (False: look again later)."""
+    if not response.is_success:
+        if retryable(response):
+            return False
+        raise error_of(response)
+    return str(response.json().get("status")) in FINISHED
+
+
+class Follow:
+    """Where following an execution's event stream stands, for both clients' ``events``.
+
+    The clients open the stream with `headers` (from the last event seen), hand each message's data
+    to `take` and say how a connection ended (`refused`, `ended_early`, `lost`); `delay` is the wait
+    before reconnecting, and raises ``stream_lost`` after ``retry.reconnects`` failures in a row.
+    """
+
+    __slots__ = ("execution_id", "failures", "last", "retry", "why")
+
+    def __init__(self, execution_id: str, after: int, retry: RetryPolicy) -> None:
+        self.execution_id = execution_id
+        self.last = after
+        self.retry = retry
+        self.failures = 0
+        self.why = ""
+
+    def headers(self) -> dict[str, str]:
+        return {"Last-Event-ID": str(self.last)}
+
+    def take(self, data: str) -> Event | None:
+        """The event in a message's data; None for an empty message or an event seen already (never twice)."""
+        if not data:
+            return None
+        event = event_of(data)
+        if event.seq <= self.last:
+            return None
+        self.last, self.failures = event.seq, 0
+        return event
+
+    def refused(self, response: httpx.Response) -> None:
+        """The service did not open the stream (its answer read already): raise unless it is worth another try."""
+        if not retryable(response):
+            raise error_of(response)
+        self.why = f"the service answered {response.status_code}"
+
+    def ended_early(self) -> None:
+        self.why = "the stream ended before the execution did"
+
+    def lost(self, exc: httpx.TransportError) -> None:
+        self.why = f"{type(exc).__name__}: {exc}"
+
+    def delay(self) -> float:
+        """One more failure in a row: the seconds to wait before reconnecting."""
+        self.failures += 1
+        if self.failures > self.retry.reconnects:
+            raise stream_lost(self.execution_id, self.last, self.failures - 1, self.why)
+        return self.retry.delay(self.failures - 1)

@@ -15,7 +15,6 @@ from ..plan import Plan
 from . import _calls as calls
 from ._calls import DEFAULT_RETRY, DEFAULT_TIMEOUT, Call, Page, RetryPolicy
 from ._types import (
-    FINISHED,
     Event,
     Execution,
     ExecutionSummary,
@@ -242,43 +241,28 @@ class Client:
         return self._events(execution_id, path, after)
 
     def _events(self, execution_id: str, path: str, after: int) -> Iterator[Event]:
-        last, failures, why = after, 0, ""
+        follow = calls.Follow(execution_id, after, self.retry)
         timeout = calls.stream_timeout(self._timeout)
         while True:
             try:
-                headers = {"Last-Event-ID": str(last)}
-                with connect_sse(self._http, "GET", path, headers=headers, timeout=timeout) as source:
-                    response = source.response
-                    if not response.is_success:
-                        response.read()
-                        if not calls.retryable(response):
-                            raise calls.error_of(response)
-                        why = f"the service answered {response.status_code}"
+                with connect_sse(self._http, "GET", path, headers=follow.headers(), timeout=timeout) as source:
+                    if not source.response.is_success:
+                        source.response.read()
+                        follow.refused(source.response)
                     else:
                         for sse in source.iter_sse():
-                            if not sse.data:
-                                continue
-                            event = calls.event_of(sse.data)
-                            if event.seq <= last:  # never twice
-                                continue
-                            last, failures = event.seq, 0
-                            yield event
-                            if event.final:
-                                return
+                            event = follow.take(sse.data)
+                            if event is not None:
+                                yield event
+                                if event.final:
+                                    return
                         if self._finished(execution_id):  # it ended earlier: no later event will come
                             return
-                        why = "the stream ended before the execution did"
+                        follow.ended_early()
             except httpx.TransportError as exc:
-                why = f"{type(exc).__name__}: {exc}"
-            failures += 1
-            if failures > self.retry.reconnects:
-                raise calls.stream_lost(execution_id, last, failures - 1, why)
-            time.sleep(self.retry.delay(failures - 1))
+                follow.lost(exc)
+            time.sleep(follow.delay())
 
     def _finished(self, execution_id: str) -> bool:
-        response = self._http.get(calls.get_execution(execution_id).path)  # one try: a failure means reconnect
-        if not response.is_success:
-            if calls.retryable(response):
-                return False
-            raise calls.error_of(response)
-        return str(response.json().get("status")) in FINISHED
+        # one try: a failure means reconnect
+        return calls.finished(self._http.get(calls.get_execution(execution_id).path))
