@@ -21,17 +21,8 @@ from .._errors import ServiceError, UserError
 from .._version import __version__
 from ..execute import Approval, ApprovalRule
 from ..plan import Plan
-from ._types import (
-    FINISHED,
-    Event,
-    Execution,
-    ExecutionSummary,
-    Planned,
-    PlanSummary,
-    Request,
-    RequestSummary,
-    StoredPlan,
-)
+from . import _types
+from ._types import Event, Execution, ExecutionSummary, Planned, PlanSummary, Request, RequestSummary, StoredPlan
 
 __all__ = ("DEFAULT_RETRY", "DEFAULT_TIMEOUT", "Call", "Page", "RetryPolicy")
 
@@ -393,7 +384,7 @@ def finished(response: httpx.Response) -> bool:
         if retryable(response):
             return False
         raise error_of(response)
-    return str(response.json().get("status")) in FINISHED
+    return str(response.json().get("status")) in _types.FINISHED
 
 
 class Follow:
