@@ -10,6 +10,7 @@ lose each other's observations.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,15 +26,11 @@ from ._db import Database
 __all__ = ("load_tool_stats", "record_tool_stats", "tool_latencies")
 
 
+_ARM_COLUMNS = tuple(f.name for f in dataclasses.fields(ArmStats))  # tool_stats has a column per field
+
+
 def _arm(row: Any) -> ArmStats:
-    return ArmStats(
-        n=row.n,
-        reward=row.reward,
-        successes=row.successes,
-        latency=row.latency,
-        cost=row.cost,
-        updated_at=row.updated_at,
-    )
+    return ArmStats(**{c: getattr(row, c) for c in _ARM_COLUMNS})
 
 
 async def load_tool_stats(db: Database, group: str) -> dict[str, ArmStats]:
@@ -63,14 +60,7 @@ async def record_tool_stats(
         with engine.begin() as conn:
             row = conn.execute(sa.select(ts).where(key)).first()
             arm = (ArmStats() if row is None else _arm(row)).add(observation, half_life)
-            values = {
-                "n": arm.n,
-                "reward": arm.reward,
-                "successes": arm.successes,
-                "latency": arm.latency,
-                "cost": arm.cost,
-                "updated_at": arm.updated_at,
-            }
+            values = {c: getattr(arm, c) for c in _ARM_COLUMNS}
             if row is None:  # RETURNING: a row back only if this insert made it (rowcount may be -1 here)
                 insert = dialect_insert(conn, ts).values(group_name=group, tool=tool, **values)
                 return conn.execute(insert.on_conflict_do_nothing().returning(ts.c.tool)).first() is not None
