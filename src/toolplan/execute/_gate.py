@@ -31,6 +31,10 @@ __all__ = ("ApprovalGate", "check_answers", "resumed", "waiting_result")
 
 _new_step_result = maker(StepResult)
 _TIMED_OUT = "approval timed out"
+_CANNOT_WAIT = (
+    "it needs a person's approval and no one could be asked (no on_approval callback), and a call made from code "
+    "cannot wait for an answer; make the call a step of an execute_tool_plan plan, which can wait"
+)
 _GATHER_TURNS = 3  # event-loop turns a request waits for steps that became ready together
 
 
@@ -44,8 +48,12 @@ class ApprovalGate:
         callback: ApprovalCallback | None = None,
         answers: Mapping[str, Approval] | None = None,
         asked: ApprovalRequest | None = None,
+        *,
+        park: bool = True,
     ) -> None:
         self.rule = rule
+        # False where a step cannot wait beyond its run (a call from code): unanswered, it is rejected.
+        self.park = park
         self.tools = tools
         self.callback = callback
         self.answers: dict[str, Approval] = dict(answers or {})
@@ -133,16 +141,21 @@ class ApprovalGate:
                 "cost": a.cost,
             },
             rationale=step.rationale,
-            dependents=self.dependents(run.compiled).get(step.id, ()),
+            dependents=self.dependents(run).get(step.id, ()),
             fallback=None if step.fallback is None else step.fallback.tool,
             requested_at=now,
             expires_at=None if timeout is None else now + timeout,
         )
 
-    def dependents(self, compiled: CompiledPlan | None) -> dict[str, tuple[str, ...]]:
-        """Each step's transitive dependents, in plan order (worked out once per run)."""
-        if self._dependents is None:
-            deps = {} if compiled is None else compiled.deps
+    def dependents(self, run: PlanRun) -> dict[str, tuple[str, ...]]:
+        """Each step's transitive dependents, in plan order (worked out once the run's plan is whole).
+
+        A streamed plan's run, still growing, has only the steps seen so far: they are worked out
+        from those, and again once the plan is complete.
+        """
+        compiled = run.compiled
+        if self._dependents is None or compiled is None:
+            deps = {sid: cs.deps for sid, cs in run.steps.items()} if compiled is None else compiled.deps
             children: dict[str, list[str]] = {}
             for sid, ds in deps.items():
                 for d in ds:
@@ -158,6 +171,8 @@ class ApprovalGate:
                         seen.add(c)
                         stack.extend(children.get(c, ()))
                 out[sid] = tuple(sorted(seen, key=order.__getitem__))
+            if compiled is None:
+                return out
             self._dependents = out
         return self._dependents
 
@@ -253,6 +268,8 @@ class ApprovalGate:
         return self._record(run, cs, "rejected", StepError(kind="rejected", message=message), args)
 
     def _park(self, run: PlanRun, cs: CompiledStep, pending: PendingStep, args: Any) -> StepResult:
+        if not self.park:
+            return self._rejected(run, cs, _CANNOT_WAIT, args)
         self.waiting[cs.step.id] = pending
         return self._record(run, cs, "pending_approval", None, args)
 
