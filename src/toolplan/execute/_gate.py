@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ApprovalError, StoreError, UserError
 from .._records import maker
+from ._ahead import ahead_of_time
 from ._approval import Approval, ApprovalCallback, ApprovalRequest, ApprovalRule, PendingStep, edit_problems
 from ._events import ApprovalRequested
 from ._journal import StoredRun, StoredStep
@@ -56,9 +57,11 @@ class ApprovalGate:
         self.park = park
         self.tools = tools
         self.callback = callback
-        self.answers: dict[str, Approval] = dict(answers or {})
+        # Answers not used yet: given up front, or ahead of time for steps not ready yet (kept till they are).
+        self.answers: dict[str, Approval] = {} if asked is None else dict(asked.answered)
+        self.answers.update(answers or {})
         # The steps a resumed run's request held: they wait (or are answered) without asking the rule again.
-        self.asked: dict[str, PendingStep] = {} if asked is None else {p.step_id: p for p in asked.steps}
+        self.asked: dict[str, PendingStep] = {} if asked is None else {p.step_id: p for p in asked.ready}
         self.problems: dict[str, str] = {}
         self.waiting: dict[str, PendingStep] = {}  # parked: they wait beyond this run
         self._dependents: dict[str, tuple[str, ...]] | None = None
@@ -74,7 +77,8 @@ class ApprovalGate:
         step = cs.step
         sid = step.id
         pending = self.asked.get(sid)
-        if pending is None:
+        answer = self.answers.pop(sid, None)  # (an answer given ahead of time holds whatever the rule says now)
+        if pending is None and answer is None:
             try:
                 needed = self.rule.needs_approval(step, self.tools, args)
             except Exception as exc:  # user code: the step fails, coded, and its tool is not called
@@ -85,10 +89,10 @@ class ApprovalGate:
                 return self._record(run, cs, "failed", StepError(kind="approval", message=message), args)
             if not needed:
                 return args
-            pending = self._pending(run, cs, args)
+        if pending is None:
+            pending = self.pending_of(run, cs, args)
         elif pending.expires_at is not None and pending.expires_at <= run.now():
             return self._rejected(run, cs, _TIMED_OUT, args)
-        answer = self.answers.pop(sid, None)
         if answer is None and self.callback is not None:
             answer = await self._wait(run, cs, pending)
         if answer is None:
@@ -112,7 +116,8 @@ class ApprovalGate:
         """
         request = None if stored is None else stored.approval
         if request is not None:
-            self.asked = {p.step_id: p for p in request.steps}
+            self.asked = {p.step_id: p for p in request.ready}
+            self.answers = {**request.answered, **self.answers}
         elif self.answers:
             request = ApprovalRequest(
                 run_id="",
@@ -124,7 +129,8 @@ class ApprovalGate:
             assert request is not None
             check_answers(request, self.answers, self.tools)
 
-    def _pending(self, run: PlanRun, cs: CompiledStep, args: Any) -> PendingStep:
+    def pending_of(self, run: PlanRun, cs: CompiledStep, args: Any) -> PendingStep:
+        """How ``cs`` is shown to a person, with ``args``; waiting from now."""
         step = cs.step
         d = self.tools.get(step.tool)
         a = run.invoker.annotations(step.tool) if d is None else d.annotations
@@ -225,7 +231,16 @@ class ApprovalGate:
                 self._queue.clear()
                 if not batch:
                     return
-                request = ApprovalRequest(run_id=run.run_id, steps=tuple(p for p, _ in batch), rule=self.rule.to_dict())
+                ready = tuple(p for p, _ in batch)
+                ahead = ahead_of_time(self, run, {p.step_id for p in ready})
+                listed = (*ready, *ahead)
+                request = ApprovalRequest(
+                    run_id=run.run_id,
+                    steps=listed,
+                    problems={p.step_id: self.problems[p.step_id] for p in listed if p.step_id in self.problems},
+                    rule=self.rule.to_dict(),
+                    answered=dict(self.answers),
+                )
                 stored = self._tell(run, request)
                 if stored is not None:  # asked only once the request is stored: it outlives this process
                     with contextlib.suppress(StoreError):
@@ -233,13 +248,14 @@ class ApprovalGate:
                 self._batch, self._calling = batch, True
                 try:
                     answers: Any = await callback(request)
-                except Exception as exc:  # user code: its steps are rejected, and the run goes on
-                    answers = request.reject_all(f"the approval callback raised {type(exc).__name__}: {exc}")
+                except Exception as exc:  # user code: the steps that wait are rejected, and the run goes on
+                    answers = _reject(ready, f"the approval callback raised {type(exc).__name__}: {exc}")
                 finally:
                     self._calling = False
                 if not isinstance(answers, Mapping):
                     shown = type(answers).__name__
-                    answers = request.reject_all(f"the approval callback returned {shown}, not a dict of answers")
+                    answers = _reject(ready, f"the approval callback returned {shown}, not a dict of answers")
+                self._keep_ahead(ahead, answers)
                 for p, f in batch:
                     if not f.done():
                         f.set_result(answers.get(p.step_id))
@@ -248,6 +264,18 @@ class ApprovalGate:
             self._batch = []
             if self._queue:
                 self._kick(run)
+
+    def _keep_ahead(self, ahead: list[PendingStep], answers: Mapping[str, Any]) -> None:
+        """Keep the answers given for steps not ready yet (applied when they are); refuse unusable ones."""
+        for p in ahead:
+            answer = answers.get(p.step_id)
+            if answer is None:
+                continue
+            problem = edit_problems(self.tools, p.tool, answer)
+            if problem is None:
+                self.answers[p.step_id] = answer
+            else:
+                self.problems[p.step_id] = problem
 
     # -- records ----------------------------------------------------------------------------------
 
@@ -290,6 +318,8 @@ class ApprovalGate:
                 error = StepError(kind="not_run", message=stopped)
                 run.results[sid] = dataclasses.replace(run.results[sid], status="not_run", error=error)
             waiting = []
+        ahead = ahead_of_time(self, run, set(waiting)) if waiting else []
+        answered = {sid: a for sid, a in self.answers.items() if sid in run.steps and sid not in run.results}
         for sid, cs in run.steps.items():
             if sid not in run.results:
                 run.results[sid] = _new_step_result(id=sid, tool=cs.step.tool, status="pending")
@@ -297,12 +327,14 @@ class ApprovalGate:
             return None
         order = {sid: i for i, sid in enumerate(run.steps)}
         waiting.sort(key=order.__getitem__)
-        problems = {sid: self.problems[sid] for sid in waiting if sid in self.problems}
+        listed = {*waiting, *(p.step_id for p in ahead)}
+        problems = {sid: self.problems[sid] for sid in listed if sid in self.problems}
         request = ApprovalRequest(
             run_id=run.run_id,
-            steps=tuple(self.waiting[s] for s in waiting),
+            steps=(*(self.waiting[s] for s in waiting), *ahead),
             problems=problems,
             rule=self.rule.to_dict(),
+            answered=answered,
         )
         self._tell(run, request)
         return request
@@ -316,7 +348,7 @@ class ApprovalGate:
         if journal is None:
             return None
         meter = run.invoker.meter
-        for p in request.steps:  # rows that say the step waits: no process takes the run up without a rule
+        for p in request.ready:  # rows that say the step waits: no process takes the run up without a rule
             if p.step_id not in run.results:
                 record = _new_step_result(id=p.step_id, tool=p.tool, status="pending_approval", arguments=p.arguments)
                 journal.finished(record, meter.calls, meter.cost)
@@ -324,6 +356,10 @@ class ApprovalGate:
 
 
 _NONE = _new_step_result(id="", tool="", status="pending")
+
+
+def _reject(steps: tuple[PendingStep, ...], reason: str) -> dict[str, Approval]:
+    return {p.step_id: Approval.reject(reason) for p in steps}
 
 
 def waiting_result(result: PlanResult, request: ApprovalRequest | None) -> PlanResult:
@@ -395,6 +431,11 @@ def check_answers(request: ApprovalRequest, answers: Mapping[str, Approval], too
     problems: dict[str, str] = {}
     for sid, answer in answers.items():
         pending = waiting.get(sid)
+        given: object = answer  # (any value, from untyped callers)
+        if pending is None and sid in request.answered:  # answered ahead of time: answered again
+            if not isinstance(given, Approval):
+                problems[str(sid)] = f"an answer must be an Approval, got {type(given).__name__}"
+            continue  # (an edit is checked when the step becomes ready)
         if pending is None:
             shown = ", ".join(map(repr, waiting)) or "none"
             problems[str(sid)] = f"step {sid!r} does not wait for approval (waiting: {shown})"

@@ -14,11 +14,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 
 from ..execute import WindowCharge
 from ..store import Store, StoreWindow, resume
 from ..tools import ToolRegistry
-from ._approvals import rule_and_answers
+from ._approvals import expire_due, rule_and_answers
 from ._config import ServiceConfig
 from ._store import ServiceStore
 
@@ -61,13 +62,15 @@ class Runner:
                 try:
                     while True:
                         self._wake.clear()
+                        wait = self.config.poll_interval
                         try:
+                            wait = min(wait, await self._expire())
                             await self._fill(group)
                             await self._pass_cancels()
                         except Exception:  # the store failed: log it and try again on the next turn
                             log.exception("toolplan service: looking for work failed")
                         with contextlib.suppress(TimeoutError):
-                            async with asyncio.timeout(self.config.poll_interval):
+                            async with asyncio.timeout(wait):
                                 await self._wake.wait()
                 except asyncio.CancelledError:
                     # The service stops (the group cancels the executions next): each is queued again
@@ -82,6 +85,11 @@ class Runner:
                 self.tasks.pop(run_id, None)
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self.data.let_go(run_id, self.store.owner))
+
+    async def _expire(self) -> float:
+        """Queue again the executions whose approval has passed its deadline; seconds to the next one."""
+        ahead = await expire_due(self.store)
+        return float("inf") if ahead is None else max(ahead - time.time(), 0.01)
 
     async def _fill(self, group: asyncio.TaskGroup) -> None:
         loop = asyncio.get_running_loop()
