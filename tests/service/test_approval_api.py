@@ -229,3 +229,33 @@ def test_the_whole_plan_is_approved_at_once_steps_not_ready_included(server: Thr
         done = _wait_settled(c, eid)
         assert done["status"] == "succeeded", done
         assert _ledger(gates) == ["3", "2"]  # the later step ran with its edit, without waiting again
+
+
+TWO: dict[str, Any] = {
+    "steps": [
+        {"id": "a", "tool": "add", "arguments": {"a": 1, "b": 2}},
+        {"id": "pay", "tool": "charge", "arguments": {"amount": "$ref:a"}},
+        {"id": "fee", "tool": "charge", "arguments": {"amount": 1}},
+    ]
+}
+
+
+def test_a_step_left_waiting_keeps_its_deadline_when_another_is_answered(server: ThreadServer, gates: Path) -> None:
+    with server.client() as c:
+        plan_id = c.post("/v1/plans", json={"plan": TWO}).json()["plan_id"]
+        waiting = c.post(f"/v1/plans/{plan_id}/executions?wait=20", json={"approval": {**RULE, "timeout": 3}}).json()
+        assert waiting["status"] == "pending_approval", waiting
+        eid = waiting["execution_id"]
+        deadline = {p["step_id"]: p["expires_at"] for p in waiting["approval"]["steps"]}
+        assert set(deadline) == {"pay", "fee"}
+        r = c.post(f"/v1/executions/{eid}/approvals", json={"answers": {"pay": {"approve": True}}})
+        assert r.status_code == 202, r.text
+        events = _events(c, eid)  # to the end: fee's deadline passes, and the run ends
+        asked = [e["payload"] for e in events if e["type"] == "approval_requested"]
+        assert [p["expires_at"] for p in asked[-1]["steps"]] == [deadline["fee"]]  # not a new deadline
+        expired = [e["payload"]["steps"] for e in events if e["type"] == "approval_expired"]
+        assert expired == [["fee"]], events
+        done = c.get(f"/v1/executions/{eid}").json()
+        steps = {s["id"]: s["status"] for s in done["steps"]}
+        assert steps == {"a": "succeeded", "pay": "succeeded", "fee": "rejected"}
+        assert _ledger(gates) == ["3"]

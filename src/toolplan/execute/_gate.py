@@ -105,16 +105,18 @@ class ApprovalGate:
             return self._rejected(run, cs, answer.reason or "rejected by the approver", args)
         return args if answer.arguments is None else dict(answer.arguments)
 
-    def take_up(self, stored: PlanResult | None, compiled: CompiledPlan) -> None:
+    def take_up(self, stored: PlanResult | None, compiled: CompiledPlan, queued: ApprovalRequest | None = None) -> None:
         """A stored run taken up: its waiting steps wait (or are answered) as first asked.
 
-        A run whose process stopped while a step was being asked has no stored request: the
-        answers may then name any step of the plan (each is asked again, and answered by them).
+        ``queued``: the request of a run that waited and was queued again since (`StoredRun.approval`),
+        used when ``stored`` (a run that still waits) has none. A run whose process stopped while a
+        step was being asked has no stored request: the answers may then name any step of the plan
+        (each is asked again, and answered by them).
 
         Raises:
             ApprovalError: an answer names a step that does not wait, or its edit does not fit the tool.
         """
-        request = None if stored is None else stored.approval
+        request = queued if stored is None or stored.approval is None else stored.approval
         if request is not None:
             self.asked = {p.step_id: p for p in request.ready}
             self.answers = {**request.answered, **self.answers}
