@@ -30,6 +30,7 @@ log = logging.getLogger("toolplan.service")
 FINISHED = frozenset({"succeeded", "failed", "cancelled"})
 #: Where a client waiting for an execution stops waiting: it finished, or it waits for a person's answer.
 SETTLED = FINISHED | {"pending_approval"}
+_EXPIRY_CHECK = 1.0  # seconds between looks for waiting executions past their deadline
 
 
 class Runner:
@@ -47,6 +48,8 @@ class Runner:
         self._wake = asyncio.Event()
         self._group: asyncio.TaskGroup | None = None
         self._next_local_check = 0.0
+        self._next_expiry_check = 0.0  # (time.time) when to look for approvals past their deadline
+        self._next_deadline: float | None = None  # the earliest deadline seen ahead
         # Each key's calls charged to its budget window (in the store: shared by every worker).
         self.window = StoreWindow(store, config.key_budget) if config.key_budget is not None else None
 
@@ -87,9 +90,17 @@ class Runner:
                     await asyncio.shield(self.data.let_go(run_id, self.store.owner))
 
     async def _expire(self) -> float:
-        """Queue again the executions whose approval has passed its deadline; seconds to the next one."""
-        ahead = await expire_due(self.store)
-        return float("inf") if ahead is None else max(ahead - time.time(), 0.01)
+        """Queue again the executions whose approval has passed its deadline; seconds to the next one.
+
+        The store is looked at once a second at most (waiting executions may be many), and when the
+        next deadline seen comes.
+        """
+        now = time.time()
+        if now < self._next_expiry_check and (self._next_deadline is None or now < self._next_deadline):
+            return float("inf") if self._next_deadline is None else max(self._next_deadline - now, 0.01)
+        self._next_expiry_check = now + _EXPIRY_CHECK
+        self._next_deadline = await expire_due(self.store)
+        return float("inf") if self._next_deadline is None else max(self._next_deadline - time.time(), 0.01)
 
     async def _fill(self, group: asyncio.TaskGroup) -> None:
         loop = asyncio.get_running_loop()
