@@ -143,12 +143,99 @@ async def test_direct_calls_are_asked_too_or_told_to_use_a_plan() -> None:
     assert CALLS == ["close x"] and asked[0].steps[0].tool == "close_account"
 
 
-def test_streamed_plans_and_code_are_not_covered_yet() -> None:
-    with pytest.raises(UserError, match="streamed plans"):
-        Agent(
-            model=ScriptedModel([]),
-            tools=[close_account],
-            tool_planning=True,
-            stream_plans=True,
-            approval=ApprovalRule(destructive=True),
-        )
+async def test_a_streamed_plan_waits_and_the_answers_continue_it() -> None:
+    model = ScriptedModel([plan_call(), "Bob's account is closed."], chunk_size=3)
+    agent = Agent(
+        model=model,
+        tools=[lookup, close_account],
+        tool_planning=True,
+        stream_plans=True,
+        approval=ApprovalRule(destructive=True),
+    )
+    waiting = await agent.run("close bob's account")
+    assert waiting.status == "pending_approval" and CALLS == ["lookup bob"]
+    assert waiting.approval is not None and waiting.approval.step_ids == ("c",)
+    assert waiting.approval.steps[0].arguments == {"account": "acct-bob"}
+    done = await agent.run(resume=waiting, approvals={"c": Approval()})
+    assert done.status == "completed" and CALLS == ["lookup bob", "close acct-bob"]
+    (reply,) = tool_replies(done.messages)
+    assert reply.tool_call_id == "p1" and "closed acct-bob" in reply.content
+
+
+async def test_a_streamed_plan_asks_the_callback_while_it_streams() -> None:
+    asked: list[ApprovalRequest] = []
+
+    async def no(request: ApprovalRequest) -> Mapping[str, Approval]:
+        asked.append(request)
+        return request.reject_all("not bob")
+
+    model = ScriptedModel([plan_call(), "not closed"], chunk_size=3)
+    agent = Agent(
+        model=model,
+        tools=[lookup, close_account],
+        tool_planning=True,
+        stream_plans=True,
+        approval=ApprovalRule(destructive=True),
+        on_approval=no,
+    )
+    result = await agent.run("close bob's account")
+    assert result.status == "completed" and CALLS == ["lookup bob"]
+    assert [p.step_id for r in asked for p in r.steps] == ["c"]
+    (reply,) = tool_replies(result.messages)
+    assert "rejected: not bob" in reply.content
+
+
+CODE = """
+found = call_tool("lookup", {"name": "bob"})
+try:
+    out = call_tool("close_account", {"account": found})
+except Exception as exc:
+    out = "refused: " + str(exc)
+set_result(out)
+"""
+
+
+def code_call() -> AssistantMessage:
+    return AssistantMessage(tool_calls=(ToolCall(id="x1", name="execute_code", arguments=json.dumps({"code": CODE})),))
+
+
+async def test_a_call_from_code_waits_for_the_callback() -> None:
+    from toolplan.sandbox import SubprocessRunner
+
+    asked: list[ApprovalRequest] = []
+
+    async def edit(request: ApprovalRequest) -> Mapping[str, Approval]:
+        asked.append(request)
+        return {p.step_id: Approval.approve({"account": "acct-alice"}) for p in request.steps}
+
+    model = ScriptedModel([code_call(), "done"])
+    agent = Agent(
+        model=model,
+        tools=[lookup, close_account],
+        code_execution=SubprocessRunner(),
+        approval=ApprovalRule(destructive=True),
+        on_approval=edit,
+    )
+    result = await agent.run("close bob's account")
+    assert CALLS == ["lookup bob", "close acct-alice"]
+    assert [(p.tool, dict(p.arguments)) for r in asked for p in r.steps] == [("close_account", {"account": "acct-bob"})]
+    (reply,) = tool_replies(result.messages)
+    assert "closed acct-alice" in reply.content
+
+
+async def test_a_call_from_code_without_a_callback_fails_in_the_code_which_goes_on() -> None:
+    from toolplan.sandbox import SubprocessRunner
+
+    model = ScriptedModel([code_call(), "I need a plan for that."])
+    agent = Agent(
+        model=model,
+        tools=[lookup, close_account],
+        code_execution=SubprocessRunner(),
+        approval=ApprovalRule(destructive=True),
+    )
+    result = await agent.run("close bob's account")
+    assert result.status == "completed" and CALLS == ["lookup bob"]
+    (reply,) = tool_replies(result.messages)
+    assert "refused:" in reply.content and "execute_tool_plan" in reply.content
+    (code_plan,) = result.plan_results
+    assert code_plan.steps["call_2"].status == "rejected"

@@ -181,3 +181,81 @@ def test_the_client_starts_with_a_rule_and_approves(server: ThreadServer, gates:
         assert client.approve(waiting.execution_id, {"pay": Approval.reject("not today")}) == "queued"
         done = _wait_settled(raw, waiting.execution_id)
         assert done["status"] == "failed" and _ledger(gates) == []
+
+
+def test_an_unanswered_approval_expires_on_time_and_the_run_goes_on(server: ThreadServer, gates: Path) -> None:
+    with server.client() as c:
+        plan_id = c.post("/v1/plans", json={"plan": PLAN}).json()["plan_id"]
+        rule = {**RULE, "timeout": 1.5}
+        r = c.post(f"/v1/plans/{plan_id}/executions?wait=20", json={"approval": rule})
+        waiting = r.json()
+        assert waiting["status"] == "pending_approval", waiting
+        (pending,) = waiting["approval"]["steps"]
+        assert pending["expires_at"] is not None
+        # Nobody answers and nobody reads the execution: the service's timer ends the wait. The event
+        # stream (which ends with the run) shows it.
+        events = _events(c, waiting["execution_id"])
+        types = [e["type"] for e in events]
+        assert "approval_expired" in types and types[-1] == "plan_finished", types
+        expired = next(e for e in events if e["type"] == "approval_expired")
+        assert expired["payload"]["steps"] == ["pay"], expired
+        done = c.get(f"/v1/executions/{waiting['execution_id']}").json()
+        steps = {s["id"]: s for s in done["steps"]}
+        assert steps["pay"]["status"] == "rejected" and "approval timed out" in steps["pay"]["error"]["message"]
+        assert steps["after"]["status"] == "skipped" and steps["a"]["status"] == "succeeded"
+        assert _ledger(gates) == []
+
+
+AHEAD: dict[str, Any] = {
+    "steps": [
+        {"id": "a", "tool": "add", "arguments": {"a": 1, "b": 2}},
+        {"id": "pay", "tool": "charge", "arguments": {"amount": "$ref:a"}},
+        {"id": "tip", "tool": "charge", "arguments": {"amount": 1}, "depends_on": ["pay"]},
+    ]
+}
+
+
+def test_the_whole_plan_is_approved_at_once_steps_not_ready_included(server: ThreadServer, gates: Path) -> None:
+    with server.client() as c:
+        plan_id = c.post("/v1/plans", json={"plan": AHEAD}).json()["plan_id"]
+        waiting = c.post(f"/v1/plans/{plan_id}/executions?wait=20", json={"approval": RULE}).json()
+        assert waiting["status"] == "pending_approval", waiting
+        steps = waiting["approval"]["steps"]
+        assert [(p["step_id"], p["ready"]) for p in steps] == [("pay", True), ("tip", False)]
+        eid = waiting["execution_id"]
+        answers = {"pay": {"approve": True}, "tip": {"approve": True, "arguments": {"amount": 2}}}
+        r = c.post(f"/v1/executions/{eid}/approvals", json={"answers": answers})
+        assert r.status_code == 202, r.text
+        done = _wait_settled(c, eid)
+        assert done["status"] == "succeeded", done
+        assert _ledger(gates) == ["3", "2"]  # the later step ran with its edit, without waiting again
+
+
+TWO: dict[str, Any] = {
+    "steps": [
+        {"id": "a", "tool": "add", "arguments": {"a": 1, "b": 2}},
+        {"id": "pay", "tool": "charge", "arguments": {"amount": "$ref:a"}},
+        {"id": "fee", "tool": "charge", "arguments": {"amount": 1}},
+    ]
+}
+
+
+def test_a_step_left_waiting_keeps_its_deadline_when_another_is_answered(server: ThreadServer, gates: Path) -> None:
+    with server.client() as c:
+        plan_id = c.post("/v1/plans", json={"plan": TWO}).json()["plan_id"]
+        waiting = c.post(f"/v1/plans/{plan_id}/executions?wait=20", json={"approval": {**RULE, "timeout": 3}}).json()
+        assert waiting["status"] == "pending_approval", waiting
+        eid = waiting["execution_id"]
+        deadline = {p["step_id"]: p["expires_at"] for p in waiting["approval"]["steps"]}
+        assert set(deadline) == {"pay", "fee"}
+        r = c.post(f"/v1/executions/{eid}/approvals", json={"answers": {"pay": {"approve": True}}})
+        assert r.status_code == 202, r.text
+        events = _events(c, eid)  # to the end: fee's deadline passes, and the run ends
+        asked = [e["payload"] for e in events if e["type"] == "approval_requested"]
+        assert [p["expires_at"] for p in asked[-1]["steps"]] == [deadline["fee"]]  # not a new deadline
+        expired = [e["payload"]["steps"] for e in events if e["type"] == "approval_expired"]
+        assert expired == [["fee"]], events
+        done = c.get(f"/v1/executions/{eid}").json()
+        steps = {s["id"]: s["status"] for s in done["steps"]}
+        assert steps == {"a": "succeeded", "pay": "succeeded", "fee": "rejected"}
+        assert _ledger(gates) == ["3"]

@@ -151,6 +151,10 @@ def test_the_service_page_approves_and_rejects_waiting_steps(page: Any, service:
     page.goto(f"{service.url}/ui/executions/{execution_id}#key={service.key}")
     states(page, {"look": "pending_approval", "write": "pending", "other": "pending"})
     expect(row(page, "look").locator(".approval .note").first).to_contain_text('"parts":[1]')
+    # The steps that will need approval once their inputs are computed can be answered now too.
+    ahead = row(page, "write").locator(".approval .note").first
+    expect(ahead).to_contain_text("will need approval once its inputs are computed")
+    expect(ahead).to_contain_text("$ref:look")
     row(page, "look").locator("button.approve").click()
     states(page, {"look": "succeeded", "write": "pending_approval", "other": "pending_approval"})
     expect(row(page, "write").locator(".approval")).to_contain_text("then: after")

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .._errors import ToolError, UnknownToolError
 from .._tasks import task_group
-from ..execute import EventHandler, PlanResult, RunLimits, RunStore, ToolInvoker
-from ..execute._internal import PlanRun
+from ..execute import ApprovalCallback, ApprovalRule, EventHandler, PlanResult, RunLimits, RunStore, ToolInvoker
+from ..execute._internal import ApprovalGate, PlanRun
 from ..plan import META_TOOL_NAMES, CompiledStep, Step
 from ..plan._internal import compile_calls, literal
 from ..tools import ToolAnnotations, ToolDefinition, ToolRegistry, ToolResult
@@ -122,13 +122,17 @@ class CodeTool:
         expires: float | None = None,
         store: RunStore | None = None,
         parent: str | None = None,
+        approval: ApprovalRule | None = None,
+        on_approval: ApprovalCallback | None = None,
     ) -> tuple[str, bool, PlanResult | None]:
         """Run the code; return (text for the model, is_error, the record of the code's tool calls).
 
         Code runs are not stored (``store`` is not used): code is not made of steps a resume could
-        reuse one by one.
+        reuse one by one. ``approval`` and ``on_approval`` as in `run_code`.
         """
-        result, plan = await self.run_code(arguments, invoker=invoker, on_event=on_event, expires=expires)
+        result, plan = await self.run_code(
+            arguments, invoker=invoker, on_event=on_event, expires=expires, approval=approval, on_approval=on_approval
+        )
         return result.for_model(), not result.ok, plan
 
     async def run_code(
@@ -138,15 +142,22 @@ class CodeTool:
         invoker: ToolInvoker,
         on_event: EventHandler | None = None,
         expires: float | None = None,
+        approval: ApprovalRule | None = None,
+        on_approval: ApprovalCallback | None = None,
     ) -> tuple[CodeResult, PlanResult]:
         """Run the code and return the runner's result and the plan record of its tool calls.
 
         ``expires`` (an agent run's deadline, `time.monotonic`) bounds the code's wall time and its
         calls, as do ``run_limits.deadline`` and its budget's ``max_latency``.
+
+        ``approval``: a call the rule marks waits (the code with it) for ``on_approval``'s answer;
+        approved, it is made (with the edited arguments, if any); rejected, or without a callback to
+        ask, it is not made and the code gets a failed call (`ToolError`) saying why, and goes on.
         """
         code = arguments.get("code")
         if not isinstance(code, str) or not code.strip():
             raise ToolError("execute_code needs a non-empty 'code' string with the Python to run.", tool=CODE_TOOL_NAME)
+        registry = self.registry
         run = PlanRun(
             None,
             invoker.with_budget(self.run_limits.budget),
@@ -154,11 +165,11 @@ class CodeTool:
             expires=expires,
             expires_note="the agent run's deadline",
             on_event=on_event,
+            approval=None if approval is None else ApprovalGate(approval, registry, on_approval, park=False),
         )
         code_limits = self._code_limits(run.expires)
         counter = itertools.count(1)
         added: list[tuple[str, str, Mapping[str, Any]]] = []
-        registry = self.registry
 
         async def call_tool(name: str, args: dict[str, Any]) -> Any:
             if name in META_TOOL_NAMES:

@@ -36,6 +36,7 @@ from ..execute._internal import ApprovalGate, PlanRun
 from ..models import ModelMessage, ToolCall, ToolReturnMessage
 from ..plan._internal import compile_calls
 from ..tools import ToolRegistry
+from ._code import CodeTool
 from ._events import AgentEvent, ToolExecutionFinished, ToolExecutionStarted
 from ._metatools import MetaTool, _MetaTool
 
@@ -344,7 +345,7 @@ class ToolCallExecutor:
 
     @staticmethod
     async def _call_meta(meta: MetaTool, args: dict[str, Any], ctx: TurnContext) -> tuple[str, bool, PlanResult | None]:
-        if ctx.approval is not None and isinstance(meta, _MetaTool):
+        if ctx.approval is not None and isinstance(meta, _MetaTool | CodeTool):
             return await ctx.call_meta(meta, args, approval=ctx.approval, on_approval=ctx.on_approval)
         return await ctx.call_meta(meta, args)
 

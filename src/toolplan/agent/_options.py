@@ -136,11 +136,6 @@ class _AgentOptions(Generic[DepsT, OutputT]):
         self.tracing = tracing
         if approval is not None and not isinstance(approval, ApprovalRule):
             raise UserError(f"approval= takes an ApprovalRule, got {type(approval).__name__}.")
-        if approval is not None and (stream_plans or code_execution is not None):
-            raise UserError(
-                "approval= covers plans and direct tool calls, not streamed plans or execute_code yet: leave out "
-                "stream_plans=True and code_execution=, or approval=."
-            )
         if on_approval is not None and approval is None:
             raise UserError("on_approval= answers the steps a rule marks: pass approval=ApprovalRule(...) as well.")
         self.approval = approval

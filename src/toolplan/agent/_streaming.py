@@ -7,7 +7,7 @@ from typing import Any
 
 from .._errors import PlanValidationError, ToolError
 from ..execute import PlanResult, StreamedPlanInvalid
-from ..execute._internal import StreamingPlan, cap_text
+from ..execute._internal import ApprovalGate, StreamingPlan, cap_text
 from ..models import ToolCall, ToolReturnMessage
 from ._executors import TurnContext, tool_content
 from ._metatools import PlanTool
@@ -34,6 +34,7 @@ class StreamedPlan:
             on_event=ctx.emit,
             store=ctx.store,
             parent=ctx.run_id or None,
+            approval=None if ctx.approval is None else ApprovalGate(ctx.approval, tool.registry, ctx.on_approval),
         )
         plan.start(tg)
         return cls(plan, ctx)
@@ -61,6 +62,8 @@ class StreamedPlan:
         except PlanValidationError as exc:
             return self._error(call, exc.message)
         self.ctx.plan_results.append(result)
+        if result.status == "pending_approval":  # the turn ends; the answers resume it (`Agent.run`)
+            self.ctx.waiting[call.id] = (dict(arguments) if isinstance(arguments, dict) else {}, result)
         return ToolReturnMessage(
             tool_call_id=call.id, name=call.name, content=result.to_model_text(max_value_chars=self.ctx.max_value_chars)
         )

@@ -77,7 +77,7 @@ class TerminalApprover:
 
     async def __call__(self, request: ApprovalRequest) -> Mapping[str, Approval]:
         answers: dict[str, Approval] = {}
-        for pending in request.steps:
+        for pending in request.ready:  # (the steps listed ahead of time are asked when they are ready)
             if self.approve_rest:
                 answers[pending.step_id] = Approval()
                 continue
@@ -87,7 +87,7 @@ class TerminalApprover:
             line = await _read_line()
             if not line:  # stdin closed: nobody can answer
                 reason = "no answer on the terminal (stdin closed)"
-                for p in request.steps:
+                for p in request.ready:
                     answers.setdefault(p.step_id, Approval.reject(reason))
                 break
             word, _, reason = line.strip()[:_MAX_ANSWER].partition(" ")
@@ -98,6 +98,8 @@ class TerminalApprover:
                 self.approve_rest = True
             else:
                 answers[pending.step_id] = Approval.reject(reason.strip() or "rejected on the terminal")
+        if self.approve_rest:
+            answers.update((p.step_id, Approval()) for p in request.ahead)
         return answers
 
 

@@ -141,7 +141,11 @@ def approve(
     as_json: JsonOpt = False,
     step: Annotated[
         list[str] | None,
-        typer.Option("--step", metavar="ID", help="Answer this waiting step only (repeat for more; default: all)."),
+        typer.Option(
+            "--step",
+            metavar="ID",
+            help="Answer this step only: one that waits, or one listed ahead of time (repeat for more; default: all).",
+        ),
     ] = None,
     reject: Annotated[
         str | None,
@@ -150,7 +154,9 @@ def approve(
 ) -> NoReturn:
     """Approve (or, with --reject, reject) the steps a stored run waits for, then go on with the run.
 
-    Steps that ran are not run again; steps left unanswered keep waiting. The run may have returned
+    Steps that ran are not run again; steps left unanswered keep waiting. The answers may name the
+    steps listed ahead of time (not ready yet: their inputs are still being computed): each answer is
+    kept and applied when its step is ready, so the whole plan can be answered at once. The run may have returned
     waiting, or its process may have died while a person was being asked. Exit code 0 when every step
     succeeded, 1 when some did not (or some still wait), 2 when an input is invalid.
     """

@@ -277,7 +277,7 @@ async def run_compiled(
                     f"Run {journal.run_id!r} waits for a person's approval: resume it with approval= and "
                     "approvals= (CLI: toolplan runs approve)."
                 )
-            approval.take_up(waiting, compiled)
+            approval.take_up(waiting, compiled, None if stored is None else stored.approval)
         except UserError:
             with contextlib.suppress(StoreError):  # let go of it as it was
                 await journal.close(waiting, stored.calls if stored else 0, stored.cost if stored else 0.0)

@@ -167,6 +167,10 @@ class PendingStep:
         fallback: The tool of its fallback, if it has one.
         requested_at: When it began to wait (epoch seconds).
         expires_at: When it ends ``rejected`` unanswered (epoch seconds), or None.
+        ready: False for a step listed ahead of time: it will need approval but its inputs are still
+            being computed (it waits on other steps). Its ``arguments`` are as far as resolved (a
+            reference not computed yet stays as written) and it has no ``expires_at`` yet. It may be
+            answered now: the answer is kept and applied when the step becomes ready.
     """
 
     step_id: str
@@ -178,11 +182,13 @@ class PendingStep:
     fallback: str | None = None
     requested_at: float = 0.0
     expires_at: float | None = None
+    ready: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         """Every field as JSON data; `from_dict` reads it back."""
         return {
             "step_id": self.step_id,
+            "ready": self.ready,
             "tool": self.tool,
             "arguments": json_safe(dict(self.arguments)),
             "annotations": dict(self.annotations),
@@ -206,6 +212,7 @@ class PendingStep:
             fallback=data.get("fallback"),
             requested_at=float(data.get("requested_at") or 0.0),
             expires_at=data.get("expires_at"),
+            ready=bool(data.get("ready", True)),
         )
 
 
@@ -215,29 +222,44 @@ class ApprovalRequest:
 
     Attributes:
         run_id: The run's id.
-        steps: The waiting steps, in plan order.
+        steps: The waiting steps, in plan order: those ready to run once answered, then (``ready``
+            False) those that will need approval once their inputs are computed, so that the whole
+            plan can be answered at once.
         problems: Step id -> why an answer given for it was refused (an edit that does not fit the
             tool's schema); the step still waits.
         rule: The run's `ApprovalRule` as JSON data (`ApprovalRule.to_dict`), so that a stored run
             can be resumed with it; None for a rule with a ``when`` function.
+        answered: Answers given ahead of time for steps not ready yet, by step id: each is applied
+            when its step becomes ready (a resume keeps them).
     """
 
     run_id: str
     steps: tuple[PendingStep, ...]
     problems: Mapping[str, str] = field(default_factory=dict[str, str])
     rule: Mapping[str, Any] | None = None
+    answered: Mapping[str, Approval] = field(default_factory=dict[str, "Approval"])
 
     @property
     def step_ids(self) -> tuple[str, ...]:
-        """The ids of the waiting steps."""
+        """The ids of the steps listed, ready or not."""
         return tuple(p.step_id for p in self.steps)
 
+    @property
+    def ready(self) -> tuple[PendingStep, ...]:
+        """The steps that wait now (their inputs computed)."""
+        return tuple(p for p in self.steps if p.ready)
+
+    @property
+    def ahead(self) -> tuple[PendingStep, ...]:
+        """The steps listed ahead of time (``ready`` False)."""
+        return tuple(p for p in self.steps if not p.ready)
+
     def approve_all(self) -> dict[str, Approval]:
-        """An approval of every waiting step ("approve the plan")."""
+        """An approval of every step listed, ready or not ("approve the plan")."""
         return {p.step_id: Approval() for p in self.steps}
 
     def reject_all(self, reason: str) -> dict[str, Approval]:
-        """A rejection of every waiting step, with ``reason``."""
+        """A rejection of every step listed, with ``reason``."""
         return {p.step_id: Approval.reject(reason) for p in self.steps}
 
     def to_dict(self) -> dict[str, Any]:
@@ -247,6 +269,7 @@ class ApprovalRequest:
             "steps": [p.to_dict() for p in self.steps],
             "problems": dict(self.problems),
             "rule": None if self.rule is None else dict(self.rule),
+            "answered": {sid: a.to_dict() for sid, a in self.answered.items()},
         }
 
     @classmethod
@@ -257,6 +280,7 @@ class ApprovalRequest:
             steps=tuple(PendingStep.from_dict(p) for p in data.get("steps") or ()),
             problems=dict(data.get("problems") or {}),
             rule=data.get("rule"),
+            answered={sid: Approval.from_dict(a) for sid, a in (data.get("answered") or {}).items()},
         )
 
 

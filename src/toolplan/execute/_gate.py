@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ApprovalError, StoreError, UserError
 from .._records import maker
+from ._ahead import ahead_of_time
 from ._approval import Approval, ApprovalCallback, ApprovalRequest, ApprovalRule, PendingStep, edit_problems
 from ._events import ApprovalRequested
 from ._journal import StoredRun, StoredStep
@@ -31,6 +32,10 @@ __all__ = ("ApprovalGate", "check_answers", "resumed", "waiting_result")
 
 _new_step_result = maker(StepResult)
 _TIMED_OUT = "approval timed out"
+_CANNOT_WAIT = (
+    "it needs a person's approval and no one could be asked (no on_approval callback), and a call made from code "
+    "cannot wait for an answer; make the call a step of an execute_tool_plan plan, which can wait"
+)
 _GATHER_TURNS = 3  # event-loop turns a request waits for steps that became ready together
 
 
@@ -44,13 +49,19 @@ class ApprovalGate:
         callback: ApprovalCallback | None = None,
         answers: Mapping[str, Approval] | None = None,
         asked: ApprovalRequest | None = None,
+        *,
+        park: bool = True,
     ) -> None:
         self.rule = rule
+        # False where a step cannot wait beyond its run (a call from code): unanswered, it is rejected.
+        self.park = park
         self.tools = tools
         self.callback = callback
-        self.answers: dict[str, Approval] = dict(answers or {})
+        # Answers not used yet: given up front, or ahead of time for steps not ready yet (kept till they are).
+        self.answers: dict[str, Approval] = {} if asked is None else dict(asked.answered)
+        self.answers.update(answers or {})
         # The steps a resumed run's request held: they wait (or are answered) without asking the rule again.
-        self.asked: dict[str, PendingStep] = {} if asked is None else {p.step_id: p for p in asked.steps}
+        self.asked: dict[str, PendingStep] = {} if asked is None else {p.step_id: p for p in asked.ready}
         self.problems: dict[str, str] = {}
         self.waiting: dict[str, PendingStep] = {}  # parked: they wait beyond this run
         self._dependents: dict[str, tuple[str, ...]] | None = None
@@ -66,7 +77,8 @@ class ApprovalGate:
         step = cs.step
         sid = step.id
         pending = self.asked.get(sid)
-        if pending is None:
+        answer = self.answers.pop(sid, None)  # (an answer given ahead of time holds whatever the rule says now)
+        if pending is None and answer is None:
             try:
                 needed = self.rule.needs_approval(step, self.tools, args)
             except Exception as exc:  # user code: the step fails, coded, and its tool is not called
@@ -77,10 +89,10 @@ class ApprovalGate:
                 return self._record(run, cs, "failed", StepError(kind="approval", message=message), args)
             if not needed:
                 return args
-            pending = self._pending(run, cs, args)
+        if pending is None:
+            pending = self.pending_of(run, cs, args)
         elif pending.expires_at is not None and pending.expires_at <= run.now():
             return self._rejected(run, cs, _TIMED_OUT, args)
-        answer = self.answers.pop(sid, None)
         if answer is None and self.callback is not None:
             answer = await self._wait(run, cs, pending)
         if answer is None:
@@ -93,18 +105,21 @@ class ApprovalGate:
             return self._rejected(run, cs, answer.reason or "rejected by the approver", args)
         return args if answer.arguments is None else dict(answer.arguments)
 
-    def take_up(self, stored: PlanResult | None, compiled: CompiledPlan) -> None:
+    def take_up(self, stored: PlanResult | None, compiled: CompiledPlan, queued: ApprovalRequest | None = None) -> None:
         """A stored run taken up: its waiting steps wait (or are answered) as first asked.
 
-        A run whose process stopped while a step was being asked has no stored request: the
-        answers may then name any step of the plan (each is asked again, and answered by them).
+        ``queued``: the request of a run that waited and was queued again since (`StoredRun.approval`),
+        used when ``stored`` (a run that still waits) has none. A run whose process stopped while a
+        step was being asked has no stored request: the answers may then name any step of the plan
+        (each is asked again, and answered by them).
 
         Raises:
             ApprovalError: an answer names a step that does not wait, or its edit does not fit the tool.
         """
-        request = None if stored is None else stored.approval
+        request = queued if stored is None or stored.approval is None else stored.approval
         if request is not None:
-            self.asked = {p.step_id: p for p in request.steps}
+            self.asked = {p.step_id: p for p in request.ready}
+            self.answers = {**request.answered, **self.answers}
         elif self.answers:
             request = ApprovalRequest(
                 run_id="",
@@ -116,7 +131,8 @@ class ApprovalGate:
             assert request is not None
             check_answers(request, self.answers, self.tools)
 
-    def _pending(self, run: PlanRun, cs: CompiledStep, args: Any) -> PendingStep:
+    def pending_of(self, run: PlanRun, cs: CompiledStep, args: Any) -> PendingStep:
+        """How ``cs`` is shown to a person, with ``args``; waiting from now."""
         step = cs.step
         d = self.tools.get(step.tool)
         a = run.invoker.annotations(step.tool) if d is None else d.annotations
@@ -133,16 +149,21 @@ class ApprovalGate:
                 "cost": a.cost,
             },
             rationale=step.rationale,
-            dependents=self.dependents(run.compiled).get(step.id, ()),
+            dependents=self.dependents(run).get(step.id, ()),
             fallback=None if step.fallback is None else step.fallback.tool,
             requested_at=now,
             expires_at=None if timeout is None else now + timeout,
         )
 
-    def dependents(self, compiled: CompiledPlan | None) -> dict[str, tuple[str, ...]]:
-        """Each step's transitive dependents, in plan order (worked out once per run)."""
-        if self._dependents is None:
-            deps = {} if compiled is None else compiled.deps
+    def dependents(self, run: PlanRun) -> dict[str, tuple[str, ...]]:
+        """Each step's transitive dependents, in plan order (worked out once the run's plan is whole).
+
+        A streamed plan's run, still growing, has only the steps seen so far: they are worked out
+        from those, and again once the plan is complete.
+        """
+        compiled = run.compiled
+        if self._dependents is None or compiled is None:
+            deps = {sid: cs.deps for sid, cs in run.steps.items()} if compiled is None else compiled.deps
             children: dict[str, list[str]] = {}
             for sid, ds in deps.items():
                 for d in ds:
@@ -158,6 +179,8 @@ class ApprovalGate:
                         seen.add(c)
                         stack.extend(children.get(c, ()))
                 out[sid] = tuple(sorted(seen, key=order.__getitem__))
+            if compiled is None:
+                return out
             self._dependents = out
         return self._dependents
 
@@ -210,7 +233,16 @@ class ApprovalGate:
                 self._queue.clear()
                 if not batch:
                     return
-                request = ApprovalRequest(run_id=run.run_id, steps=tuple(p for p, _ in batch), rule=self.rule.to_dict())
+                ready = tuple(p for p, _ in batch)
+                ahead = ahead_of_time(self, run, {p.step_id for p in ready})
+                listed = (*ready, *ahead)
+                request = ApprovalRequest(
+                    run_id=run.run_id,
+                    steps=listed,
+                    problems={p.step_id: self.problems[p.step_id] for p in listed if p.step_id in self.problems},
+                    rule=self.rule.to_dict(),
+                    answered=dict(self.answers),
+                )
                 stored = self._tell(run, request)
                 if stored is not None:  # asked only once the request is stored: it outlives this process
                     with contextlib.suppress(StoreError):
@@ -218,13 +250,14 @@ class ApprovalGate:
                 self._batch, self._calling = batch, True
                 try:
                     answers: Any = await callback(request)
-                except Exception as exc:  # user code: its steps are rejected, and the run goes on
-                    answers = request.reject_all(f"the approval callback raised {type(exc).__name__}: {exc}")
+                except Exception as exc:  # user code: the steps that wait are rejected, and the run goes on
+                    answers = _reject(ready, f"the approval callback raised {type(exc).__name__}: {exc}")
                 finally:
                     self._calling = False
                 if not isinstance(answers, Mapping):
                     shown = type(answers).__name__
-                    answers = request.reject_all(f"the approval callback returned {shown}, not a dict of answers")
+                    answers = _reject(ready, f"the approval callback returned {shown}, not a dict of answers")
+                self._keep_ahead(ahead, answers)
                 for p, f in batch:
                     if not f.done():
                         f.set_result(answers.get(p.step_id))
@@ -233,6 +266,18 @@ class ApprovalGate:
             self._batch = []
             if self._queue:
                 self._kick(run)
+
+    def _keep_ahead(self, ahead: list[PendingStep], answers: Mapping[str, Any]) -> None:
+        """Keep the answers given for steps not ready yet (applied when they are); refuse unusable ones."""
+        for p in ahead:
+            answer = answers.get(p.step_id)
+            if answer is None:
+                continue
+            problem = edit_problems(self.tools, p.tool, answer)
+            if problem is None:
+                self.answers[p.step_id] = answer
+            else:
+                self.problems[p.step_id] = problem
 
     # -- records ----------------------------------------------------------------------------------
 
@@ -253,6 +298,8 @@ class ApprovalGate:
         return self._record(run, cs, "rejected", StepError(kind="rejected", message=message), args)
 
     def _park(self, run: PlanRun, cs: CompiledStep, pending: PendingStep, args: Any) -> StepResult:
+        if not self.park:
+            return self._rejected(run, cs, _CANNOT_WAIT, args)
         self.waiting[cs.step.id] = pending
         return self._record(run, cs, "pending_approval", None, args)
 
@@ -273,6 +320,8 @@ class ApprovalGate:
                 error = StepError(kind="not_run", message=stopped)
                 run.results[sid] = dataclasses.replace(run.results[sid], status="not_run", error=error)
             waiting = []
+        ahead = ahead_of_time(self, run, set(waiting)) if waiting else []
+        answered = {sid: a for sid, a in self.answers.items() if sid in run.steps and sid not in run.results}
         for sid, cs in run.steps.items():
             if sid not in run.results:
                 run.results[sid] = _new_step_result(id=sid, tool=cs.step.tool, status="pending")
@@ -280,12 +329,14 @@ class ApprovalGate:
             return None
         order = {sid: i for i, sid in enumerate(run.steps)}
         waiting.sort(key=order.__getitem__)
-        problems = {sid: self.problems[sid] for sid in waiting if sid in self.problems}
+        listed = {*waiting, *(p.step_id for p in ahead)}
+        problems = {sid: self.problems[sid] for sid in listed if sid in self.problems}
         request = ApprovalRequest(
             run_id=run.run_id,
-            steps=tuple(self.waiting[s] for s in waiting),
+            steps=(*(self.waiting[s] for s in waiting), *ahead),
             problems=problems,
             rule=self.rule.to_dict(),
+            answered=answered,
         )
         self._tell(run, request)
         return request
@@ -299,7 +350,7 @@ class ApprovalGate:
         if journal is None:
             return None
         meter = run.invoker.meter
-        for p in request.steps:  # rows that say the step waits: no process takes the run up without a rule
+        for p in request.ready:  # rows that say the step waits: no process takes the run up without a rule
             if p.step_id not in run.results:
                 record = _new_step_result(id=p.step_id, tool=p.tool, status="pending_approval", arguments=p.arguments)
                 journal.finished(record, meter.calls, meter.cost)
@@ -307,6 +358,10 @@ class ApprovalGate:
 
 
 _NONE = _new_step_result(id="", tool="", status="pending")
+
+
+def _reject(steps: tuple[PendingStep, ...], reason: str) -> dict[str, Approval]:
+    return {p.step_id: Approval.reject(reason) for p in steps}
 
 
 def waiting_result(result: PlanResult, request: ApprovalRequest | None) -> PlanResult:
@@ -378,6 +433,11 @@ def check_answers(request: ApprovalRequest, answers: Mapping[str, Approval], too
     problems: dict[str, str] = {}
     for sid, answer in answers.items():
         pending = waiting.get(sid)
+        given: object = answer  # (any value, from untyped callers)
+        if pending is None and sid in request.answered:  # answered ahead of time: answered again
+            if not isinstance(given, Approval):
+                problems[str(sid)] = f"an answer must be an Approval, got {type(given).__name__}"
+            continue  # (an edit is checked when the step becomes ready)
         if pending is None:
             shown = ", ".join(map(repr, waiting)) or "none"
             problems[str(sid)] = f"step {sid!r} does not wait for approval (waiting: {shown})"

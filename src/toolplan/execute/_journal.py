@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from .._context import call_key
 from .._errors import UserError
+from ._approval import ApprovalRequest
 from ._result import PlanResult, StepError, StepResult
 
 if TYPE_CHECKING:
@@ -196,6 +197,9 @@ class StoredRun:
             resumed run works out what was spent from the step rows, `calls_made`).
         cost: Cost charged, likewise.
         result: The stored result of a run that finished.
+        approval: The request of a run that waited for approval and was queued again since (answered,
+            or its deadline passed), for the steps that still wait or are not ready yet: a resume
+            keeps their deadlines and the answers given ahead of time.
     """
 
     run_id: str
@@ -204,6 +208,7 @@ class StoredRun:
     calls: int = 0
     cost: float = 0.0
     result: PlanResult | None = None
+    approval: ApprovalRequest | None = None
 
     @property
     def finished(self) -> bool:

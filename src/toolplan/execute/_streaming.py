@@ -18,15 +18,17 @@ from typing import Any
 import jiter
 from typing_extensions import Unpack
 
-from .._errors import PlanIssue, PlanValidationError, ToolplanError
+from .._errors import PlanIssue, PlanValidationError, ToolplanError, UserError
 from .._tasks import task_group
 from ..plan import META_TOOL_NAMES, CompiledStep, compile_plan
 from ..plan._internal import compile_arguments, parse_source, step_dependencies
 from ..tools import ToolRegistry, ToolsLike
 from ._api import run_journaled
+from ._approval import ApprovalCallback, ApprovalRule
 from ._backend import Backend
 from ._choice import ToolChooser
 from ._events import EventHandler
+from ._gate import ApprovalGate
 from ._invoke import ToolInvoker
 from ._journal import RunStore, check_run_id
 from ._limits import DEFAULT_LIMITS, LimitOptions, RunLimits, limits_from
@@ -79,13 +81,22 @@ class StreamingPlan:
         store: RunStore | None = None,
         run_id: str | None = None,
         parent: str | None = None,
+        approval: ApprovalGate | None = None,
     ) -> None:
         self.registry = registry.without(*META_TOOL_NAMES)
         self.limits = limits
         self.store, self.run_id, self.parent = store, run_id, parent
         self.invoker = invoker
         self.max_steps = limits.max_steps
-        self.run = PlanRun(None, invoker, limits=limits, expires=expires, expires_note=expires_note, on_event=on_event)
+        self.run = PlanRun(
+            None,
+            invoker,
+            limits=limits,
+            expires=expires,
+            expires_note=expires_note,
+            on_event=on_event,
+            approval=approval,
+        )
         self._options: dict[str, Any] = {}  # plan-level options applied so far
         self.text = ""
         self.dispatched: list[str] = []
@@ -209,6 +220,8 @@ async def execute_plan_stream(
     store: RunStore | None = None,
     run_id: str | None = None,
     policy: ToolChooser | None = None,
+    approval: ApprovalRule | None = None,
+    on_approval: ApprovalCallback | None = None,
     **options: Unpack[LimitOptions],
 ) -> PlanResult:
     """Run a native plan whose JSON text arrives in ``pieces``, starting steps as they complete.
@@ -216,6 +229,9 @@ async def execute_plan_stream(
     Takes the options of `execute_plan`; the plan's own limits apply from the moment they arrive.
     With ``store``, the run is durable: its steps are stored as they run, and its plan once it has
     arrived whole and is valid (from then on the run can be resumed like any other).
+    ``approval`` and ``on_approval`` are `execute_plan`'s: a step the rule marks waits for its
+    answer while the rest of the plan streams and runs; a run that waits (no callback, or a step it
+    left unanswered) returns with status ``pending_approval``, resumed with `execute_plan`.
 
     Raises:
         PlanValidationError: the complete plan is invalid (`StreamedPlanInvalid`, with the records
@@ -226,7 +242,14 @@ async def execute_plan_stream(
     invoker = ToolInvoker.for_limits(registry, limits, backend=backend, chooser=policy)
     if run_id is not None:
         check_run_id(run_id)
-    plan = StreamingPlan(registry, invoker, limits=limits, on_event=on_event, store=store, run_id=run_id)
+    gate = None
+    if approval is not None or on_approval is not None:
+        if not isinstance(approval, ApprovalRule):
+            raise UserError(
+                f"approval= takes an ApprovalRule, got {type(approval).__name__} (on_approval= needs approval= too)."
+            )
+        gate = ApprovalGate(approval, registry, on_approval)
+    plan = StreamingPlan(registry, invoker, limits=limits, on_event=on_event, store=store, run_id=run_id, approval=gate)
     async with task_group() as tg:
         plan.start(tg)
         try:

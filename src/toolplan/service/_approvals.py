@@ -5,6 +5,10 @@ An execution started with an approval rule keeps it as its ``approval_rule`` eve
 the stored request, keeps them as an ``approval_answered`` event and queues the execution again
 (one transaction); the runner resumes it with the rule and every answer given for a step that
 still waits, so no step that ran runs again.
+
+An execution whose waiting step passes its deadline (the rule's ``timeout``) is queued again by
+the runner's timer (`expire_due`), with an ``approval_expired`` event: resumed, the step ends
+``rejected`` ("approval timed out"), its dependents are skipped and the rest of the run goes on.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ __all__ = (
     "ApprovalIn",
     "answer",
     "answers_json",
+    "expire_due",
     "may_approve",
     "parse_answers",
     "rule_and_answers",
@@ -40,6 +45,9 @@ __all__ = (
 
 MAX_ANSWERS = 1000
 WAITING = "pending_approval"
+EXPIRED = "approval_expired"
+TIMED_OUT = "approval timed out"
+_UNENDED = frozenset({WAITING, "pending"})  # a step answered ahead of time is "pending" till it is ready
 
 
 class ApprovalIn(BaseModel):
@@ -180,7 +188,11 @@ async def answer(store: Store, tools: ToolRegistry, run_id: str, answers: Mappin
 async def rule_and_answers(store: Store, run_id: str) -> tuple[ApprovalRule | None, dict[str, Approval]]:
     """The execution's approval rule (None: it has none) and the answers given, later ones first.
 
-    The answers are for the steps that wait now only (a step answered before has run since).
+    A step whose wait the timer ended (an ``approval_expired`` event) is answered with a rejection,
+    "approval timed out".
+
+    The answers are for the steps that have not ended only (a step answered before has run since):
+    those that wait now, and those answered ahead of time that are not ready yet.
     """
     ev = t.events
 
@@ -188,7 +200,7 @@ async def rule_and_answers(store: Store, run_id: str) -> tuple[ApprovalRule | No
         with engine.connect() as conn:
             rows = conn.execute(
                 sa.select(ev.c.type, ev.c.payload)
-                .where(ev.c.execution_id == run_id, ev.c.type.in_(("approval_rule", "approval_answered")))
+                .where(ev.c.execution_id == run_id, ev.c.type.in_(("approval_rule", "approval_answered", EXPIRED)))
                 .order_by(ev.c.seq)
             ).all()
         return [(str(r[0]), str(r[1])) for r in rows]
@@ -202,10 +214,54 @@ async def rule_and_answers(store: Store, run_id: str) -> tuple[ApprovalRule | No
             rule = ApprovalRule.from_dict(data)
         elif kind == "approval_answered":
             answers |= {sid: Approval.from_dict(a) for sid, a in data.get("answers", {}).items()}
+        elif kind == EXPIRED:  # the timer's answer: the step ends rejected, as a person's rejection would
+            answers |= {str(sid): Approval.reject(TIMED_OUT) for sid in data.get("steps", ())}
     if answers:
         steps = (await store.get_run(run_id)).result.steps  # (claimed now: its request is in its step rows)
-        answers = {sid: a for sid, a in answers.items() if sid in steps and steps[sid].status == WAITING}
+        answers = {sid: a for sid, a in answers.items() if sid in steps and steps[sid].status in _UNENDED}
     return rule, answers
+
+
+async def expire_due(store: Store, now: float | None = None) -> float | None:
+    """Queue again the waiting executions one of whose steps has passed its deadline; the next deadline.
+
+    Each is moved from ``pending_approval`` to ``queued`` with an ``approval_expired`` event naming
+    the steps (compare-and-set: one answered meanwhile is left alone); the runner that takes it up
+    ends those steps ``rejected``. Returns the earliest deadline still ahead (epoch seconds), or None.
+    """
+    e = t.executions
+
+    def read(engine: sa.Engine) -> list[tuple[str, str | None]]:
+        with engine.connect() as conn:
+            rows = conn.execute(sa.select(e.c.id, e.c.result).where(e.c.status == WAITING)).all()
+        return [(str(r[0]), r[1]) for r in rows]
+
+    at = time.time() if now is None else now
+    due: dict[str, list[str]] = {}
+    ahead: float | None = None
+    for run_id, facts in await store.db.read(read):
+        request = (loads(facts) if facts else {}).get("approval") or {}
+        for step in request.get("steps") or ():
+            expires = step.get("expires_at") if step.get("ready", True) else None
+            if not isinstance(expires, int | float):
+                continue
+            if expires <= at:
+                due.setdefault(run_id, []).append(str(step.get("step_id")))
+            elif ahead is None or expires < ahead:
+                ahead = float(expires)
+    if not due:
+        return ahead
+
+    def write(engine: sa.Engine) -> None:
+        now = time.time()
+        for run_id, steps in due.items():
+            with engine.begin() as conn:
+                if _move(conn, run_id, WAITING, status="queued", updated_at=now):
+                    _append_event(conn, run_id, EXPIRED, {"steps": steps, "reason": TIMED_OUT}, now)
+                    _append_event(conn, run_id, "run_queued", {"status": "queued"}, now)
+
+    await ServiceStore(store)._call(write)
+    return ahead
 
 
 async def may_approve(store: Store, key_id: str) -> bool:

@@ -14,11 +14,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 
 from ..execute import WindowCharge
 from ..store import Store, StoreWindow, resume
 from ..tools import ToolRegistry
-from ._approvals import rule_and_answers
+from ._approvals import expire_due, rule_and_answers
 from ._config import ServiceConfig
 from ._store import ServiceStore
 
@@ -29,6 +30,7 @@ log = logging.getLogger("toolplan.service")
 FINISHED = frozenset({"succeeded", "failed", "cancelled"})
 #: Where a client waiting for an execution stops waiting: it finished, or it waits for a person's answer.
 SETTLED = FINISHED | {"pending_approval"}
+_EXPIRY_CHECK = 1.0  # seconds between looks for waiting executions past their deadline
 
 
 class Runner:
@@ -46,6 +48,8 @@ class Runner:
         self._wake = asyncio.Event()
         self._group: asyncio.TaskGroup | None = None
         self._next_local_check = 0.0
+        self._next_expiry_check = 0.0  # (time.time) when to look for approvals past their deadline
+        self._next_deadline: float | None = None  # the earliest deadline seen ahead
         # Each key's calls charged to its budget window (in the store: shared by every worker).
         self.window = StoreWindow(store, config.key_budget) if config.key_budget is not None else None
 
@@ -61,13 +65,15 @@ class Runner:
                 try:
                     while True:
                         self._wake.clear()
+                        wait = self.config.poll_interval
                         try:
+                            wait = min(wait, await self._expire())
                             await self._fill(group)
                             await self._pass_cancels()
                         except Exception:  # the store failed: log it and try again on the next turn
                             log.exception("toolplan service: looking for work failed")
                         with contextlib.suppress(TimeoutError):
-                            async with asyncio.timeout(self.config.poll_interval):
+                            async with asyncio.timeout(wait):
                                 await self._wake.wait()
                 except asyncio.CancelledError:
                     # The service stops (the group cancels the executions next): each is queued again
@@ -82,6 +88,19 @@ class Runner:
                 self.tasks.pop(run_id, None)
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self.data.let_go(run_id, self.store.owner))
+
+    async def _expire(self) -> float:
+        """Queue again the executions whose approval has passed its deadline; seconds to the next one.
+
+        The store is looked at once a second at most (waiting executions may be many), and when the
+        next deadline seen comes.
+        """
+        now = time.time()
+        if now < self._next_expiry_check and (self._next_deadline is None or now < self._next_deadline):
+            return float("inf") if self._next_deadline is None else max(self._next_deadline - now, 0.01)
+        self._next_expiry_check = now + _EXPIRY_CHECK
+        self._next_deadline = await expire_due(self.store)
+        return float("inf") if self._next_deadline is None else max(self._next_deadline - time.time(), 0.01)
 
     async def _fill(self, group: asyncio.TaskGroup) -> None:
         loop = asyncio.get_running_loop()

@@ -5,6 +5,7 @@ Each function runs on a worker thread (`Database.read`) with a connection of its
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,7 +13,7 @@ import sqlalchemy as sa
 
 from .._errors import PlanNotFoundError, StoreError
 from .._json import loads
-from ..execute import RunLimits, StepResult, StoredStep
+from ..execute import ApprovalRequest, RunLimits, StepResult, StoredStep
 from ..execute._internal import StoredRun
 from ..plan import Plan, Step
 from . import _schema as t
@@ -70,8 +71,37 @@ def stored_run(conn: sa.Connection, run_id: str, row: Mapping[Any, Any]) -> Stor
         plan = _plan_of(conn, row, steps)
         result = result_from_row(run_id, plan, row, {sid: s.result for sid, s in steps.items() if s.result})
     return StoredRun(
-        run_id=run_id, status=row["status"], steps=steps, calls=row["calls"], cost=row["cost"], result=result
+        run_id=run_id,
+        status=row["status"],
+        steps=steps,
+        calls=row["calls"],
+        cost=row["cost"],
+        result=result,
+        approval=_last_request(row, steps) if result is None else None,
     )
+
+
+def _last_request(row: Mapping[Any, Any], steps: Mapping[str, StoredStep]) -> ApprovalRequest | None:
+    """The request a run that waited stored, if some of its steps still wait (it was queued again since)."""
+    if not row["result"] or not any(s.status == "pending_approval" for s in steps.values()):
+        return None
+    data = loads(row["result"]).get("approval")
+    if not isinstance(data, dict):
+        return None
+    request = ApprovalRequest.from_dict(data)
+
+    def still(sid: str, ready: bool) -> bool:  # waits still; or (ahead of time) has not ended
+        step = steps.get(sid)
+        if ready:
+            return step is not None and step.status == "pending_approval"
+        return step is None or step.status in ("pending", "pending_approval")
+
+    kept = tuple(p for p in request.steps if still(p.step_id, p.ready))
+    listed = {p.step_id for p in kept if p.ready}
+    if not listed or any(s.status == "pending_approval" and sid not in listed for sid, s in steps.items()):
+        return None  # asked since (its process stopped while asking): that request is not this one
+    answered = {sid: a for sid, a in request.answered.items() if still(sid, False)}
+    return dataclasses.replace(request, steps=kept, answered=answered)
 
 
 def _plan_of(conn: sa.Connection, row: Mapping[Any, Any], steps: Mapping[str, StoredStep]) -> Plan:

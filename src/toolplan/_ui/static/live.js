@@ -262,7 +262,10 @@
     const pending = state.approval && (state.approval.steps || []).find((p) => p.step_id === id);
     if (!pending) return null;
     const box = html("div", { class: "approval" });
-    box.append(html("div", { class: "note" }, `waits for approval: ${show(pending.arguments)}`));
+    const said = pending.ready === false
+      ? "will need approval once its inputs are computed; answer now or then" // (kept until it is ready)
+      : "waits for approval";
+    box.append(html("div", { class: "note" }, `${said}: ${show(pending.arguments)}`));
     if ((pending.dependents || []).length) {
       box.append(html("div", { class: "note" }, `then: ${pending.dependents.join(", ")}`));
     }
@@ -562,7 +565,7 @@
         pre.textContent = show(s.output);
         result.append(pre);
       }
-      const box = s.status === "pending_approval" ? approvalBox(id) : null;
+      const box = s.status === "pending_approval" || s.status === "pending" ? approvalBox(id) : null;
       if (box) result.append(box);
       const notes = [];
       if (s.reused) notes.push("reused from the store");
