@@ -223,6 +223,10 @@ def _calls(result: AgentResult[str], executor: ExecutorChoice) -> list[tuple[str
     return labelled
 
 
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" if n == 1 else f"{n} {what}s"
+
+
 def _start(plan: PlanResult) -> float:
     return plan.started_at or 0.0
 
@@ -272,8 +276,8 @@ def _show(result: AgentResult[str], executor: ExecutorChoice, *, as_json: bool) 
     usage = result.usage
     say(
         err,
-        f"{len(calls)} tool calls, {usage.requests} model requests ({usage.input_tokens} tokens in, "
-        f"{usage.output_tokens} out); status {result.status}.",
+        f"{_count(len(calls), 'tool call')}, {_count(usage.requests, 'model request')} "
+        f"({usage.input_tokens} tokens in, {usage.output_tokens} out); status {result.status}.",
         "dim",
     )
     if result.status != "completed":
