@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import os
@@ -88,7 +89,8 @@ def test_run_cache_memory_answers_a_later_step_of_the_same_command(
     assert cached.code == 0, cached.stderr
     assert tool_calls() == ["Oslo", "Oslo", "Oslo"] and _steps(cached)["b"]["cached"]
     table = cli("run", str(plan), "--tools", str(cache_tools), "--cache", "memory")
-    assert table.code == 0 and "cached" in table.stdout
+    assert table.code == 0 and any(line.startswith("b    │ weather │ cached ") for line in table.stdout.splitlines())
+    assert "Plan succeeded: 2 succeeded (1 answered from the cache, not called) in " in table.stdout
 
 
 def test_run_cache_tool_sets_a_tool_ttl_and_zero_turns_it_off(
@@ -163,12 +165,13 @@ def _serving(cwd: Path, calls: Path, *args: str) -> Iterator[str]:
 
 
 def _execute(url: str, secret: str, plan_id: str) -> dict[str, Any]:
+    """The steps of a new execution of ``plan_id`` by key ``secret`` (by id), and its ``execution_id``."""
     import httpx
 
     headers = {"X-API-Key": secret}
     done = httpx.post(f"{url}/v1/plans/{plan_id}/executions?wait=30", headers=headers, timeout=60)
     assert done.status_code == 200 and done.json()["status"] == "succeeded", done.text
-    return {s["id"]: s for s in done.json()["steps"]}
+    return {"execution_id": done.json()["execution_id"], **{s["id"]: s for s in done.json()["steps"]}}
 
 
 def test_a_key_made_with_cache_ttl_has_its_executions_answered_from_the_store_cache(
@@ -200,6 +203,13 @@ def test_a_key_made_with_cache_ttl_has_its_executions_answered_from_the_store_ca
         assert again["a"]["cached"] and again["a"]["output"] == {"city": "Oslo", "temp": 21}
         assert not _execute(url, plain["secret"], plan_id)["a"]["cached"]  # the service keeps none for it
     assert tool_calls() == ["Oslo", "Oslo", "Oslo"]
+    events = asyncio.run(_event_types(db, again["execution_id"]))  # the hit is an event, as in any cached run
+    assert "cache_hit" in events and "step_started" not in events
+
+
+async def _event_types(db: str, run_id: str) -> list[str]:
+    async with open_store(db) as store:
+        return [e.type for e in await store.events(run_id)]
 
 
 def test_serve_cache_ttl_is_the_service_default_and_a_key_may_turn_it_off(
