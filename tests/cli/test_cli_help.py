@@ -38,6 +38,7 @@ def test_command_summaries_are_whole_sentences() -> None:
     assert "..." not in commands and "…" not in commands
     summaries = dict(line.split(None, 1) for line in commands.splitlines())
     assert set(summaries) == {
+        "agent",
         "run",
         "validate",
         "graph",
@@ -60,6 +61,7 @@ def test_command_summaries_are_whole_sentences() -> None:
         ("validate", "toolplan validate PLAN.json [--tools FILE.py[:NAME]] [OPTIONS]"),
         ("graph", "toolplan graph PLAN.json [--tools FILE.py[:NAME]] [-o FILE] [OPTIONS]"),
         ("demo", "toolplan demo [--model PROVIDER:NAME]"),
+        ("agent", "toolplan agent TASK --tools FILE.py[:NAME] [--model MODEL] [OPTIONS]"),
         ("runs list", "toolplan runs list --db URL [OPTIONS]"),
         ("runs show", "toolplan runs show RUN_ID --db URL [OPTIONS]"),
         ("runs resume", "toolplan runs resume RUN_ID --tools FILE.py[:NAME] --db URL [OPTIONS]"),

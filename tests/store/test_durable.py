@@ -608,7 +608,7 @@ async def test_a_version_1_database_is_migrated_on_open_and_keeps_its_runs(store
         version = conn.execute(sa.text("SELECT value FROM toolplan_meta WHERE key = 'schema_version'")).scalar()
     engine.dispose()
     assert info.summary.status == "failed" and info.result.steps["p"].output == "paid 1"
-    assert kept.versions[0].plan_id == "plan_1" and version == str(SCHEMA_VERSION) == "12"
+    assert kept.versions[0].plan_id == "plan_1" and version == str(SCHEMA_VERSION) == "13"
 
 
 async def test_a_version_8_database_is_migrated_and_a_run_it_left_cut_off_resumes_with_its_steps_reused(
@@ -638,7 +638,7 @@ async def test_a_version_8_database_is_migrated_and_a_run_it_left_cut_off_resume
     with engine.connect() as conn:
         version = conn.execute(sa.text("SELECT value FROM toolplan_meta WHERE key = 'schema_version'")).scalar()
     engine.dispose()
-    assert version == "12"
+    assert version == "13"
     assert not any(r.reused for r in done.result.steps.values())  # a run finished before: as it was shown
     assert result.ok and CALLS["slow"] == 2
     assert {sid: r.reused for sid, r in info.result.steps.items()} == {"a": True, "s": False}

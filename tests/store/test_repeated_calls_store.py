@@ -135,6 +135,6 @@ async def test_a_version_9_database_is_migrated_and_keeps_its_runs(store_url: st
     with engine.connect() as conn:
         version = conn.execute(sa.text("SELECT value FROM toolplan_meta WHERE key = 'schema_version'")).scalar()
     engine.dispose()
-    assert version == "12"
+    assert version == "13"
     assert info.result.steps["a"].ok and info.result.steps["a"].shared_with == () and not info.result.steps["a"].cached
     assert again.ok and cached.steps["a"].cached and CALLS["Oslo"] == 2

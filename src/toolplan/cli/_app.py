@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from .._version import __version__
+from ._agent import agent_command
 from ._audit import audit_command
 from ._common import Command, command_group
 from ._demo_command import demo_command
@@ -47,6 +48,7 @@ def _root(
 
 
 app.command("run", cls=Command, short_help="Run a plan with the tools of a Python file.")(run_command)
+app.command("agent", cls=Command, short_help="Run an agent on a task with the tools of a Python file.")(agent_command)
 app.command("validate", cls=Command, short_help="Check a plan without running any tool.")(validate_command)
 app.command("demo", cls=Command, short_help="See toolplan work: a plan, then an agent task three ways.")(demo_command)
 app.command("graph", cls=Command, short_help="Draw a plan's dependency graph: Mermaid text, SVG or PNG.")(graph_command)

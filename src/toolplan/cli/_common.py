@@ -82,6 +82,7 @@ _USAGE = {
     "validate": "PLAN.json [--tools FILE.py[:NAME]] [OPTIONS]",
     "graph": "PLAN.json [--tools FILE.py[:NAME]] [-o FILE] [OPTIONS]",
     "demo": "[--model PROVIDER:NAME]",
+    "agent": "TASK --tools FILE.py[:NAME] [--model MODEL] [OPTIONS]",
     "serve": "--tools FILE.py[:NAME] --db URL [OPTIONS]",
     "audit": "RUN_ID --db URL [OPTIONS]",
     "runs list": "--db URL [OPTIONS]",

@@ -19,7 +19,15 @@ from .._errors import ToolplanError, UserError
 from .._json import JSONTextError, loads
 from ..tools import FunctionTool, Tool, ToolRegistry
 
-__all__ = ("CliInputError", "load_plan", "load_tools", "owners_of", "split_tools_spec", "with_skills")
+__all__ = (
+    "CliInputError",
+    "load_model_file",
+    "load_plan",
+    "load_tools",
+    "owners_of",
+    "split_tools_spec",
+    "with_skills",
+)
 
 T = TypeVar("T")
 
@@ -85,6 +93,18 @@ def load_tools(spec: str) -> ToolRegistry:
         raise CliInputError(f"The tools in {path_text!r} cannot be registered: {_one_line(exc.message)}") from None
 
 
+def load_model_file(path_text: str, name: str) -> object:
+    """Attribute ``name`` of Python file ``path_text`` (``--model FILE.py:NAME``); the caller checks its type."""
+    module = _import_file(path_text, "model", "--model FILE.py:NAME")
+    try:
+        return getattr(module, name)
+    except AttributeError:
+        raise CliInputError(
+            f"Model file {path_text!r} has no {name!r}: give the name of a toolplan Model in it (or of a function "
+            "that returns one), as --model FILE.py:NAME."
+        ) from None
+
+
 def owners_of(registry: ToolRegistry, kind: type[T]) -> list[T]:
     """The toolsets of class ``kind`` among ``registry``'s tools, each once, in registration order."""
     owners: dict[int, T] = {}
@@ -147,19 +167,19 @@ def _failed_import(what: str, exc: BaseException, where: str) -> str:
     return f"Importing {what} failed{where}: {type(exc).__name__}: {message}. Fix it and try again."
 
 
-def _import_file(path_text: str) -> ModuleType:
+def _import_file(path_text: str, kind: str = "tools", usage: str = "--tools FILE.py[:NAME]") -> ModuleType:
     path = Path(path_text)
     if not path.is_file():
         what = "is a directory" if path.is_dir() else "does not exist"
         raise CliInputError(
-            f"Tools file {path_text!r} {what}. Pass --tools FILE.py[:NAME] with the path of a Python file."
+            f"{kind.capitalize()} file {path_text!r} {what}. Pass {usage} with the path of a Python file."
         )
     if path.suffix != ".py":
-        raise CliInputError(f"Tools file {path_text!r} is not a .py file. Pass --tools FILE.py[:NAME].")
-    module_name = f"_toolplan_cli_tools_{path.stem}"
+        raise CliInputError(f"{kind.capitalize()} file {path_text!r} is not a .py file. Pass {usage}.")
+    module_name = f"_toolplan_cli_{kind}_{path.stem}"
     spec = importlib.util.spec_from_file_location(module_name, path.resolve())
     if spec is None or spec.loader is None:
-        raise CliInputError(f"Cannot load tools file {path_text!r} as a Python module.")
+        raise CliInputError(f"Cannot load {kind} file {path_text!r} as a Python module.")
     module = importlib.util.module_from_spec(spec)
     directory = str(path.resolve().parent)
     sys.path.insert(0, directory)
@@ -170,7 +190,7 @@ def _import_file(path_text: str) -> ModuleType:
         sys.modules.pop(module_name, None)
         if isinstance(exc, KeyboardInterrupt):
             raise
-        raise CliInputError(_failed_import(f"tools file {path_text!r}", exc, _location(exc, path))) from None
+        raise CliInputError(_failed_import(f"{kind} file {path_text!r}", exc, _location(exc, path))) from None
     finally:
         if directory in sys.path:
             sys.path.remove(directory)

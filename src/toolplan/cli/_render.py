@@ -161,6 +161,9 @@ def print_summary(console: Console, result: PlanResult, *, unfinished: bool = Fa
     reused = sum(1 for r in result.steps.values() if r.reused)
     if reused:
         parts += f" ({reused} reused from the store, not run again)"
+    cached = sum(1 for r in result.steps.values() if r.cached and not r.reused)
+    if cached:
+        parts += f" ({cached} answered from the cache, not called)"
     if unfinished:
         say(console, f"Run unfinished: {parts}.", "bold yellow")
         return

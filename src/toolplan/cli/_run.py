@@ -14,6 +14,7 @@ from ..execute._internal import check_run_id, forgetful
 from ..plan import ValidationReport
 from ..tools import ToolRegistry
 from ._approve import APPROVE_HELP, TerminalApprover, approval_rule
+from ._cache import CacheOpt, CacheSpec, CacheToolOpt, CacheTtlOpt, cache_spec
 from ._common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -151,6 +152,9 @@ def run_command(
             help="With --approve: a step unanswered this long ends rejected ('approval timed out').",
         ),
     ] = None,
+    cache: CacheOpt = None,
+    cache_ttl: CacheTtlOpt = None,
+    cache_tool: CacheToolOpt = None,
 ) -> NoReturn:
     """Run a plan with the tools of a Python file, of MCP servers and of OpenAPI documents.
 
@@ -168,7 +172,10 @@ def run_command(
     if rerun_unknown and db is None:
         fail("--rerun-unknown applies when resuming a stored run: pass --db URL and --run-id ID as well.")
     if dry_run:
-        _check_dry_run(ui=ui, run_id=run_id, rerun_unknown=rerun_unknown, backend=backend, trace=trace)
+        _check_dry_run(
+            ui=ui, run_id=run_id, rerun_unknown=rerun_unknown, backend=backend, trace=trace, cache=cache is not None
+        )
+    caching = cache_spec(cache, cache_ttl, cache_tool, db=db)
     if db is not None:  # a dry run only reads the stored runs: it creates no database
         db = store_url(db, what="runs", existing=dry_run)
     if run_id is not None:
@@ -205,6 +212,7 @@ def run_command(
                 report = validate_inputs(data, registry, dialect, max_steps)
             if not report.ok:
                 report_invalid(report, as_json=as_json, console=err)
+            _check_cache(caching, registry)
             warnings = list(report.warnings)
             if db is None and report.compiled is not None and not dry_run:  # this process's learning ends with it
                 forgets = forgetful(report.compiled, registry)
@@ -243,6 +251,7 @@ def run_command(
                 "limits": limits,
                 "max_steps": max_steps,
                 "dialect": dialect.value if dialect is not None else None,
+                "caching": caching,
             }
             if backend_obj is not None:
                 options["backend"] = backend_obj
@@ -286,8 +295,18 @@ def run_command(
                 loop.run(close_toolsets(registry))
 
 
+def _check_cache(caching: CacheSpec | None, registry: ToolRegistry) -> None:
+    """Refuse a --cache-tool time to live for a tool that is not read_only, before anything runs."""
+    if caching is None:
+        return
+    try:
+        caching.make(None).check(registry)
+    except ToolplanError as exc:
+        fail(" ".join(exc.message.split()).replace("the cache's 'tools'", "--cache-tool"))
+
+
 def _check_dry_run(
-    *, ui: bool, run_id: str | None, rerun_unknown: bool, backend: str | None, trace: str | None
+    *, ui: bool, run_id: str | None, rerun_unknown: bool, backend: str | None, trace: str | None, cache: bool
 ) -> None:
     """Refuse the options that make no sense without a run."""
     given = [
@@ -298,6 +317,7 @@ def _check_dry_run(
             ("--rerun-unknown", rerun_unknown),
             ("--backend", backend is not None),
             ("--trace", trace is not None),
+            ("--cache", cache),
         )
         if on
     ]
@@ -350,10 +370,12 @@ async def _go(data: Any, registry: ToolRegistry, db: str | None, **options: Any)
         return await _go_connected(data, registry, db, **options)
 
 
-async def _go_connected(data: Any, registry: ToolRegistry, db: str | None, **options: Any) -> PlanResult:
+async def _go_connected(
+    data: Any, registry: ToolRegistry, db: str | None, caching: CacheSpec | None = None, **options: Any
+) -> PlanResult:
     result: PlanResult
     if db is None:
-        result = await execute_plan(data, registry, **options)
+        result = await execute_plan(data, registry, cache=None if caching is None else caching.make(None), **options)
         return result
     from ..store import new_run_id, open_store
 
@@ -370,7 +392,8 @@ async def _go_connected(data: Any, registry: ToolRegistry, db: str | None, **opt
             "to resume it: finished steps are not run again.",
             "dim",
         )
-        result = await execute_plan(data, registry, store=store, run_id=run_id, **options)
+        cache = None if caching is None else caching.make(store)
+        result = await execute_plan(data, registry, store=store, run_id=run_id, cache=cache, **options)
         return result
     finally:
         await store.close()

@@ -198,6 +198,17 @@ def serve_command(
     max_money: MaxMoneyOpt = None,
     price: PriceOpt = None,
     prices: PricesFileOpt = None,
+    cache_ttl: Annotated[
+        float | None,
+        typer.Option(
+            "--cache-ttl",
+            min=0,
+            metavar="SECONDS",
+            help="Keep the results of read_only tools this long in the store's result cache: a later execution's "
+            "identical call is answered from it (step cached: true, a cache_hit event). A key made with "
+            "`toolplan keys create --cache-ttl` uses its own. Default: no cache.",
+        ),
+    ] = None,
 ) -> None:
     """Serve the planner API (REST under /v1, GraphQL at /graphql, OpenAPI at /docs) until stopped.
 
@@ -219,7 +230,7 @@ def serve_command(
     registry = tools_of(tools)
     keys = _read_keys(api_key_file)
     config = ServiceConfig()  # the service's defaults, for what the command line leaves out
-    changes: dict[str, Any] = {"slots": slots, "max_active_per_key": max_active_per_key}
+    changes: dict[str, Any] = {"slots": slots, "max_active_per_key": max_active_per_key, "cache_ttl": cache_ttl}
     try:
         # per planning request, and the price table
         changes["spend"] = spend_limits(
@@ -298,6 +309,17 @@ def keys_create(
         bool,
         typer.Option("--approve/--no-approve", help="Whether the key may answer executions that wait for approval."),
     ] = True,
+    cache_ttl: Annotated[
+        float | None,
+        typer.Option(
+            "--cache-ttl",
+            min=0,
+            metavar="SECONDS",
+            help="Keep the results of read_only tools this key's executions call this long in the store's result "
+            "cache, and answer its identical calls from it (0: no cache for this key). Default: the service's "
+            "--cache-ttl.",
+        ),
+    ] = None,
 ) -> None:
     """Make an API key for the planner service. The secret is printed once; only its hash is stored.
 
@@ -306,10 +328,14 @@ def keys_create(
     from ..service._internal import ServiceStore
 
     key, secret = with_store(
-        db, lambda store: ServiceStore(store).create_key(name, can_approve=approve), what="API keys", existing=False
+        db,
+        lambda store: ServiceStore(store).create_key(name, can_approve=approve, cache_ttl=cache_ttl),
+        what="API keys",
+        existing=False,
     )
     if as_json:
-        print_json(out, {"key_id": key.key_id, "name": key.name, "secret": secret, "can_approve": key.can_approve})
+        shown = {"key_id": key.key_id, "name": key.name, "secret": secret, "can_approve": key.can_approve}
+        print_json(out, {**shown, "cache_ttl": key.cache_ttl})
         return
     say(out, f"API key {key.key_id} ({key.name}). Its secret, shown only now; send it as X-API-Key:")
     out.print(secret, highlight=False, soft_wrap=True)
@@ -331,13 +357,24 @@ def keys_list(db: KeysDbOpt = None, as_json: JsonOpt = False) -> None:
                     "created_at": k.created_at,
                     "revoked_at": k.revoked_at,
                     "can_approve": k.can_approve,
+                    "cache_ttl": k.cache_ttl,
                 }
                 for k in keys
             ],
         )
         return
-    rows = [(k.key_id, k.name, "yes" if k.can_approve else "no", when(k.created_at), when(k.revoked_at)) for k in keys]
-    print_listing(out, ("key id", "name", "approves", "created (UTC)", "revoked (UTC)"), rows)
+    rows = [
+        (k.key_id, k.name, "yes" if k.can_approve else "no", _ttl(k.cache_ttl), when(k.created_at), when(k.revoked_at))
+        for k in keys
+    ]
+    print_listing(out, ("key id", "name", "approves", "cache", "created (UTC)", "revoked (UTC)"), rows)
+
+
+def _ttl(seconds: float | None) -> str:
+    """A key's cache setting as `keys list` shows it."""
+    if seconds is None:
+        return "service's"
+    return f"{seconds:g}s" if seconds else "off"
 
 
 @keys_app.command("revoke", cls=Command, short_help="Revoke an API key (refused from its next request).")

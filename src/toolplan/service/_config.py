@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .._errors import UserError
+from .._numbers import finite_number
 from ..execute import Backend, RunLimits, WindowLimits
 from ..models import SpendLimits
 
@@ -32,6 +33,10 @@ class ServiceConfig:
         spend: Caps on the model spend of one planning request (``POST /v1/requests``), and the
             price table that turns tokens into money (for these caps and ``key_budget``'s
             ``max_money``). None: no caps, no money reported.
+        cache_ttl: Seconds each execution keeps the results of ``read_only`` tools in the store's
+            result cache (`toolplan.ResultCache`, shared by every process on the store): a later
+            execution's identical call is answered from it. A key made with its own ``cache_ttl``
+            (``toolplan keys create --cache-ttl``) uses that instead; None or 0: no cache.
     """
 
     max_body_bytes: int = 1_048_576
@@ -44,6 +49,7 @@ class ServiceConfig:
     backend: Backend | None = None
     key_budget: WindowLimits | None = None
     spend: SpendLimits | None = None
+    cache_ttl: float | None = None
 
     def __post_init__(self) -> None:
         if self.backend is not None and not isinstance(self.backend, Backend):
@@ -54,6 +60,8 @@ class ServiceConfig:
             raise UserError(f"ServiceConfig.key_budget must be a WindowLimits, not {type(self.key_budget).__name__}.")
         if self.spend is not None and not isinstance(self.spend, SpendLimits):
             raise UserError(f"ServiceConfig.spend must be a SpendLimits, not {type(self.spend).__name__}.")
+        if self.cache_ttl is not None and (not finite_number(self.cache_ttl) or self.cache_ttl < 0):
+            raise UserError(f"ServiceConfig.cache_ttl must be seconds >= 0 (or None), not {self.cache_ttl!r}.")
         for name in ("max_body_bytes", "max_active_per_key", "slots", "max_query_chars"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

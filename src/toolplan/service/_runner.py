@@ -20,6 +20,7 @@ from ..execute import WindowCharge
 from ..store import Store, StoreWindow, resume
 from ..tools import ToolRegistry
 from ._approvals import expire_due, rule_and_answers
+from ._cache import cache_for
 from ._config import ServiceConfig
 from ._store import ServiceStore
 
@@ -141,6 +142,7 @@ class Runner:
                 key = await self.data.api_key_of(run_id)
                 window = WindowCharge(self.window, key or "(no key)")
             rule, answers = await rule_and_answers(self.store, run_id)
+            cache = await cache_for(self.store, run_id, self.config.cache_ttl)
             await resume(
                 run_id,
                 self.tools,
@@ -149,6 +151,7 @@ class Runner:
                 window=window,
                 approval=rule,
                 approvals=answers or None,
+                cache=cache,
             )
             closed = True
         except Exception:

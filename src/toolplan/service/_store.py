@@ -21,6 +21,7 @@ import sqlalchemy as sa
 
 from .._errors import ConcurrencyLimitError, PlanIssue, PlanNotFoundError, RunConflictError, StoreError, UserError
 from .._json import dumps, loads
+from .._numbers import finite_number
 from ..execute import RunLimits
 from ..plan import Plan
 from ..store import Store
@@ -47,6 +48,7 @@ class ApiKey:
     created_at: float
     revoked_at: float | None
     can_approve: bool = True  # it may answer executions that wait for approval
+    cache_ttl: float | None = None  # seconds its executions keep read_only results (None: the service's)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -361,13 +363,19 @@ class ServiceStore:
 
     # -- API keys ----------------------------------------------------------------------------------
 
-    async def create_key(self, name: str, *, can_approve: bool = True) -> tuple[ApiKey, str]:
+    async def create_key(
+        self, name: str, *, can_approve: bool = True, cache_ttl: float | None = None
+    ) -> tuple[ApiKey, str]:
         """A new API key named ``name``: its record and its secret (shown once, stored only hashed).
 
         ``can_approve=False`` makes a key that may run executions but not answer their approvals.
+        ``cache_ttl``: seconds its executions keep results of ``read_only`` tools in the store's result
+        cache (0: none); None: the service's ``ServiceConfig.cache_ttl``.
         """
         if not isinstance(name, str) or not name.strip() or len(name) > 200:
             raise UserError("An API key needs a name of 1 to 200 characters (who or what uses it).")
+        if cache_ttl is not None and (not finite_number(cache_ttl) or cache_ttl < 0):
+            raise UserError(f"cache_ttl must be a finite number of seconds >= 0, got {cache_ttl!r}.")
         key_id = secrets.token_hex(6)
         secret = f"{_KEY_PREFIX}_{key_id}_{secrets.token_urlsafe(32)}"
         now = time.time()
@@ -376,12 +384,20 @@ class ServiceStore:
             with engine.begin() as conn:
                 conn.execute(
                     sa.insert(t.api_keys).values(
-                        id=key_id, name=name, hash=_hash(secret), created_at=now, can_approve=int(can_approve)
+                        id=key_id,
+                        name=name,
+                        hash=_hash(secret),
+                        created_at=now,
+                        can_approve=int(can_approve),
+                        cache_ttl=cache_ttl,
                     )
                 )
 
         await self._call(write)
-        return ApiKey(key_id=key_id, name=name, created_at=now, revoked_at=None, can_approve=can_approve), secret
+        key = ApiKey(
+            key_id=key_id, name=name, created_at=now, revoked_at=None, can_approve=can_approve, cache_ttl=cache_ttl
+        )
+        return key, secret
 
     async def list_keys(self) -> list[ApiKey]:
         """Every key, newest first (revoked ones too)."""
@@ -397,6 +413,7 @@ class ServiceStore:
                         created_at=r["created_at"],
                         revoked_at=r["revoked_at"],
                         can_approve=bool(r["can_approve"]),
+                        cache_ttl=r["cache_ttl"],
                     )
                     for r in rows
                 ]

@@ -5,7 +5,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from ..execute import Approval, ApprovalRule, Backend, EventHandler, PlanResult, WindowCharge, execute_plan
+from ..execute import (
+    Approval,
+    ApprovalRule,
+    Backend,
+    EventHandler,
+    PlanResult,
+    ResultCache,
+    WindowCharge,
+    execute_plan,
+)
 from ..tools import ToolsLike
 from ._store import Store
 
@@ -23,6 +32,7 @@ async def resume(
     window: WindowCharge | None = None,
     approval: ApprovalRule | None = None,
     approvals: Mapping[str, Approval] | None = None,
+    cache: ResultCache | None = None,
 ) -> PlanResult:
     """Go on with stored run ``run_id``, with its own plan and limits.
 
@@ -31,7 +41,9 @@ async def resume(
     (same idempotency key) only if its tool is ``read_only`` or ``idempotent``, or when
     ``rerun_unknown`` is True; otherwise it ends ``unknown_outcome``. Budget counters and attempts
     go on from their stored values. A finished run is returned as stored, without calling anything.
-    ``window`` charges the calls still to make to a budget window (`toolplan.execute.WindowCharge`).
+    ``window`` charges the calls still to make to a budget window (`toolplan.execute.WindowCharge`),
+    and ``cache`` answers calls of ``read_only`` tools from a `toolplan.ResultCache` (neither is stored
+    with the run: a resume gets the caller's).
     A run that waits for approval resumes with its ``approval`` rule and the ``approvals`` (by step
     id); a step left unanswered waits again (the result's status is ``pending_approval``).
 
@@ -45,6 +57,8 @@ async def resume(
     plan, limits = await store.plan_of(run_id)
     if window is not None:  # never stored: the caller's window (the service's, per API key)
         limits = dataclasses.replace(limits, window=window)
+    if cache is not None:
+        limits = dataclasses.replace(limits, cache=cache)
     return await execute_plan(
         plan,
         tools,

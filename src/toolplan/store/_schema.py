@@ -160,6 +160,8 @@ api_keys = sa.Table(  # v3: the service's API keys, hashed
     sa.Column("revoked_at", sa.Float, nullable=True),
     # v12: whether the key may answer executions that wait for approval (1: yes, as every key before).
     sa.Column("can_approve", sa.Integer, nullable=False, server_default="1"),
+    # v13: seconds its executions keep read_only results in the result cache (NULL: the service's setting).
+    sa.Column("cache_ttl", sa.Float, nullable=True),
 )
 
 idempotency = sa.Table(  # v3: one row per (API key, Idempotency-Key) the service has seen
@@ -385,6 +387,11 @@ def _v12(conn: sa.Connection) -> None:
     _add_columns(conn, api_keys, ("can_approve",))
 
 
+def _v13(conn: sa.Connection) -> None:
+    """A result cache per API key: how long its executions keep results of read_only tools."""
+    _add_columns(conn, api_keys, ("cache_ttl",))
+
+
 def _add_columns(conn: sa.Connection, table: sa.Table, names: tuple[str, ...]) -> None:
     have = {c["name"] for c in sa.inspect(conn).get_columns(table.name)}
     for name in names:
@@ -409,6 +416,7 @@ MIGRATIONS: tuple[Callable[[sa.Connection], None], ...] = (
     _v10,
     _v11,
     _v12,
+    _v13,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
