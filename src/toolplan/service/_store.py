@@ -23,9 +23,10 @@ from .._errors import ConcurrencyLimitError, PlanIssue, PlanNotFoundError, RunCo
 from .._json import dumps, loads
 from ..execute import RunLimits
 from ..plan import Plan
-from ..store import Store
+from ..store import RunInfo, Store
 from ..store import _internal as t
-from ..store._internal import decode, encode, insert_queued, not_found, plan_row
+from ..store._internal import decode, encode, insert_queued, load_info, not_found, plan_row
+from ._read import read
 
 __all__ = (
     "ApiKey",
@@ -67,6 +68,12 @@ class Claimed:
     response: Any = None
 
 
+# The key check of every request, built once.
+_ACTIVE_KEY = sa.select(t.api_keys.c.hash).where(
+    t.api_keys.c.id == sa.bindparam("key_id"), t.api_keys.c.revoked_at.is_(None)
+)
+
+
 def _hash(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
@@ -98,7 +105,11 @@ class ServiceStore:
         return await self.store.db.transact(fn)
 
     async def _read(self, fn: Any) -> Any:
-        return await self.store.db.read(fn)
+        return await read(self.store, fn)
+
+    async def run_info(self, execution_id: str) -> RunInfo:
+        """Everything stored about an execution (as `Store.get_run`; RunNotFoundError if there is none)."""
+        return await self._read(lambda engine: load_info(engine, execution_id))  # type: ignore[no-any-return]
 
     # -- plans and executions ----------------------------------------------------------------------
 
@@ -427,11 +438,10 @@ class ServiceStore:
         if len(parts) < 3 or parts[0] != _KEY_PREFIX or len(secret) > 200:
             return None
         key_id = parts[1]
-        k = t.api_keys
 
         def read(engine: sa.Engine) -> str | None:
             with engine.connect() as conn:
-                return conn.execute(sa.select(k.c.hash).where(k.c.id == key_id, k.c.revoked_at.is_(None))).scalar()
+                return conn.execute(_ACTIVE_KEY, {"key_id": key_id}).scalar()
 
         stored = await self._read(read)
         if stored is None:
