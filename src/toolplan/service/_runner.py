@@ -46,6 +46,7 @@ class Runner:
         self._wake = asyncio.Event()
         self._group: asyncio.TaskGroup | None = None
         self._next_local_check = 0.0
+        self._full = False  # the last look for work stopped at the slots' limit: an ending run frees one
         # Each key's calls charged to its budget window (in the store: shared by every worker).
         self.window = StoreWindow(store, config.key_budget) if config.key_budget is not None else None
 
@@ -92,8 +93,10 @@ class Runner:
         while len(self.tasks) < self.config.slots:
             run_id = await self.store.claim_next(skip=list(self.tasks), dead_local=dead_local)
             if run_id is None:
+                self._full = False
                 return
             self.tasks[run_id] = group.create_task(self._execute(run_id), name=f"toolplan:{run_id}")
+        self._full = True
 
     async def _pass_cancels(self) -> None:
         for run_id in await self.data.cancels_for(self.store.owner, list(self.tasks)):
@@ -147,7 +150,8 @@ class Runner:
                 ended = self._ended.pop(run_id, None)
                 if ended is not None:
                     ended.set()
-                self._wake.set()
+                if self._full:  # a run may wait for the slot this one frees (else the next wake or poll finds work)
+                    self._wake.set()
 
     async def wait(self, run_id: str, timeout: float) -> str:
         """Wait up to ``timeout`` seconds for the execution to finish; returns its status then."""
