@@ -26,7 +26,7 @@ from ..plan import Plan
 from ..store import RunInfo, Store
 from ..store import _internal as t
 from ..store._internal import decode, encode, insert_queued, load_info, not_found, plan_row
-from ._read import read
+from ._read import Readers, read
 
 __all__ = (
     "ApiKey",
@@ -116,12 +116,13 @@ class ServiceStore:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        self.readers: Readers | None = None  # the app's read pool on PostgreSQL, while it runs
 
     async def _call(self, fn: Any) -> Any:
         return await self.store.db.transact(fn)
 
     async def _read(self, fn: Any) -> Any:
-        return await read(self.store, fn)
+        return await read(self.store, fn, self.readers)
 
     async def run_info(self, execution_id: str) -> RunInfo:
         """Everything stored about an execution (as `Store.get_run`; RunNotFoundError if there is none)."""
