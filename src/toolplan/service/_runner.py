@@ -150,7 +150,9 @@ class Runner:
                 ended = self._ended.pop(run_id, None)
                 if ended is not None:
                     ended.set()
-                if self._full:  # a run may wait for the slot this one frees (else the next wake or poll finds work)
+                # Look for work again if a run may wait for the slot this one frees, or this one stopped
+                # unfinished (queued again: a resume withdrew its cancel); else the next wake or poll will.
+                if self._full or not closed:
                     self._wake.set()
 
     async def wait(self, run_id: str, timeout: float) -> str:
