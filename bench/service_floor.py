@@ -13,9 +13,9 @@ toolplan:
 The tables have the shape of toolplan's (``toolplan_plans``, ``toolplan_executions``: the same
 columns and index), prefixed ``floor_``. SQLite runs in WAL mode with ``synchronous=NORMAL`` as the
 store does, on one connection called from the event loop (each statement is microseconds);
-PostgreSQL through psycopg's async connections, a pool of ``POOL`` of them. No API key is checked,
-no idempotency record kept and no access line logged: the floor is what the web stack and one
-indexed read cost, not a service.
+PostgreSQL through psycopg's async connections in autocommit mode, a pool of ``POOL`` of them. No
+API key is checked, no idempotency record kept and no access line logged: the floor is what the web
+stack and one indexed read cost, not a service.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import uvicorn
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 
-POOL = 8  # PostgreSQL connections
+POOL = 15  # PostgreSQL connections: as many as the store's pool holds at most (5 + 10 overflow)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS floor_plans (
