@@ -62,6 +62,12 @@ def parser() -> argparse.ArgumentParser:
         help="service: also run on PostgreSQL (a fresh database on $TOOLPLAN_TEST_POSTGRES_URL's server)",
     )
     p.add_argument(
+        "--no-floor",
+        action="store_true",
+        help="service: skip the floor server (bench/service_floor.py: FastAPI + uvicorn, one indexed read per "
+        "status read, no toolplan), run by default after toolplan's server with the same clients",
+    )
+    p.add_argument(
         "--langgraph-max", type=int, default=10_000, help="overhead: largest plan given to LangGraph (default 10000)"
     )
     return p

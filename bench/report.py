@@ -630,6 +630,7 @@ def service_section(d: dict[str, Any]) -> list[str]:
         )
     target = "- Target: no error and nothing lost or doubled, on every database run: "
     out += ["", target + (_ok(all(verdicts)) if verdicts else "not measured (every database was skipped)") + "."]
+    out += _service_floor(d)
     for r in d["runs"]:
         for sample in (
             r.get("error_samples", []) + r.get("wrong_samples", []) + r.get("verified", {}).get("lost_samples", [])
@@ -637,6 +638,58 @@ def service_section(d: dict[str, Any]) -> list[str]:
             out.append(f"- {r['backend']}: {sample}")
         for line in r.get("server", {}).get("log_problems", []):
             out.append(f"- {r['backend']} server log: {line[:200]}")
+    return out
+
+
+def _ms(x: float | None, nd: int = 1) -> str:
+    return "-" if x is None else f"{x:,.{nd}f}"
+
+
+def _x(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}x"
+
+
+def _service_floor(d: dict[str, Any]) -> list[str]:
+    """toolplan against the floor server (same clients, stack and database): the table and the two targets."""
+    runs = [r for r in d["runs"] if r.get("floor")]
+    if not runs:
+        return ["", "- Floor: not run (`--no-floor`, or every database was skipped)."]
+    out = [
+        "",
+        f"The floor: {d['settings'].get('floor')}. Ratio = toolplan's figure / the floor's, from the same run.",
+        "",
+        "| database | status read toolplan | status read floor | p99 ratio | p50 ratio | plans/s toolplan / floor "
+        "| CPU per plan toolplan / floor (ms) | CPU per request toolplan / floor (ms) | floor errors |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    p99_ok: list[bool] = []
+    cpu_ok: list[str] = []
+    for r in runs:
+        f, vs = r["floor"], r["versus_floor"]
+        p99_ok.append(bool(vs["p99_met"]) and f["errors"] == 0 and f["wrong"] == 0)
+        cpu = r.get("server_cpu_ms_per_plan")
+        cpu_ok.append(
+            f"{r['backend']} {_ms(cpu)} ms vs <= {vs['cpu_target_ms_per_plan']:g} ms "
+            f"(half of {vs['cpu_baseline_ms_per_plan']:g}): {_ok(bool(vs['cpu_met']))}"
+        )
+        out.append(
+            f"| {r['backend']} | {_pct(r, 'status_read_ms')} | {_pct(f, 'status_read_ms')} "
+            f"| {_x(vs['status_read_p99_ratio'])} | {_x(vs['status_read_p50_ratio'])} "
+            f"| {r['plans_per_s']:,.1f} / {f['plans_per_s']:,.1f} "
+            f"| {_ms(cpu)} / {_ms(f.get('server_cpu_ms_per_plan'), 2)} "
+            f"| {_ms(r.get('server_cpu_ms_per_request'), 2)} / {_ms(f.get('server_cpu_ms_per_request'), 2)} "
+            f"| {f['errors'] + f['wrong']} |"
+        )
+    target = runs[0]["versus_floor"]["p99_target"]
+    out += [
+        "",
+        f"- Target: p99 status read <= {target:g}x the floor's p99, on every database: {_ok(all(p99_ok))}.",
+        "- Target: server CPU per plan at least halved vs the baseline (SQLite 22-26 ms, PostgreSQL 54 ms; "
+        "the low end is halved): " + "; ".join(cpu_ok) + ".",
+    ]
+    for r in runs:
+        for sample in r["floor"].get("error_samples", []) + r["floor"].get("wrong_samples", []):
+            out.append(f"- {r['backend']} floor: {sample}")
     return out
 
 

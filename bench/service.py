@@ -15,6 +15,14 @@ the end; errors (any exception, by code; the target is 0). Then the server is st
 is read directly: every execution id a client got must be stored, succeeded, with the output the
 client computed, and no execution or posted plan may exist that no client got (nothing lost, nothing
 doubled).
+
+Then the floor (``bench/service_floor.py``, skipped with ``--no-floor``): the same clients, keys and
+seconds against a minimal server on the same web stack (FastAPI under uvicorn) and the same database
+(tables ``floor_*`` of the same shape), doing one indexed read of the execution's row per status
+read and no toolplan at all. Reported: each server's status-read p50/p99 and CPU per plan and per
+request, toolplan's over the floor's (``versus_floor``), and the targets: toolplan's p99 status read
+at most ``FLOOR_P99_TARGET`` times the floor's, and its CPU per plan at most half of
+``CPU_BASELINE_MS`` (the figure when the floor was added).
 """
 
 from __future__ import annotations
@@ -45,6 +53,10 @@ QUICK_CLIENTS = 5
 QUICK_SECONDS = 3.0
 POLL_S = 0.05  # a client's pause between two status reads of an unfinished execution
 TOOLS_FILE = Path(__file__).with_name("service_tools.py")
+FLOOR_FILE = Path(__file__).with_name("service_floor.py")
+FLOOR_P99_TARGET = 2.0  # toolplan's p99 status read under load within 2x of the floor's
+CPU_BASELINE_MS = {"sqlite": 22.0, "postgresql": 54.0}  # server CPU per plan when the floor was added (low end)
+CPU_TARGET_FACTOR = 0.5  # ... to be at least halved
 SAMPLES_KEPT = 2_000  # latencies kept in the JSON per measure (evenly spaced), besides the percentiles
 
 
@@ -112,8 +124,13 @@ class Server:
 
     db_url: str
     log_path: Path
+    floor: bool = False  # the floor (bench/service_floor.py) in place of ``toolplan serve``
     port: int = field(default_factory=_free_port)
     process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def name(self) -> str:
+        return "the floor server" if self.floor else "toolplan serve"
 
     @property
     def url(self) -> str:
@@ -121,6 +138,17 @@ class Server:
 
     @property
     def command(self) -> list[str]:
+        if self.floor:
+            return [
+                sys.executable,
+                str(FLOOR_FILE),
+                "--db",
+                self.db_url,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+            ]
         return [sys.executable, "-m", "toolplan", "serve", "--tools", f"{TOOLS_FILE}:TOOLS", "--db", self.db_url,
                 "--host", "127.0.0.1", "--port", str(self.port)]  # fmt: skip
 
@@ -133,12 +161,12 @@ class Server:
         with httpx.Client(timeout=1) as c:
             while time.monotonic() < deadline:
                 if self.process.poll() is not None:
-                    raise RuntimeError(f"toolplan serve exited: {self.log_path.read_text()[-2000:]}")
+                    raise RuntimeError(f"{self.name} exited: {self.log_path.read_text()[-2000:]}")
                 with contextlib.suppress(httpx.TransportError):
                     if c.get(f"{self.url}/healthz").status_code == 200:
                         return
                 time.sleep(0.1)
-        raise RuntimeError("toolplan serve did not answer within a minute")
+        raise RuntimeError(f"{self.name} did not answer within a minute")
 
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:
@@ -305,7 +333,79 @@ def database(backend: Backend, tmp: Path) -> Iterator[tuple[str | None, str | No
         yield urls["service"], None, facts
 
 
-def run_backend(backend: Backend, *, clients: int, seconds: float) -> dict[str, Any]:
+def _measures(tally: Tally, elapsed: float, cpu_s: float | None) -> dict[str, Any]:
+    """What the clients saw of one server, with its CPU time per plan and per request."""
+    requests = len(tally.status_ms) + len(tally.create_ms) + len(tally.execute_ms)
+    return {
+        "elapsed_s": elapsed,
+        "plans_completed": tally.completed,
+        "plans_per_s": tally.completed / elapsed if elapsed else 0.0,
+        "requests": requests,
+        "requests_per_s": requests / elapsed if elapsed else 0.0,
+        "status_reads_per_plan": len(tally.status_ms) / tally.completed if tally.completed else None,
+        "status_read_ms": _percentiles(tally.status_ms),
+        "create_ms": _percentiles(tally.create_ms),
+        "execute_ms": _percentiles(tally.execute_ms),
+        "create_and_execute_ms": _percentiles(tally.submit_ms),
+        "end_to_end_ms": _percentiles(tally.end_to_end_ms),
+        "errors": sum(tally.errors.values()),
+        "errors_by_code": dict(tally.errors),
+        "error_samples": tally.error_samples,
+        "wrong": len(tally.wrong),
+        "wrong_samples": tally.wrong[:10],
+        "server_cpu_ms_per_plan": cpu_s * 1e3 / tally.completed if tally.completed and cpu_s else None,
+        "server_cpu_ms_per_request": cpu_s * 1e3 / requests if requests and cpu_s else None,
+    }
+
+
+def load(server: Server, keys: list[str], seconds: float) -> tuple[Tally, float, dict[str, Any]]:
+    """Start ``server``, run the clients against it for ``seconds``, stop it: what they saw, and its facts."""
+    server.start()
+    try:
+        assert server.process is not None
+        pid = server.process.pid
+        cpu_before, load_before = _cpu_seconds(pid), os.getloadavg()
+        client_cpu = time.process_time()
+        tally, elapsed = asyncio.run(run_clients(server.url, keys, seconds))
+        client_cpu = time.process_time() - client_cpu
+        cpu_after, load_after = _cpu_seconds(pid), os.getloadavg()
+        rss = _peak_rss_mb(pid)
+    finally:
+        server.stop()
+    facts = {
+        "cpu_s": None if cpu_before is None or cpu_after is None else round(cpu_after - cpu_before, 2),
+        "peak_rss_mb": rss,
+        "log_problems": server.log_problems(),
+        "client_cpu_s": round(client_cpu, 2),
+        "load_average": {"before": list(load_before), "after": list(load_after)},
+    }
+    return tally, elapsed, facts
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def versus_floor(backend: Backend, row: dict[str, Any], floor: dict[str, Any]) -> dict[str, Any]:
+    """toolplan over the floor: status read p50 and p99, CPU per plan and per request; the two targets."""
+    mine, theirs = row["status_read_ms"], floor["status_read_ms"]
+    p99 = _ratio(mine.get("p99"), theirs.get("p99"))
+    cpu = row.get("server_cpu_ms_per_plan")
+    cpu_target = CPU_BASELINE_MS[backend] * CPU_TARGET_FACTOR
+    return {
+        "status_read_p50_ratio": _ratio(mine.get("p50"), theirs.get("p50")),
+        "status_read_p99_ratio": p99,
+        "cpu_per_plan_ratio": _ratio(cpu, floor.get("server_cpu_ms_per_plan")),
+        "cpu_per_request_ratio": _ratio(row.get("server_cpu_ms_per_request"), floor.get("server_cpu_ms_per_request")),
+        "p99_target": FLOOR_P99_TARGET,
+        "p99_met": p99 is not None and p99 <= FLOOR_P99_TARGET,
+        "cpu_baseline_ms_per_plan": CPU_BASELINE_MS[backend],
+        "cpu_target_ms_per_plan": cpu_target,
+        "cpu_met": cpu is not None and cpu <= cpu_target,
+    }
+
+
+def run_backend(backend: Backend, *, clients: int, seconds: float, floor: bool = True) -> dict[str, Any]:
     row: dict[str, Any] = {"backend": backend, "clients": clients, "seconds": seconds}
     with tempfile.TemporaryDirectory(prefix="bench-service-") as tmp_dir:
         tmp = Path(tmp_dir)
@@ -316,59 +416,41 @@ def run_backend(backend: Backend, *, clients: int, seconds: float) -> dict[str, 
                 common.log(f"service {backend}: skipped ({why})")
                 return row
             keys = asyncio.run(make_keys(db_url, clients))
-            server = Server(db_url, tmp / "server.log")
-            server.start()
-            try:
-                assert server.process is not None
-                pid = server.process.pid
-                cpu_before, load_before = _cpu_seconds(pid), os.getloadavg()
-                client_cpu = time.process_time()
-                tally, elapsed = asyncio.run(run_clients(server.url, keys, seconds))
-                client_cpu = time.process_time() - client_cpu
-                cpu_after, load_after = _cpu_seconds(pid), os.getloadavg()
-                rss = _peak_rss_mb(pid)
-            finally:
-                server.stop()
+            tally, elapsed, server = load(Server(db_url, tmp / "server.log"), keys, seconds)
             row["verified"] = asyncio.run(verify(db_url, tally))
             row["server"] = {
                 "command": "toolplan serve --tools bench/service_tools.py:TOOLS --db URL --host 127.0.0.1 --port P",
-                "cpu_s": None if cpu_before is None or cpu_after is None else round(cpu_after - cpu_before, 2),
-                "peak_rss_mb": rss,
-                "log_problems": server.log_problems(),
+                **{k: server[k] for k in ("cpu_s", "peak_rss_mb", "log_problems")},
             }
-    requests = len(tally.status_ms) + len(tally.create_ms) + len(tally.execute_ms)
-    row.update(
-        {
-            "elapsed_s": elapsed,
-            "plans_completed": tally.completed,
-            "plans_per_s": tally.completed / elapsed if elapsed else 0.0,
-            "requests": requests,
-            "requests_per_s": requests / elapsed if elapsed else 0.0,
-            "status_reads_per_plan": len(tally.status_ms) / tally.completed if tally.completed else None,
-            "status_read_ms": _percentiles(tally.status_ms),
-            "create_ms": _percentiles(tally.create_ms),
-            "execute_ms": _percentiles(tally.execute_ms),
-            "create_and_execute_ms": _percentiles(tally.submit_ms),
-            "end_to_end_ms": _percentiles(tally.end_to_end_ms),
-            "errors": sum(tally.errors.values()),
-            "errors_by_code": dict(tally.errors),
-            "error_samples": tally.error_samples,
-            "wrong": len(tally.wrong),
-            "wrong_samples": tally.wrong[:10],
-            "server_cpu_ms_per_plan": (
-                row["server"]["cpu_s"] * 1e3 / tally.completed if tally.completed and row["server"]["cpu_s"] else None
-            ),
-            "client_cpu_s": round(client_cpu, 2),
-            "load_average": {"before": list(load_before), "after": list(load_after)},
-        }
-    )
+            row.update(_measures(tally, elapsed, server["cpu_s"]))
+            row["client_cpu_s"] = server["client_cpu_s"]
+            row["load_average"] = server["load_average"]
+            if floor:  # the same clients and keys against the floor, on the same database (tables floor_*)
+                f_tally, f_elapsed, f_server = load(Server(db_url, tmp / "floor.log", floor=True), keys, seconds)
+                row["floor"] = {
+                    "command": "python bench/service_floor.py --db URL --host 127.0.0.1 --port P",
+                    "server": {k: f_server[k] for k in ("cpu_s", "peak_rss_mb", "log_problems")},
+                    **_measures(f_tally, f_elapsed, f_server["cpu_s"]),
+                    "client_cpu_s": f_server["client_cpu_s"],
+                    "load_average": f_server["load_average"],
+                }
+                row["versus_floor"] = versus_floor(backend, row, row["floor"])
     v = row["verified"]
     common.log(
         f"service {backend}: {clients} clients, {elapsed:.1f}s: {tally.completed} plans "
         f"({row['plans_per_s']:.1f}/s), status read p50 {row['status_read_ms'].get('p50', 0):.1f} ms "
         f"p99 {row['status_read_ms'].get('p99', 0):.1f} ms, errors {row['errors']}, wrong {row['wrong']}, "
-        f"lost {v['lost']}, extra {v['extra_executions']}+{v['extra_plans']}"
+        f"lost {v['lost']}, extra {v['extra_executions']}+{v['extra_plans']}, "
+        f"CPU/plan {row['server_cpu_ms_per_plan'] or 0:.1f} ms"
     )
+    if floor:
+        f, vs = row["floor"], row["versus_floor"]
+        common.log(
+            f"service {backend} floor: {f['plans_completed']} plans ({f['plans_per_s']:.1f}/s), status read p50 "
+            f"{f['status_read_ms'].get('p50', 0):.1f} ms p99 {f['status_read_ms'].get('p99', 0):.1f} ms, errors "
+            f"{f['errors']}, wrong {f['wrong']}, CPU/plan {f['server_cpu_ms_per_plan'] or 0:.2f} ms; toolplan/floor: "
+            f"p99 {vs['status_read_p99_ratio'] or 0:.2f}x, CPU/plan {vs['cpu_per_plan_ratio'] or 0:.2f}x"
+        )
     return row
 
 
@@ -392,5 +474,13 @@ def main(args: Any, argv: list[str]) -> Path:
         idempotency="every POST carries the client's default Idempotency-Key (a fresh uuid)",
         unit="latencies in ms (nearest-rank percentiles); plans/s from the first request to the last client's end",
     )
-    data["runs"] = [run_backend(b, clients=clients, seconds=seconds) for b in backends]
+    floor = not getattr(args, "no_floor", False)
+    data["settings"]["floor"] = (
+        "bench/service_floor.py: FastAPI under uvicorn, one INSERT per create, one read and one INSERT per "
+        "execute (the chain added up in a task, one UPDATE), one indexed read per status read; no toolplan, "
+        "no key check, no access log; the same clients and keys, after toolplan, on the same database"
+        if floor
+        else None
+    )
+    data["runs"] = [run_backend(b, clients=clients, seconds=seconds, floor=floor) for b in backends]
     return common.write("service", data, Path(args.out))

@@ -34,6 +34,12 @@ def test_service_load_has_no_error_and_loses_nothing(tmp_path: Path) -> None:
     assert verified["executions_stored"] == verified["executions_got"] >= run["plans_completed"]
     assert verified["plans_stored"] == verified["plans_got"] and verified["extra_executions"] == 0
     assert run["server"]["log_problems"] == []
+    floor = run["floor"]  # the floor server, under the same clients, on the same database
+    assert floor["errors"] == 0 and floor["wrong"] == 0, floor["error_samples"] + floor["wrong_samples"]
+    assert floor["plans_completed"] > 0 and floor["server"]["log_problems"] == []
+    versus = run["versus_floor"]
+    assert versus["status_read_p99_ratio"] > 0 and versus["cpu_per_plan_ratio"] > 0
     report = (tmp_path / "RESULTS.md").read_text()
     assert "## 7. Planner service under load" in report
     assert "- Target: no error and nothing lost or doubled, on every database run: **met**." in report
+    assert "- Target: p99 status read <= 2x the floor's p99, on every database:" in report

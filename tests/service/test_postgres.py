@@ -81,6 +81,25 @@ def test_the_rest_basics_on_postgresql(
     assert ledger(tmp_path / "ledger.txt") == ["5"]
 
 
+def test_a_revoked_key_is_refused_from_its_next_request_on_postgresql(
+    postgres_url: str, thread_server: Callable[..., ThreadServer], gates: Path
+) -> None:
+    server = thread_server(postgres_url)
+    with server.client() as c:
+        for _ in range(10):  # the key's row read again and again through the service's read pool
+            assert c.get("/v1/plans").status_code == 200
+
+        async def revoke() -> None:
+            async with open_store(postgres_url) as store:
+                data = ServiceStore(store)
+                (key,) = await data.list_keys()
+                await data.revoke_key(key.key_id)
+
+        asyncio.run(revoke())
+        refused = c.get("/v1/plans")
+        assert refused.status_code == 401 and refused.json()["code"] == "unauthorized"
+
+
 @pytest.mark.slow
 def test_two_servers_on_one_database_share_the_work(
     postgres_url: str, spawn: Spawn, gates: Path, tmp_path: Path

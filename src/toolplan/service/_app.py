@@ -14,6 +14,7 @@ from ._docs import docs_router
 from ._errors import install_error_handlers
 from ._graphql import graphql_router
 from ._limits import BodyLimit
+from ._read import Readers
 from ._rest import router
 from ._ui import home_router, ui_router
 
@@ -31,12 +32,20 @@ def create_app(service: Service) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        async with asyncio.TaskGroup() as group:
-            runner = group.create_task(service.runner.run(), name="toolplan:runner")
-            try:
-                yield
-            finally:
-                runner.cancel()  # executions still running are queued again for the next process
+        db = service.store.db
+        readers = Readers(db.engine) if db.engine.dialect.name != "sqlite" else None
+        service.data.readers = readers
+        try:
+            async with asyncio.TaskGroup() as group:
+                runner = group.create_task(service.runner.run(), name="toolplan:runner")
+                try:
+                    yield
+                finally:
+                    runner.cancel()  # executions still running are queued again for the next process
+        finally:
+            service.data.readers = None
+            if readers is not None:
+                readers.close()
 
     app = FastAPI(
         title="toolplan planner service",

@@ -28,6 +28,7 @@ from ..store import Store
 from ..store import _internal as t
 from ..tools import ToolRegistry
 from ._errors import ApiError
+from ._read import read as read_here
 from ._store import ServiceStore, _append_event, _move, _unfinished
 
 __all__ = (
@@ -205,7 +206,7 @@ async def rule_and_answers(store: Store, run_id: str) -> tuple[ApprovalRule | No
             ).all()
         return [(str(r[0]), str(r[1])) for r in rows]
 
-    rows = await store.db.read(read)
+    rows = await read_here(store, read)
     rule: ApprovalRule | None = None
     answers: dict[str, Approval] = {}
     for kind, payload in rows:

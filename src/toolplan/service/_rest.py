@@ -182,7 +182,7 @@ async def execute_plan_by_id(
 @router.get("/executions/{execution_id}", tags=["executions"])
 async def get_execution(execution_id: str, svc: Svc) -> dict[str, Any]:
     """An execution: status, the table of its steps, and its outputs once it has finished."""
-    return execution_view(await svc.store.get_run(execution_id))
+    return execution_view(await svc.data.run_info(execution_id))
 
 
 @router.get("/executions/{execution_id}/graph", tags=["executions"])

@@ -51,6 +51,7 @@ class Runner:
         self._next_local_check = 0.0
         self._next_expiry_check = 0.0  # (time.time) when to look for approvals past their deadline
         self._next_deadline: float | None = None  # the earliest deadline seen ahead
+        self._full = False  # the last look for work stopped at the slots' limit: an ending run frees one
         # Each key's calls charged to its budget window (in the store: shared by every worker).
         self.window = StoreWindow(store, config.key_budget) if config.key_budget is not None else None
 
@@ -112,8 +113,10 @@ class Runner:
         while len(self.tasks) < self.config.slots:
             run_id = await self.store.claim_next(skip=list(self.tasks), dead_local=dead_local)
             if run_id is None:
+                self._full = False
                 return
             self.tasks[run_id] = group.create_task(self._execute(run_id), name=f"toolplan:{run_id}")
+        self._full = True
 
     async def _pass_cancels(self) -> None:
         for run_id in await self.data.cancels_for(self.store.owner, list(self.tasks)):
@@ -169,7 +172,10 @@ class Runner:
                 ended = self._ended.pop(run_id, None)
                 if ended is not None:
                     ended.set()
-                self._wake.set()
+                # Look for work again if a run may wait for the slot this one frees, or this one stopped
+                # unfinished (queued again: a resume withdrew its cancel); else the next wake or poll will.
+                if self._full or not closed:
+                    self._wake.set()
 
     async def wait(self, run_id: str, timeout: float) -> str:
         """Wait up to ``timeout`` seconds for the execution to finish; returns its status then."""

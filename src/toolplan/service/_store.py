@@ -24,9 +24,10 @@ from .._json import dumps, loads
 from .._numbers import finite_number
 from ..execute import RunLimits
 from ..plan import Plan
-from ..store import Store
+from ..store import RunInfo, Store
 from ..store import _internal as t
-from ..store._internal import decode, encode, insert_queued, not_found, plan_row
+from ..store._internal import decode, encode, insert_queued, load_info, not_found, plan_row
+from ._read import Readers, read
 
 __all__ = (
     "ApiKey",
@@ -69,6 +70,28 @@ class Claimed:
     response: Any = None
 
 
+# The statements of every request (key check, idempotency, queueing), built once: on SQLite building a
+# statement and its cache key costs more than running it.
+_ACTIVE_KEY = sa.select(t.api_keys.c.hash).where(
+    t.api_keys.c.id == sa.bindparam("key_id"), t.api_keys.c.revoked_at.is_(None)
+)
+_IDEM_KEY = (t.idempotency.c.api_key == sa.bindparam("k_api_key")) & (t.idempotency.c.key == sa.bindparam("k_key"))
+_IDEM_READ = sa.select(t.idempotency).where(_IDEM_KEY)
+_IDEM_FINISH = sa.update(t.idempotency).where(_IDEM_KEY)
+_IDEM_INSERT = sa.insert(t.idempotency)
+_PLAN_INSERT = sa.insert(t.plans)
+_RUN_EXISTS = sa.select(t.executions.c.id).where(t.executions.c.id == sa.bindparam("run_id"))
+_ACTIVE_OF_KEY = sa.select(sa.func.count()).where(
+    t.executions.c.api_key == sa.bindparam("api_key"), t.executions.c.status.in_(_ACTIVE)
+)
+_PLAN = sa.select(t.plans).where(t.plans.c.id == sa.bindparam("plan_id"))
+_CANCELS = sa.select(t.executions.c.id).where(
+    t.executions.c.id.in_(sa.bindparam("run_ids", expanding=True)),
+    t.executions.c.owner == sa.bindparam("owner"),
+    t.executions.c.cancel_requested == 1,
+)
+
+
 def _hash(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
@@ -95,12 +118,17 @@ class ServiceStore:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        self.readers: Readers | None = None  # the app's read pool on PostgreSQL, while it runs
 
     async def _call(self, fn: Any) -> Any:
         return await self.store.db.transact(fn)
 
     async def _read(self, fn: Any) -> Any:
-        return await self.store.db.read(fn)
+        return await read(self.store, fn, self.readers)
+
+    async def run_info(self, execution_id: str) -> RunInfo:
+        """Everything stored about an execution (as `Store.get_run`; RunNotFoundError if there is none)."""
+        return await self._read(lambda engine: load_info(engine, execution_id))  # type: ignore[no-any-return]
 
     # -- plans and executions ----------------------------------------------------------------------
 
@@ -113,7 +141,7 @@ class ServiceStore:
         def write(engine: sa.Engine) -> None:
             row = plan_row(body, now, plan.dialect) | {"id": plan_ref, "valid": 1, "text": None, "issues": issues}
             with engine.begin() as conn:
-                conn.execute(sa.insert(t.plans).values(**row))
+                conn.execute(_PLAN_INSERT, row)
 
         await self._call(write)
 
@@ -138,16 +166,13 @@ class ServiceStore:
         """
         body = encode(plan)
         now = time.time()
-        e = t.executions
 
         def write(engine: sa.Engine) -> None:
             with engine.begin() as conn:
-                if conn.execute(sa.select(e.c.id).where(e.c.id == run_id)).first() is not None:
+                if conn.execute(_RUN_EXISTS, {"run_id": run_id}).first() is not None:
                     raise RunConflictError(f"Execution {run_id!r} exists already.", run_id=run_id)
                 if api_key is not None and max_active is not None:
-                    active = conn.execute(
-                        sa.select(sa.func.count()).where(e.c.api_key == api_key, e.c.status.in_(_ACTIVE))
-                    ).scalar_one()
+                    active = conn.execute(_ACTIVE_OF_KEY, {"api_key": api_key}).scalar_one()
                     if active >= max_active:
                         raise ConcurrencyLimitError(
                             f"This API key has {active} executions queued or running, its limit: wait for one "
@@ -168,11 +193,10 @@ class ServiceStore:
         Raises:
             PlanNotFoundError: no plan has that id.
         """
-        p = t.plans
 
         def read(engine: sa.Engine) -> dict[str, Any]:
             with engine.connect() as conn:
-                row = conn.execute(sa.select(p).where(p.c.id == plan_ref)).mappings().first()
+                row = conn.execute(_PLAN, {"plan_id": plan_ref}).mappings().first()
             if row is None:
                 raise PlanNotFoundError(f"No plan {plan_ref!r} is stored here.", plan_id=plan_ref)
             plan = decode(row["body"]).to_dict() if row["body"] != "null" else None
@@ -220,14 +244,10 @@ class ServiceStore:
         """Which of ``run_ids`` (held by ``owner``) have a cancel asked."""
         if not run_ids:
             return []
-        e = t.executions
 
         def read(engine: sa.Engine) -> list[str]:
             with engine.connect() as conn:
-                rows = conn.execute(
-                    sa.select(e.c.id).where(e.c.id.in_(list(run_ids)), e.c.owner == owner, e.c.cancel_requested == 1)
-                )
-                return [r[0] for r in rows]
+                return [r[0] for r in conn.execute(_CANCELS, {"run_ids": list(run_ids), "owner": owner})]
 
         return await self._read(read)  # type: ignore[no-any-return]
 
@@ -444,11 +464,10 @@ class ServiceStore:
         if len(parts) < 3 or parts[0] != _KEY_PREFIX or len(secret) > 200:
             return None
         key_id = parts[1]
-        k = t.api_keys
 
         def read(engine: sa.Engine) -> str | None:
             with engine.connect() as conn:
-                return conn.execute(sa.select(k.c.hash).where(k.c.id == key_id, k.c.revoked_at.is_(None))).scalar()
+                return conn.execute(_ACTIVE_KEY, {"key_id": key_id}).scalar()
 
         stored = await self._read(read)
         if stored is None:
@@ -467,27 +486,15 @@ class ServiceStore:
         and the key is ``new`` again with the id that attempt reserved, so a retry finishes that
         attempt's work instead of repeating it.
         """
-        idem = t.idempotency
 
         def write(engine: sa.Engine) -> Claimed:
             now = time.time()
             try:
                 with engine.begin() as conn:
-                    row = (
-                        conn.execute(sa.select(idem).where(idem.c.api_key == api_key, idem.c.key == key))
-                        .mappings()
-                        .first()
-                    )
+                    row = conn.execute(_IDEM_READ, {"k_api_key": api_key, "k_key": key}).mappings().first()
                     if row is None:
-                        conn.execute(
-                            sa.insert(idem).values(
-                                api_key=api_key,
-                                key=key,
-                                fingerprint=fingerprint,
-                                reserved_id=reserved_id,
-                                created_at=now,
-                            )
-                        )
+                        new = {"fingerprint": fingerprint, "reserved_id": reserved_id, "created_at": now}
+                        conn.execute(_IDEM_INSERT, {"api_key": api_key, "key": key, **new})
                         return Claimed(state="new", reserved_id=reserved_id)
             except sa.exc.IntegrityError:  # a concurrent first use of the key
                 return Claimed(state="busy", reserved_id=reserved_id)
@@ -521,16 +528,12 @@ class ServiceStore:
 
     async def finish_idempotency(self, api_key: str, key: str, status_code: int, response: Any) -> None:
         """Keep the response of a request made with ``key``, to replay it."""
-        idem = t.idempotency
         text = dumps(response)
+        params = {"k_api_key": api_key, "k_key": key, "status_code": status_code, "response": text}
 
         def write(engine: sa.Engine) -> None:
             with engine.begin() as conn:
-                conn.execute(
-                    sa.update(idem)
-                    .where(idem.c.api_key == api_key, idem.c.key == key)
-                    .values(status_code=status_code, response=text)
-                )
+                conn.execute(_IDEM_FINISH, params)
 
         await self._call(write)
 

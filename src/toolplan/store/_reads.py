@@ -6,6 +6,9 @@ Each function runs on a worker thread (`Database.read`) with a connection of its
 from __future__ import annotations
 
 import dataclasses
+import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,16 +34,47 @@ __all__ = (
 )
 
 
+# The statements of a status read, built once: building a statement and its cache key costs more
+# than running it on SQLite.
+_RUN = sa.select(t.executions).where(t.executions.c.id == sa.bindparam("run_id"))
+_STEPS = sa.select(t.steps).where(t.steps.c.execution_id == sa.bindparam("run_id"))
+_BLOB = sa.select(t.blobs.c.data).where(t.blobs.c.id == sa.bindparam("blob_id"))
+_PLAN_BODY = sa.select(t.plans.c.body).where(t.plans.c.id == sa.bindparam("plan_id"))
+
+PLANS_KEPT = 512  # decoded plans kept per store, by id
+_plans: weakref.WeakKeyDictionary[sa.Engine, OrderedDict[str, Plan]] = weakref.WeakKeyDictionary()
+_plans_lock = threading.Lock()
+
+
+def _cached_plan(conn: sa.Connection, plan_id: str) -> Plan | None:
+    """The plan stored under ``plan_id``, decoded once per store: a plan's row never changes (its id is its hash)."""
+    engine = conn.engine
+    with _plans_lock:
+        kept = _plans.get(engine)
+        if kept is not None and plan_id in kept:
+            kept.move_to_end(plan_id)
+            return kept[plan_id]
+    body = conn.execute(_PLAN_BODY, {"plan_id": plan_id}).scalar()
+    if body is None:
+        return None
+    decoded: Plan = decode(body)
+    with _plans_lock:
+        kept = _plans.setdefault(engine, OrderedDict())
+        kept[plan_id] = decoded
+        if len(kept) > PLANS_KEPT:
+            kept.popitem(last=False)
+    return decoded
+
+
 def _load_output(conn: sa.Connection, row: Mapping[Any, Any]) -> Any:
     text = row["output"]
     if row["output_blob"]:
-        text = conn.execute(sa.select(t.blobs.c.data).where(t.blobs.c.id == row["output_blob"])).scalar()
+        text = conn.execute(_BLOB, {"blob_id": row["output_blob"]}).scalar()
     return loads(text, max_chars=1 << 62) if text else None
 
 
 def _step_rows(conn: sa.Connection, run_id: str) -> list[Mapping[Any, Any]]:
-    s = t.steps
-    return list(conn.execute(sa.select(s).where(s.c.execution_id == run_id)).mappings())
+    return list(conn.execute(_STEPS, {"run_id": run_id}).mappings())
 
 
 def stored_run(conn: sa.Connection, run_id: str, row: Mapping[Any, Any]) -> StoredRun:
@@ -106,9 +140,9 @@ def _last_request(row: Mapping[Any, Any], steps: Mapping[str, StoredStep]) -> Ap
 
 def _plan_of(conn: sa.Connection, row: Mapping[Any, Any], steps: Mapping[str, StoredStep]) -> Plan:
     """The run's plan; for a streamed plan that never arrived whole, its steps that started."""
-    body = conn.execute(sa.select(t.plans.c.body).where(t.plans.c.id == row["plan_id"])).scalar()
-    if body is not None:
-        return decode(body)  # type: ignore[no-any-return]
+    plan = _cached_plan(conn, row["plan_id"])
+    if plan is not None:
+        return plan
     return Plan(steps=tuple(Step(id=sid, tool=s.call_tool) for sid, s in steps.items()))
 
 
@@ -131,9 +165,8 @@ def _summary(row: Mapping[Any, Any], steps: int, succeeded: int, calls: int) -> 
 
 
 def load_info(engine: sa.Engine, run_id: str) -> RunInfo:
-    e = t.executions
     with engine.connect() as conn:
-        row = conn.execute(sa.select(e).where(e.c.id == run_id)).mappings().first()
+        row = conn.execute(_RUN, {"run_id": run_id}).mappings().first()
         if row is None:
             raise not_found(run_id)
         stored = stored_run(conn, run_id, row)
