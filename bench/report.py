@@ -654,6 +654,63 @@ def service_section(d: dict[str, Any]) -> list[str]:
     return out
 
 
+def replicas_section(d: dict[str, Any]) -> list[str]:
+    """Replicas: plans/s with 1 and 2 processes on one PostgreSQL database, exactly once, the model."""
+    out = _head("6b. Replicas (toolplan serve processes on one PostgreSQL database)", d)
+    if d.get("skipped"):
+        return [*out, f"Skipped: {d['skipped']}."]
+    st = d["settings"]
+    out += [
+        f"{st['clients']} clients for {st['seconds']:g} s per configuration ({st['load']}); {st['routing']}.",
+        "",
+        "| processes | plans/s | server CPU ms/plan | share of calls | commits/plan | read-only transactions/plan "
+        "| connections (peak) | errors | each call once |",
+        "|---:|---:|---:|---|---:|---:|---:|---:|---|",
+    ]
+    for r in d["runs"]:
+        pg, calls = r["postgresql"], r["calls"]
+        share = " / ".join(str(n) for n in calls["calls_per_process"].values())
+        out.append(
+            f"| {r['processes']} | {r['plans_per_s']:.1f} | {r['servers']['cpu_ms_per_plan']:.1f} | {share} "
+            f"| {pg['commits_per_plan']:.1f} | {pg.get('rollbacks_per_plan', 0):.1f} | {pg['connections_peak']} "
+            f"| {r['errors']} | {_ok(calls['ok'] and r['verified']['ok'])} |"
+        )
+    out.append("")
+    out += replicas_verdict(d)
+    m = d.get("model")
+    if m:
+        out += [
+            "",
+            f"Model ({m['from']}; {m['assumes']}):",
+            "",
+            "| replicas | plans/s | connections | active (mean) | commits/s | transactions/s | backend cores |",
+            "|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r in m["replicas"]:
+            out.append(
+                f"| {r['replicas']} | {r['plans_per_s']:,} | {r['connections']:,} | {r['active_connections_mean']} "
+                f"| {r['commits_per_s']:,} | {r.get('transactions_per_s', 0):,} | {r['backend_cores']} |"
+            )
+    return out
+
+
+def replicas_verdict(d: dict[str, Any]) -> list[str]:
+    speedup, goal = d.get("speedup"), d.get("goal_speedup", 1.6)
+    lines = [
+        f"- Target: 2 processes >= {goal}x the plans/s of 1: "
+        + ("not measured" if speedup is None else f"{_ok(speedup >= goal)} ({speedup:.2f}x)")
+        + f"; server CPU per plan with 2 against 1: {d.get('server_cpu_per_plan_ratio', '-')}x"
+        + (
+            f"; the CPU-bound projection on {p['cores']} idle cores: {p['speedup']:.2f}x"
+            if (p := d.get("cpu_bound_projection")) and "speedup" in p
+            else ""
+        )
+        + ".",
+        f"- Target: no execution run twice (every tool call made exactly once): {_ok(bool(d.get('exactly_once')))}.",
+    ]
+    return lines
+
+
 def bandit_section(d: dict[str, Any]) -> list[str]:
     names = {"thompson": "Thompson", "ucb1": "UCB1", "epsilon_greedy": "epsilon-greedy (0.1)", "uniform": "uniform"}
     lines = [
@@ -777,6 +834,7 @@ def write_report(out_dir: Path) -> Path:
         ("mcp", mcp_section),
         ("mcp_tasks", mcp_tasks_section),
         ("service", service_section),
+        ("replicas", replicas_section),
         ("bandit", bandit_section),
         ("ray", ray_section),
         ("knowledge", knowledge_section),
