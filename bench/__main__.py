@@ -57,7 +57,7 @@ def parser() -> argparse.ArgumentParser:
         "--seconds",
         type=float,
         default=None,
-        help="service, replicas: how long the clients run (default 30; --quick 3; 4)",
+        help="service, replicas: how long the clients run (default 30; --quick 3)",
     )
     p.add_argument(
         "--clients", type=int, default=None, help="service, replicas: concurrent clients (default 50; --quick 5; 6)"

@@ -36,8 +36,8 @@ PROCESSES = (1, 2)
 CLIENTS = 50
 SECONDS = 30.0
 QUICK_CLIENTS = 6
-QUICK_SECONDS = 4.0
-IDLE_S = 3.0  # how long the idle processes' commits are counted before the load
+QUICK_SECONDS = 3.0
+IDLE_S = 3.0  # how long the idle processes' commits are counted before the load (1 s with --quick)
 SAMPLE_S = 0.25  # between two looks at the database's connections during the load
 REPLICAS_MODELLED = (8, 32)
 TOOLS_FILE = Path(__file__).with_name("replicas_tools.py")
@@ -171,7 +171,7 @@ async def drive(urls: list[str], keys: list[str], seconds: float) -> tuple[Tally
 
 
 def run_processes(
-    processes: int, *, admin_url: str, db_url: str, clients: int, seconds: float, tmp: Path
+    processes: int, *, admin_url: str, db_url: str, clients: int, seconds: float, tmp: Path, idle_s: float = IDLE_S
 ) -> dict[str, Any]:
     from urllib.parse import urlsplit
 
@@ -190,10 +190,10 @@ def run_processes(
         # Idle: what the processes cost the database with nothing to do (their runners' polling).
         idle0 = asyncio.run(settled_counters(watch))
         t_idle = time.perf_counter()
-        time.sleep(IDLE_S)
+        time.sleep(idle_s)
         idle1 = watch.counters()
-        idle_s = time.perf_counter() - t_idle
-        idle_commits_per_s = (idle1["commits"] - idle0["commits"]) / idle_s
+        idled = time.perf_counter() - t_idle
+        idle_commits_per_s = (idle1["commits"] - idle0["commits"]) / idled
         idle_connections = watch.connections()
         # The load.
         backends0 = _backend_cpu({pid for pid, _ in idle_connections})
@@ -395,7 +395,7 @@ def main(args: Any, argv: list[str]) -> Path:
                     tmp = Path(tmp_dir) / f"rep{rep}"
                     tmp.mkdir(exist_ok=True)
                     run = run_processes(n, admin_url=url, db_url=urls[f"replicas_{n}"], clients=clients,
-                                        seconds=seconds, tmp=tmp)  # fmt: skip
+                                        seconds=seconds, tmp=tmp, idle_s=1.0 if quick else IDLE_S)  # fmt: skip
                     run["repetition"] = rep
                     runs.append(run)
     data["runs"] = runs
