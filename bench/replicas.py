@@ -1,4 +1,4 @@
-"""Benchmark 6b: replicas, several ``toolplan serve`` processes on one PostgreSQL database sharing the work.
+"""Benchmark 7b: replicas, several ``toolplan serve`` processes on one PostgreSQL database sharing the work.
 
 For 1 and then 2 processes (``PROCESSES``) on a fresh PostgreSQL database each (on the server of
 ``$TOOLPLAN_TEST_POSTGRES_URL``), the same client load as `bench.service` (its client loop, keys and

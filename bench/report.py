@@ -656,7 +656,7 @@ def service_section(d: dict[str, Any]) -> list[str]:
 
 def replicas_section(d: dict[str, Any]) -> list[str]:
     """Replicas: plans/s with 1 and 2 processes on one PostgreSQL database, exactly once, the model."""
-    out = _head("6b. Replicas (toolplan serve processes on one PostgreSQL database)", d)
+    out = _head("7b. Replicas (toolplan serve processes on one PostgreSQL database)", d)
     if d.get("skipped"):
         return [*out, f"Skipped: {d['skipped']}."]
     st = d["settings"]

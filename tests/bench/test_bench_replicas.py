@@ -37,5 +37,5 @@ def test_replicas_share_the_work_and_make_every_call_once(tmp_path: Path, postgr
     assert data["exactly_once"] is True and data["speedup"] > 0
     assert [r["replicas"] for r in data["model"]["replicas"]] == [8, 32]
     report = (tmp_path / "RESULTS.md").read_text()
-    assert "## 6b. Replicas" in report
+    assert "## 7b. Replicas" in report
     assert "- Target: no execution run twice (every tool call made exactly once): **met**." in report
