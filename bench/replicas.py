@@ -383,6 +383,8 @@ def main(args: Any, argv: list[str]) -> Path:
     url = postgres_url()
     facts, why = postgres_server(url)
     data["database"] = facts
+    if quick and args.benchmark == "all":  # three servers to start: the quick suite keeps to its minute
+        why = "--quick with all (three servers to start: run `python -m bench replicas --quick`)"
     if why:
         common.log(f"replicas: skipped ({why})")
         data.update(skipped=why, runs=[])

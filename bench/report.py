@@ -658,7 +658,7 @@ def replicas_section(d: dict[str, Any]) -> list[str]:
     """Replicas: plans/s with 1 and 2 processes on one PostgreSQL database, exactly once, the model."""
     out = _head("7b. Replicas (toolplan serve processes on one PostgreSQL database)", d)
     if d.get("skipped"):
-        return [*out, f"Skipped: {d['skipped']}."]
+        return out
     st = d["settings"]
     out += [
         f"{st['clients']} clients for {st['seconds']:g} s per configuration ({st['load']}); {st['routing']}.",
