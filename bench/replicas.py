@@ -68,7 +68,7 @@ class Watch:
 
     admin_url: str
     database: str
-    samples: list[tuple[int, int]] = field(default_factory=list)  # (connections, active) at each look
+    samples: list[tuple[int, int, int]] = field(default_factory=list)  # (connections, active, waiting on a lock)
     backends: set[int] = field(default_factory=set)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -96,12 +96,13 @@ class Watch:
     def _sample(self) -> None:
         import psycopg
 
-        sql = "SELECT pid, coalesce(state, '') FROM pg_stat_activity WHERE datname = %s"
+        sql = "SELECT pid, coalesce(state, ''), coalesce(wait_event_type, '') FROM pg_stat_activity WHERE datname = %s"
         with psycopg.connect(self.admin_url, autocommit=True) as conn:
             while not self._stop.wait(SAMPLE_S):
                 rows = conn.execute(sql, (self.database,)).fetchall()
-                self.samples.append((len(rows), sum(1 for _, state in rows if state == "active")))
-                self.backends.update(int(pid) for pid, _ in rows)
+                active = sum(1 for _, state, _ in rows if state == "active")
+                self.samples.append((len(rows), active, sum(1 for *_, wait in rows if wait == "Lock")))
+                self.backends.update(int(pid) for pid, *_ in rows)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._sample, name="bench-replicas-watch", daemon=True)
@@ -219,8 +220,9 @@ def run_processes(
     # The window counted (load + the wait for the statistics) minus what idle polling made outside the load.
     commits = after["commits"] - idle1["commits"] - idle_commits_per_s * (window - elapsed)
     backend_cpu = sum(cpu - backends0.get(pid, 0.0) for pid, cpu in backends1.items())
-    conns = [c for c, _ in watch.samples] or [len(idle_connections)]
-    active = [a for _, a in watch.samples] or [0]
+    conns = [c for c, _, _ in watch.samples] or [len(idle_connections)]
+    active = [a for _, a, _ in watch.samples] or [0]
+    locked = [w for _, _, w in watch.samples] or [0]
     server_cpu = [round(b - a, 2) for a, b in zip(cpu0, cpu1, strict=True)]
     row.update(
         {
@@ -252,6 +254,11 @@ def run_processes(
                 "connections_mean": round(sum(conns) / len(conns), 1),
                 "active_mean": round(sum(active) / len(active), 2),
                 "active_peak": max(active),
+                # Backends waiting for a row or table lock (claims racing for the same execution, say).
+                "lock_waits_mean": round(sum(locked) / len(locked), 3),
+                "lock_waits_peak": max(locked),
+                "samples_with_lock_waits": sum(1 for w in locked if w),
+                "samples": len(locked),
                 "backend_cpu_s": round(backend_cpu, 2),
                 "backend_cpu_ms_per_plan": round(backend_cpu * 1e3 / done, 3),
             },
@@ -263,7 +270,8 @@ def run_processes(
         f"replicas {processes}: {clients} clients, {elapsed:.1f}s: {tally.completed} plans "
         f"({row['plans_per_s']:.1f}/s), "
         f"server CPU {row['servers']['cpu_ms_per_plan']} ms/plan, {pg['commits_per_plan']} commits/plan, "
-        f"connections peak {pg['connections_peak']} (active mean {pg['active_mean']}), "
+        f"connections peak {pg['connections_peak']} (active mean {pg['active_mean']}, waiting on a lock in "
+        f"{pg['samples_with_lock_waits']} of {pg['samples']} looks), "
         f"calls twice {calls['made_twice']}, missing {calls['missing']}, per process {calls['calls_per_process']}, "
         f"errors {row['errors']}, store ok {verified['ok']}"
     )

@@ -708,6 +708,14 @@ def replicas_verdict(d: dict[str, Any]) -> list[str]:
         + ".",
         f"- Target: no execution run twice (every tool call made exactly once): {_ok(bool(d.get('exactly_once')))}.",
     ]
+    waits = [
+        f"{r['processes']} process{'es' if r['processes'] > 1 else ''}: {pg['samples_with_lock_waits']} of "
+        f"{pg['samples']}"
+        for r in d.get("runs", [])
+        if "samples_with_lock_waits" in (pg := r["postgresql"])
+    ]
+    if waits:
+        lines.append(f"- Looks at the database that found a backend waiting on a lock: {', '.join(waits)}.")
     return lines
 
 
