@@ -21,7 +21,7 @@ CLIENTS_PER_SERVER = 4
 
 
 def charged(amount: int) -> dict[str, Any]:
-    """Charge ``amount`` (a side effect the ledger records), then add to the charge's text length."""
+    """Charge ``amount`` (a side effect the ledger records), then add 1 to it."""
     return {
         "steps": [
             {"id": "pay", "tool": "charge", "arguments": {"amount": amount}},
