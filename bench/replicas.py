@@ -2,11 +2,11 @@
 
 For 1 and then 2 processes (``PROCESSES``) on a fresh PostgreSQL database each (on the server of
 ``$TOOLPLAN_TEST_POSTGRES_URL``), the same client load as `bench.service` (its client loop, keys and
-store check, imported): N clients (default 50), client i talking to process ``i mod P``, each
-creating, executing and polling small chained plans for a bounded time. Each process is ``toolplan
-serve`` on 127.0.0.1 with default settings, its tool `bench.replicas_tools.add`, which records every
-call in a file of its process: no plan makes the same call twice, so a line seen twice is a step run
-twice, and the files show which process ran what.
+store check, imported): N clients (default 50) in 2 processes of their own (``CLIENT_PROCESSES``),
+client i talking to process ``i mod P``, each creating, executing and polling small chained plans
+for a bounded time. Each process is ``toolplan serve`` on 127.0.0.1 with default settings, its tool
+`bench.replicas_tools.add`, which records every call in a file of its process: no plan makes the
+same call twice, so a line seen twice is a step run twice, and the files show which process ran what.
 
 Measured per configuration: plans per second, each process's CPU per plan and share of the work,
 PostgreSQL's side (from its statistics for the bench's database: transactions committed, rows
@@ -39,6 +39,7 @@ QUICK_CLIENTS = 6
 QUICK_SECONDS = 3.0
 IDLE_S = 3.0  # how long the idle processes' commits are counted before the load (1 s with --quick)
 SAMPLE_S = 0.25  # between two looks at the database's connections during the load
+CLIENT_PROCESSES = 2  # the clients run in this many processes (see `load`)
 REPLICAS_MODELLED = (8, 32)
 TOOLS_FILE = Path(__file__).with_name("replicas_tools.py")
 CALLS_ENV = "TOOLPLAN_BENCH_CALLS"
@@ -161,14 +162,47 @@ def check_calls(calls_dir: Path, tally: Tally) -> dict[str, Any]:
 # --- one configuration ----------------------------------------------------------------------------
 
 
-async def drive(urls: list[str], keys: list[str], seconds: float) -> tuple[Tally, float]:
+async def drive(urls: list[str], clients: list[tuple[int, str]], seconds: float) -> tuple[Tally, float]:
     """`bench.service.run_clients` over several servers: client i talks to server ``i mod len(urls)``."""
     tally = Tally()
     start = time.perf_counter()
     async with asyncio.TaskGroup() as group:
-        for i, key in enumerate(keys):
+        for i, key in clients:
             group.create_task(client_loop(i, urls[i % len(urls)], key, start + seconds, tally))
     return tally, time.perf_counter() - start
+
+
+def _drive_here(urls: list[str], clients: list[tuple[int, str]], seconds: float) -> tuple[Tally, float, float]:
+    """`drive` in a client process of its own: what it saw, how long it ran, its CPU seconds."""
+    import toolplan.client  # noqa: F401  # imported before the clock starts (`client_loop` imports it)
+
+    cpu = time.process_time()
+    tally, elapsed = asyncio.run(drive(urls, clients, seconds))
+    return tally, elapsed, time.process_time() - cpu
+
+
+def load(urls: list[str], keys: list[str], seconds: float) -> tuple[Tally, float, float]:
+    """The clients in ``CLIENT_PROCESSES`` processes (client i in process ``i mod CLIENT_PROCESSES``), merged.
+
+    One process for all of them is one thread: on a busy machine the scheduler gives it one share,
+    and the load it makes, not the servers, sets the plans/s.
+    """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    parts = [[(i, k) for i, k in enumerate(keys) if i % CLIENT_PROCESSES == p] for p in range(CLIENT_PROCESSES)]
+    parts = [p for p in parts if p]
+    with ProcessPoolExecutor(len(parts), mp_context=multiprocessing.get_context("spawn")) as pool:
+        done = list(pool.map(_drive_here, [urls] * len(parts), parts, [seconds] * len(parts)))
+    tally = Tally()
+    for part, _, _ in done:
+        for name in ("status_ms", "create_ms", "execute_ms", "submit_ms", "end_to_end_ms", "wrong", "error_samples"):
+            getattr(tally, name).extend(getattr(part, name))
+        tally.got.update(part.got)
+        tally.plans |= part.plans
+        tally.completed += part.completed
+        tally.errors.update(part.errors)
+    return tally, max(e for _, e, _ in done), sum(c for _, _, c in done)
 
 
 def run_processes(
@@ -201,10 +235,8 @@ def run_processes(
         cpu0 = [_cpu_seconds(pid) or 0.0 for pid in pids]
         load0 = os.getloadavg()
         watch.start()
-        client_cpu = time.process_time()
         t_load = time.perf_counter()
-        tally, elapsed = asyncio.run(drive([s.url for s in servers], keys, seconds))
-        client_cpu = time.process_time() - client_cpu
+        tally, elapsed, client_cpu = load([s.url for s in servers], keys, seconds)
         watch.stop()
         cpu1 = [_cpu_seconds(pid) or 0.0 for pid in pids]
         load1 = os.getloadavg()
@@ -384,6 +416,7 @@ def main(args: Any, argv: list[str]) -> Path:
         repetitions=reps,
         load="bench.service's client loop: create a 2- or 3-step chain of `add`, execute it, poll its status",
         routing="client i talks to process i mod P; any process may run any execution (claims)",
+        client_processes=f"{CLIENT_PROCESSES}: client i in process i mod {CLIENT_PROCESSES}, not the bench's own",
         server="`toolplan serve --tools bench/replicas_tools.py:TOOLS --db URL` on 127.0.0.1, default settings",
         database="a fresh PostgreSQL database per configuration, on $TOOLPLAN_TEST_POSTGRES_URL's server",
         calls="each tool call appends `a b` to its process's file; no plan makes the same call twice",
