@@ -21,6 +21,7 @@ BENCHMARKS = (
     "mcp",
     "mcp_tasks",
     "service",
+    "replicas",
     "planner",
     "bandit",
     "ray",
@@ -53,9 +54,14 @@ def parser() -> argparse.ArgumentParser:
         help="durable: the databases to run on (default both; PostgreSQL is skipped when unreachable)",
     )
     p.add_argument(
-        "--seconds", type=float, default=None, help="service: how long the clients run (default 30; --quick 3)"
+        "--seconds",
+        type=float,
+        default=None,
+        help="service, replicas: how long the clients run (default 30; --quick 3)",
     )
-    p.add_argument("--clients", type=int, default=None, help="service: concurrent clients (default 50; --quick 5)")
+    p.add_argument(
+        "--clients", type=int, default=None, help="service, replicas: concurrent clients (default 50; --quick 5; 6)"
+    )
     p.add_argument(
         "--postgres",
         action="store_true",

@@ -19,7 +19,11 @@ from .executors import floor_run
 from .overhead import Case, _noop_fn, noop
 
 PHASES = ("floor", "compile", "toolplan")
-TRACED = "traced"  # toolplan with OpenTelemetry tracing on (bench.tracing); not one of `bench.instructions`' phases
+# Phases of `bench.tracing` (not of `bench.instructions`): toolplan's run, the same code each time, with
+TRACED = "traced"  # tracing on, spans recorded by the OpenTelemetry SDK
+TRACED_NOOP = "traced_noop"  # tracing on, into OpenTelemetry's no-op provider (toolplan's span code, no recording)
+UNHOOKED = "unhooked"  # the engine's one tracing check taken out: the run never asks whether it is traced
+TRACING_PHASES = (TRACED, TRACED_NOOP, UNHOOKED)
 
 
 def _trace_everything() -> None:
@@ -38,9 +42,33 @@ def _trace_everything() -> None:
     configure_tracing(tracer_provider=provider)
 
 
+def _trace_into_noop() -> None:
+    """Trace every run into OpenTelemetry's no-op provider: toolplan's span code runs, nothing is recorded."""
+    from opentelemetry.trace import NoOpTracerProvider
+
+    from toolplan.tracing import configure_tracing
+
+    configure_tracing(tracer_provider=NoOpTracerProvider())
+
+
+def _unhook() -> None:
+    """Take the engine's tracing check out: the run's ``get_tracer()`` becomes a builtin that returns None.
+
+    What is left is the engine without its hook (one call of ``NoneType()`` per plan, about the
+    cheapest call Python has), so "off" minus this is what the hook costs when tracing is off.
+    """
+    from toolplan.execute import _run
+
+    _run.get_tracer = type(None)  # type: ignore[attr-defined]  # NoneType() is None: "not traced"
+
+
 async def _main(shape: Shape, n: int, phase: str, k: int) -> None:
     if phase == TRACED:
         _trace_everything()
+    elif phase == TRACED_NOOP:
+        _trace_into_noop()
+    elif phase == UNHOOKED:
+        _unhook()
     case = Case(shape, n, seed=0)
     registry = ToolRegistry.of([noop])
     compiled, invoker = prepare(case.plan, registry, max_steps=n)
@@ -58,6 +86,6 @@ async def _main(shape: Shape, n: int, phase: str, k: int) -> None:
 
 if __name__ == "__main__":
     shape, n, phase, k = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
-    if phase not in (*PHASES, TRACED):
-        raise SystemExit(f"phase must be one of {(*PHASES, TRACED)}")
+    if phase not in (*PHASES, *TRACING_PHASES):
+        raise SystemExit(f"phase must be one of {(*PHASES, *TRACING_PHASES)}")
     asyncio.run(_main(shape, n, phase, k))  # type: ignore[arg-type]  # a Shape name from the command line

@@ -1,12 +1,16 @@
 """Benchmark 1c: what OpenTelemetry tracing costs per step, in instructions (valgrind's cachegrind).
 
 For each shape it counts toolplan's whole run per step (``prepare`` + ``execute_compiled``, as
-`bench.instructions`) with tracing off and on. On: every run is traced into the OpenTelemetry SDK
-with a `SimpleSpanProcessor` whose exporter drops the spans, so the figure is toolplan's spans plus
-the SDK's recording of them, without an exporter's own work. Off is the engine as everyone runs it:
-toolplan makes no span, not even a no-op one. With ``TOOLPLAN_BASELINE_SRC`` set to the ``src``
-folder of another checkout (e.g. the commit before tracing existed), the off count is also taken
-with that tree first on the path, to show that tracing adds nothing when off. ``--quick`` skips it.
+`bench.instructions`), always the same code, four ways:
+
+- ``off``: the engine as everyone runs it: tracing is not configured, toolplan makes no span, not
+  even a no-op one (the run asks once whether it is traced, and is told no);
+- ``unhooked``: the same, with that one question taken out (the engine's ``get_tracer`` replaced by
+  a builtin that returns None): the engine without its tracing hook. ``off - unhooked`` is what the
+  hook costs when tracing is off (the goal: < 0.5% of a step);
+- ``noop``: traced into OpenTelemetry's no-op provider: toolplan's span code runs, nothing records;
+- ``on``: traced into the OpenTelemetry SDK with a `SimpleSpanProcessor` whose exporter drops the
+  spans: toolplan's spans plus the SDK's recording of them, without an exporter's own work.
 """
 
 from __future__ import annotations
@@ -22,18 +26,20 @@ from typing import Any
 
 from . import common
 from . import instructions as icount
-from ._icount import TRACED
+from ._icount import TRACED, TRACED_NOOP, UNHOOKED
 
 SHAPES = ("chain", "fanout")
 N = 100
 K = 20  # runs per count: 2,000 steps
+PHASES = {"off": "toolplan", "unhooked": UNHOOKED, "noop": TRACED_NOOP, "on": TRACED}
+OFF_TARGET_PCT = 0.5  # what tracing may cost a step when it is off
 
 
-def _instructions(src: str | None, *args: object) -> int:
-    """`bench.instructions._instructions`, with ``src`` (another tree's toolplan) first on the path."""
+def _instructions(*args: object) -> int:
+    """`bench.instructions._instructions` of ``bench._icount`` with ``args``."""
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(icount.ROOT), src, os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(icount.ROOT), os.environ.get("PYTHONPATH")])),
         "PYTHONHASHSEED": "0",
     }
     valgrind = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
@@ -51,34 +57,30 @@ def _instructions(src: str | None, *args: object) -> int:
     return int(m.group(1).replace(",", ""))
 
 
-def _per_step(shape: str, phase: str, src: str | None) -> float:
-    return (_instructions(src, shape, N, phase, K) - _instructions(src, shape, N, phase, 0)) / (K * N)
+def _per_step(shape: str, phase: str) -> float:
+    return (_instructions(shape, N, phase, K) - _instructions(shape, N, phase, 0)) / (K * N)
 
 
 def run() -> list[dict[str, Any]]:
-    baseline = os.environ.get("TOOLPLAN_BASELINE_SRC") or None
-    jobs: list[tuple[str, str, str | None]] = [
-        (shape, phase, None) for shape in SHAPES for phase in ("toolplan", TRACED)
-    ]
-    if baseline is not None:
-        jobs += [(shape, "toolplan", baseline) for shape in SHAPES]
+    jobs = [(shape, phase) for shape in SHAPES for phase in PHASES.values()]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         counts = dict(zip(jobs, pool.map(lambda job: _per_step(*job), jobs), strict=True))
     rows = []
     for shape in SHAPES:
-        off, on = counts[(shape, "toolplan", None)], counts[(shape, TRACED, None)]
+        c = {name: counts[(shape, phase)] for name, phase in PHASES.items()}
         row: dict[str, Any] = {
             "shape": shape,
             "n": N,
-            "off": round(off),
-            "on": round(on),
-            "tracing_per_step": round(on - off),
+            **{name: round(v) for name, v in c.items()},
+            "tracing_per_step": round(c["on"] - c["off"]),
+            "noop_per_step": round(c["noop"] - c["off"]),
+            "off_cost_per_step": round(c["off"] - c["unhooked"]),
+            "off_cost_pct": round(100 * (c["off"] - c["unhooked"]) / c["unhooked"], 2),
         }
-        if baseline is not None:
-            before = counts[(shape, "toolplan", baseline)]
-            row["before_tracing"] = round(before)
-            row["off_change_pct"] = round(100 * (off - before) / before, 2)
-        common.log(f"tracing {shape:7} n={N} off={off:,.0f} on={on:,.0f} per step")
+        common.log(
+            f"tracing {shape:7} n={N} unhooked={c['unhooked']:,.0f} off={c['off']:,.0f} "
+            f"noop={c['noop']:,.0f} on={c['on']:,.0f} per step"
+        )
         rows.append(row)
     return rows
 
@@ -91,6 +93,9 @@ def main(args: Any, argv: list[str]) -> Path:
         counter="valgrind --tool=cachegrind --cache-sim=no: 'I refs' (instructions executed)",
         method=f"(I({K} runs) - I(0 runs)) / ({K} * {N} steps), PYTHONHASHSEED=0, as bench.instructions",
         traced="OpenTelemetry SDK TracerProvider + SimpleSpanProcessor, exporter that drops the spans",
+        noop="configure_tracing(tracer_provider=opentelemetry.trace.NoOpTracerProvider())",
+        unhooked="the same run with toolplan.execute._run.get_tracer replaced by NoneType (the hook taken out)",
+        off_target_pct=OFF_TARGET_PCT,
     )
     if args.quick:
         common.log(f"tracing: skipped ({icount.QUICK_SKIP})")
@@ -101,5 +106,5 @@ def main(args: Any, argv: list[str]) -> Path:
         common.log("tracing: the OpenTelemetry SDK is not installed; skipped")
         data.update(skipped='the OpenTelemetry SDK is not installed (pip install "toolplan[tracing]")', cases=[])
     else:
-        data.update(cases=run(), baseline_src=os.environ.get("TOOLPLAN_BASELINE_SRC") or None)
+        data.update(cases=run())
     return common.write("tracing", data, Path(args.out))

@@ -136,6 +136,11 @@ def test_local_model_is_skipped_when_quick(results: Path) -> None:
     assert "modes" not in data
 
 
+def test_replicas_is_skipped_when_quick(results: Path) -> None:
+    data = _load(results, "replicas")  # three servers to start: tests/bench/test_bench_replicas.py runs it
+    assert "--quick" in data["skipped"] and data["runs"] == []
+
+
 def test_report_written(results: Path) -> None:
     text = (results / "RESULTS.md").read_text()
     for heading in ("Engine overhead", "Makespan", "Round-trips", "real local model", "Streamed plans", "Durable runs"):

@@ -19,9 +19,10 @@ import shutil, sys
 from bench import report, tracing
 from bench.__main__ import parser
 
-def fake(src, shape, n, phase, k):  # I(K) = start-up + K x steps x cost, as valgrind would count
-    cost = 30_000 if phase == "traced" else 20_050 if src is None else 20_000
-    return 7_000_000 + k * n * cost
+COST = {"toolplan": 20_050, "unhooked": 20_000, "traced_noop": 22_000, "traced": 30_000}
+
+def fake(shape, n, phase, k):  # I(K) = start-up + K x steps x cost, as valgrind would count
+    return 7_000_000 + k * n * COST[phase]
 
 tracing._instructions = fake
 shutil.which = lambda name: "/usr/bin/valgrind"
@@ -34,7 +35,6 @@ def test_per_step_costs_and_the_report_section(tmp_path: Path) -> None:
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-        "TOOLPLAN_BASELINE_SRC": "/elsewhere/src",
     }
     proc = subprocess.run(
         [sys.executable, "-c", FAKE_VALGRIND, str(tmp_path)],
@@ -46,7 +46,37 @@ def test_per_step_costs_and_the_report_section(tmp_path: Path) -> None:
         timeout=120,
     )
     data = json.loads((tmp_path / "tracing.json").read_text())
-    expected = {"n": 100, "off": 20_050, "on": 30_000, "tracing_per_step": 9_950, "before_tracing": 20_000}
-    assert data["cases"] == [{"shape": s, **expected, "off_change_pct": 0.25} for s in ("chain", "fanout")]
-    assert "| chain | 100 | 20,050 | 30,000 | 9,950 | 20,000 | +0.25% |" in proc.stdout
-    assert "(< 0.5%): **met** (worst 0.25%)" in proc.stdout
+    expected = {
+        "n": 100,
+        "off": 20_050,
+        "unhooked": 20_000,
+        "noop": 22_000,
+        "on": 30_000,
+        "tracing_per_step": 9_950,
+        "noop_per_step": 1_950,
+        "off_cost_per_step": 50,
+        "off_cost_pct": 0.25,
+    }
+    assert data["cases"] == [{"shape": s, **expected} for s in ("chain", "fanout")]
+    assert "| chain | 100 | 20,000 | 20,050 | 22,000 | 30,000 | +50 (+0.25%) | 9,950 |" in proc.stdout
+    assert "(the same code with and without its hook, < 0.5% a step): **met** (worst +0.25%)" in proc.stdout
+
+
+VERDICTS = """
+from bench.report import tracing_verdict
+
+row = {"unhooked": 20_000, "off": 20_200, "off_cost_pct": 1.0}
+print(tracing_verdict({"settings": {}, "cases": [row]})[0])
+old = {"off": 20_050, "before_tracing": 20_000, "off_change_pct": 0.25}  # against an old tree
+print(tracing_verdict({"settings": {}, "cases": [old]})[0])
+"""
+
+
+def test_a_hook_that_costs_when_off_misses_the_target_and_an_old_tree_is_not_judged() -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run(
+        [sys.executable, "-c", VERDICTS], cwd=ROOT, env=env, capture_output=True, text=True, check=True, timeout=120
+    )
+    missed, old = proc.stdout.splitlines()
+    assert "**missed** (worst +1.00%)" in missed
+    assert "not judged" in old
