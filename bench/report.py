@@ -655,7 +655,7 @@ def service_section(d: dict[str, Any]) -> list[str]:
     return out
 
 
-def _ms(x: float | None, nd: int = 1) -> str:
+def _num(x: float | None, nd: int = 1) -> str:
     return "-" if x is None else f"{x:,.{nd}f}"
 
 
@@ -683,15 +683,15 @@ def _service_floor(d: dict[str, Any]) -> list[str]:
         p99_ok.append(bool(vs["p99_met"]) and f["errors"] == 0 and f["wrong"] == 0)
         cpu = r.get("server_cpu_ms_per_plan")
         cpu_ok.append(
-            f"{r['backend']} {_ms(cpu)} ms vs <= {vs['cpu_target_ms_per_plan']:g} ms "
+            f"{r['backend']} {_num(cpu)} ms vs <= {vs['cpu_target_ms_per_plan']:g} ms "
             f"(half of {vs['cpu_baseline_ms_per_plan']:g}): {_ok(bool(vs['cpu_met']))}"
         )
         out.append(
             f"| {r['backend']} | {_pct(r, 'status_read_ms')} | {_pct(f, 'status_read_ms')} "
             f"| {_x(vs['status_read_p99_ratio'])} | {_x(vs['status_read_p50_ratio'])} "
             f"| {r['plans_per_s']:,.1f} / {f['plans_per_s']:,.1f} "
-            f"| {_ms(cpu)} / {_ms(f.get('server_cpu_ms_per_plan'), 2)} "
-            f"| {_ms(r.get('server_cpu_ms_per_request'), 2)} / {_ms(f.get('server_cpu_ms_per_request'), 2)} "
+            f"| {_num(cpu)} / {_num(f.get('server_cpu_ms_per_plan'), 2)} "
+            f"| {_num(r.get('server_cpu_ms_per_request'), 2)} / {_num(f.get('server_cpu_ms_per_request'), 2)} "
             f"| {f['errors'] + f['wrong']} |"
         )
     target = runs[0]["versus_floor"]["p99_target"]
