@@ -23,7 +23,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from task_support import PLAN_TOOL, get_task, list_tasks, start_task, task_result
+from task_support import PLAN_TOOL, cancel_task, get_task, list_tasks, start_task, task_result
 
 from toolplan import tool
 from toolplan.mcp import create_server, serve_http
@@ -133,15 +133,22 @@ async def test_two_http_sessions_see_only_their_own_tasks(loopback_socket: socke
     assert state["status"] == "working" and cancelled["status"] == "cancelled"
 
 
-async def test_the_bearer_token_owns_tasks_across_sessions_and_protocols(loopback_socket: socket.socket) -> None:
+async def test_the_bearer_token_owns_tasks_across_sessions(loopback_socket: socket.socket) -> None:
+    """Over streamable HTTP with the SDK's client: start, poll, cancel and wait for tasks from two clients."""
     loopback_socket.listen(100)
     async with _http(loopback_socket, create_server([wait_for_gate]), token="secret-1") as url:
         async with _with_token(url, "secret-1") as first:
-            task = await start_task(first.session, PLAN)
+            doomed = await start_task(first.session, PLAN)
+            kept = await start_task(first.session, PLAN)
         async with _with_token(url, "secret-1") as later:  # another client with the same identity
-            assert [t.task_id for t in await list_tasks(later.session)] == [task.task_id]
+            listed = {t.task_id for t in await list_tasks(later.session)}
+            working = await get_task(later.session, doomed.task_id)
+            cancelled = await cancel_task(later.session, doomed.task_id)
             gate.set()
-            result = await task_result(later.session, task.task_id)
+            result = await task_result(later.session, kept.task_id)
+            ended = await task_result(later.session, doomed.task_id)
+    assert listed == {doomed.task_id, kept.task_id}
+    assert working.status == "working" and cancelled.status == "cancelled" and ended.is_error
     assert result.structured_content == {"status": "succeeded", "outputs": {"a": "a"}, "errors": {}}
 
 
