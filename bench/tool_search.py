@@ -254,10 +254,10 @@ def prefilled(registry: ToolRegistry) -> ToolSearch:
     import numpy as np
 
     from toolplan.knowledge import EmbeddingToolRanker
-    from toolplan.tools._search import tool_text
+    from toolplan.tools._search import meaning_text
 
     ranker = EmbeddingToolRanker()
-    texts = tuple(tool_text(d) for d in registry.deferred_definitions())
+    texts = tuple(meaning_text(d) for d in registry.deferred_definitions())
     matrix = np.random.default_rng(0).standard_normal((len(texts), 384)).astype(np.float32)
     ranker._matrix = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
     ranker._texts = texts

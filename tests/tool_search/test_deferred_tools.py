@@ -208,7 +208,7 @@ class FixedScorer:
         self.by_name = by_name
 
     def _of(self, texts: Any) -> list[float]:
-        return [self.by_name.get(t.split()[0] + "_" + t.split()[1], 0.0) for t in texts]
+        return [self.by_name.get(t.split(":")[0].replace(" ", "_"), 0.0) for t in texts]  # "lookup 2: Look up..."
 
     async def scores(self, query: str, texts: Any) -> list[float]:
         return self._of(texts)
