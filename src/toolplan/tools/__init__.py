@@ -15,6 +15,7 @@ from ._registry import ValidatingTool as ValidatingTool
 from ._result import ToolResult as ToolResult
 from ._schema_tool import SchemaTool as SchemaTool
 from ._search import ToolRanker as ToolRanker
+from ._search import ToolScorer as ToolScorer
 from ._search import ToolSearch as ToolSearch
 from ._toolset import Toolset as Toolset
 
@@ -29,6 +30,7 @@ __all__ = (
     "ToolGroup",
     "ToolOutputError",
     "ToolRanker",
+    "ToolScorer",
     "ToolRegistry",
     "ToolResult",
     "ToolSearch",

@@ -1,12 +1,15 @@
 """Deferred tools: finding them by words (BM25), with a ranking by meaning that a caller may plug in.
 
 The ranking by meaning lives above this package (``toolplan.knowledge.EmbeddingToolRanker``): it
-satisfies `ToolRanker`, and the two rankings are fused by reciprocal rank (`fuse_rankings`, also the
-knowledge base's hybrid search).
+satisfies `ToolRanker`. A ranker that also gives every text's score (`ToolScorer`, as the embedding
+ranker does) is fused with the words by score: its similarity plus a small share of the BM25 score
+(scaled to the query's best), so the words break the ties of meaning without outvoting it. Other
+rankers are fused by reciprocal rank (`fuse_rankings`, also the knowledge base's hybrid search).
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -16,9 +19,13 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from .._errors import ToolError, UserError
 from ._definition import ToolDefinition
 
-__all__ = ("LoadedTools", "ToolRanker", "ToolSearch", "fuse_rankings", "loading", "note_loaded")
+__all__ = ("LoadedTools", "ToolRanker", "ToolScorer", "ToolSearch", "fuse_rankings", "loading", "note_loaded")
 
 RRF_K = 60  # reciprocal rank fusion: score = sum of 1 / (60 + rank) over the rankings
+# Score fusion: similarity + WORDS_WEIGHT * bm25 / (the query's best bm25). Cosines of one query's
+# tools lie close together (e5: within ~0.1), so a small share of words reorders near-ties only.
+# Chosen on half of the labelled paraphrases (bench/tool_search.py), checked on the other half.
+WORDS_WEIGHT = 0.02
 MAX_QUERY_CHARS = 1000
 MAX_RESULTS = 20
 _TEXT_CHARS = 2000  # of a tool's description and parameters that is indexed
@@ -42,6 +49,15 @@ class ToolRanker(Protocol):
 
     async def rank(self, query: str, texts: Sequence[str], k: int) -> list[int]:
         """Indices into ``texts`` of the ``k`` best matches for ``query``, best first."""
+        ...
+
+
+@runtime_checkable
+class ToolScorer(Protocol):
+    """A `ToolRanker` that also scores every text (a similarity, higher is closer): fused with words by score."""
+
+    async def scores(self, query: str, texts: Sequence[str]) -> Sequence[float]:
+        """One similarity per text of ``texts``, in order."""
         ...
 
 
@@ -121,6 +137,16 @@ def tool_text(definition: ToolDefinition) -> str:
     return " ".join(parts)[:_TEXT_CHARS]
 
 
+def meaning_text(definition: ToolDefinition) -> str:
+    """What is embedded of a definition for the ranking by meaning: its name's words and its description.
+
+    Parameter names are left out here (the words index keeps them): with the bundled model they
+    pulled tools that share parameters together, and recall on the labelled set was higher without.
+    """
+    name = " ".join(_SPLIT.findall(definition.name)).lower()
+    return f"{name}: {definition.description or ''}"[:_TEXT_CHARS]
+
+
 class _Bm25:
     """An inverted index of tool texts; the name's words count three times."""
 
@@ -139,6 +165,11 @@ class _Bm25:
         self.average = (sum(self.lengths) / len(self.lengths)) if self.lengths else 1.0
 
     def rank(self, query: str, k: int) -> list[int]:
+        scores = self.scores(query)
+        return [i for i, _ in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]]
+
+    def scores(self, query: str) -> dict[int, float]:
+        """The BM25 score of every text that shares a word with ``query`` (by index)."""
         total = len(self.lengths)
         scores: dict[int, float] = {}
         for w in dict.fromkeys(words(query)):
@@ -149,7 +180,7 @@ class _Bm25:
             for i, n in posting:
                 norm = n * 2.2 / (n + 1.2 * (0.25 + 0.75 * self.lengths[i] / self.average))
                 scores[i] = scores.get(i, 0.0) + idf * norm
-        return [i for i, _ in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]]
+        return scores
 
 
 # -- the search -----------------------------------------------------------------------------------
@@ -191,12 +222,14 @@ class ToolSearch:
         self.words = words
         self._key: tuple[ToolDefinition, ...] = ()
         self._texts: list[str] = []
+        self._meaning: list[str] = []
         self._bm25: _Bm25 | None = None
 
     def _prepare(self, definitions: Sequence[ToolDefinition]) -> _Bm25:
         key = tuple(definitions)
         if self._bm25 is None or key != self._key:
             self._texts = [tool_text(d) for d in key]
+            self._meaning = [meaning_text(d) for d in key]
             self._bm25 = _Bm25([d.name for d in key], self._texts)
             self._key = key
         return self._bm25
@@ -219,9 +252,11 @@ class ToolSearch:
         if not definitions:
             return []
         bm25 = self._prepare(definitions)
-        key, texts = self._key, self._texts  # this search's (another may prepare other definitions meanwhile)
+        key, texts = self._key, self._meaning  # this search's (another may prepare other definitions meanwhile)
         if self.ranker is None:
             return [key[i] for i in bm25.rank(query, k)]
+        if self.words and isinstance(self.ranker, ToolScorer):
+            return [key[i] for i in _fuse_scores(await self.ranker.scores(query, texts), bm25.scores(query), k)]
         semantic = await self.ranker.rank(query, texts, self.candidates)
         if not self.words:
             return [key[i] for i in semantic[:k]]
@@ -242,6 +277,16 @@ class ToolSearch:
             counts[head] = counts.get(head, 0) + 1
         families = _capped([f"{h}: {n}" for h, n in counts.items()])
         return f"Tool families you can find (name prefix: count): {families}."
+
+
+def _fuse_scores(meaning: Sequence[float], words: Mapping[int, float], k: int) -> list[int]:
+    """The ``k`` best indices by ``meaning + WORDS_WEIGHT * words / max(words)``, ties by index."""
+    fused = [float(s) for s in meaning]
+    best = max(words.values(), default=0.0)
+    if best > 0:
+        for i, score in words.items():
+            fused[i] += WORDS_WEIGHT * score / best
+    return heapq.nsmallest(k, range(len(fused)), key=lambda i: (-fused[i], i))
 
 
 def _capped(entries: list[str]) -> str:
