@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from .. import _faults
 from .._errors import RunConflictError, StoreError, ToolplanError
 
-__all__ = ("Database", "Statement", "Writer")
+__all__ = ("Database", "Statement", "WriteCounts", "Writer")
 
 
 Statement = tuple[str, Sequence[Any]]
@@ -68,6 +68,22 @@ class _Call:
 _STOP = object()
 
 
+@dataclass(slots=True)
+class WriteCounts:
+    """What the write path of a `Database` has done so far (read by ``python -m bench durable``).
+
+    Attributes:
+        commits: Transactions of journal writes committed (a group commit counts once).
+        round_trips: Client-server exchanges those transactions took (PostgreSQL: each wait for the
+            server's answer; SQLite, in-process, counts none).
+        wakeups: Hand-offs from the database thread to an event loop (one per loop per batch).
+    """
+
+    commits: int = 0
+    round_trips: int = 0
+    wakeups: int = 0
+
+
 class Database:
     """One database (an SQLAlchemy engine) and the thread that uses it."""
 
@@ -85,8 +101,10 @@ class Database:
         self._fairy: Any = None  # the pool's connection for the write path
         self._raw: Any = None  # its driver connection (sqlite3, psycopg): the write path uses it directly
         self._thread: threading.Thread | None = None
+        self._literals: _Literals | None = None  # PostgreSQL: values as SQL literals (`_write_at_once`)
         self._lock = threading.Lock()
         self.closed = False
+        self.counts = WriteCounts()
 
     # -- from the event loop (or any thread) -----------------------------------------------------
 
@@ -174,6 +192,8 @@ class Database:
             self._opener(self.engine)
             self._fairy = self.engine.raw_connection()
             self._raw = self._fairy.driver_connection
+            if not self.qmark:
+                self._literals = _Literals.of(self._raw)
         except StoreError as exc:
             return exc
         except Exception as exc:
@@ -288,6 +308,7 @@ class Database:
                 failure = outcome.get(id(w), error)
                 by_loop.setdefault(w.loop, []).append((w.future, failure, None))
         for loop, done in by_loop.items():
+            self.counts.wakeups += 1
             _complete(loop, done)
 
     def _transaction(self, batch: list[_Write]) -> dict[int, BaseException]:
@@ -300,13 +321,20 @@ class Database:
         # Leases are renewed (and checked) at most every third of a lease: a lease renewed less than
         # that ago has two thirds left, so no other process can have taken the run since.
         due = [w for w in writers if not w.creating and now - w.renewed_at >= self.lease / 3]
-        if self.qmark:
-            self._write(raw, batch, due, until, now, lost)
+        counts = self.counts
+        if not self.qmark and not due and self._literals is not None:
+            _fault()
+            self._write_at_once(raw, batch, self._literals)
         else:
-            self._write_pipelined(raw, batch, due, until, now, lost)
-        if _faults.ACTIVE and _faults.fails("commit_error"):
-            raise sa.exc.OperationalError("COMMIT", (), Exception("fault point commit_error"))
-        raw.commit()
+            if self.qmark:
+                self._write(raw, batch, due, until, now, lost)
+            else:
+                self._write_pipelined(raw, batch, due, until, now, lost)
+            _fault()
+            raw.commit()
+            if not self.qmark:
+                counts.round_trips += 1  # the COMMIT
+        counts.commits += 1
         for writer in due:
             if id(writer) not in lost:
                 writer.renewed_at = now
@@ -342,7 +370,27 @@ class Database:
                     for sql, params in w.statements:
                         cur.execute(sql, params)
         finally:
+            if not self.qmark:
+                self.counts.round_trips += len(due) + sum(len(w.statements) for w in batch if id(w.writer) not in lost)
             cur.close()
+
+    def _write_at_once(self, raw: Any, batch: list[_Write], literals: _Literals) -> None:
+        """PostgreSQL, when no lease is due: the batch's statements and their commit in ONE round trip.
+
+        The statements go as one multi-statement query (the simple query protocol, values written as
+        SQL literals): PostgreSQL runs such a query as one implicit transaction, committed at its end
+        and rolled back whole if any statement fails. So the batch commits all or nothing, as with
+        an explicit transaction, without the separate BEGIN / statements / COMMIT exchanges.
+        """
+        text = ";\n".join(literals.statement(sql, params) for w in batch for sql, params in w.statements)
+        if not text:
+            return
+        raw.autocommit = True  # no BEGIN of psycopg's own: the query is its own transaction
+        try:
+            self.counts.round_trips += 1
+            raw.execute(text)
+        finally:
+            raw.autocommit = False
 
     def _write_pipelined(
         self, raw: Any, batch: list[_Write], due: list[Writer], until: float, now: float, lost: dict[int, Any]
@@ -363,6 +411,7 @@ class Database:
                 for w in batch:
                     for sql, params in w.statements:
                         cur.execute(sql, params)
+            self.counts.round_trips += 1  # the pipeline's sync
             if all(check.rowcount == 1 for _, check in checks):
                 return
         except self._driver_error:  # a run whose lease was lost may collide with its new owner's rows
@@ -393,6 +442,57 @@ class Database:
             if self._fairy is not None:
                 self._fairy.close()
         self.engine.dispose()
+
+
+def _fault() -> None:
+    if _faults.ACTIVE and _faults.fails("commit_error"):
+        raise sa.exc.OperationalError("COMMIT", (), Exception("fault point commit_error"))
+
+
+class _Literals:
+    """A statement's values written into its text as PostgreSQL literals (for one multi-statement query).
+
+    Strings are quoted by doubling their quotes, which is exact with ``standard_conforming_strings``
+    on (every PostgreSQL since 9.1 by default; without it `of` gives None and the store does not use
+    it). Integers and finite floats are written as numbers (a float's ``repr`` reads back as the same
+    double); any other value (an infinite float, bytes) is left to psycopg's own client-side quoting.
+    """
+
+    __slots__ = ("_parts", "_quote")
+
+    def __init__(self, quote: Callable[[str, Sequence[Any]], str]) -> None:
+        self._quote = quote
+        self._parts: dict[str, list[str]] = {}  # a statement's text split at its placeholders
+
+    @classmethod
+    def of(cls, raw: Any) -> _Literals | None:
+        if raw.info.parameter_status("standard_conforming_strings") != "on":
+            return None
+        import psycopg
+
+        return cls(psycopg.ClientCursor(raw).mogrify)
+
+    def statement(self, sql: str, params: Sequence[Any]) -> str:
+        parts = self._parts.get(sql)
+        if parts is None:
+            parts = self._parts[sql] = sql.split("%s")
+        if len(parts) != len(params) + 1:
+            return self._quote(sql, params)
+        out = [parts[0]]
+        for value, part in zip(params, parts[1:], strict=True):
+            kind = type(value)
+            if value is None:
+                out.append("NULL")
+            elif kind is str:
+                if "\x00" in value:
+                    return self._quote(sql, params)  # psycopg says why it cannot be stored
+                out.append("'" + value.replace("'", "''") + "'")
+            elif kind is int or (kind is float and value - value == 0.0):  # a float: finite
+                out.append(repr(value) if value >= 0 else f"({value!r})")
+            else:
+                return self._quote(sql, params)
+            out.append(part)
+        return "".join(out)
 
 
 def _complete(
