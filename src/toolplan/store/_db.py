@@ -17,7 +17,7 @@ import contextlib
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -25,6 +25,7 @@ import sqlalchemy as sa
 
 from .. import _faults
 from .._errors import RunConflictError, StoreError, ToolplanError
+from ._literals import Literals
 
 __all__ = ("Database", "Statement", "WriteCounts", "Writer")
 
@@ -34,6 +35,7 @@ _RETRIES = (0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0)  # waits between tries of a fa
 _TRIES = (*_RETRIES, None)  # each try's wait before the next (None: the last)
 _CHECKPOINT_IDLE = 1.0  # seconds without writes after which SQLite's WAL is checkpointed (a pause between runs)
 _CHECKPOINT_EVERY = 2000  # commits after which it is checkpointed anyway
+_INLINE_MAX = 64  # SQLite: at most this many statements of a turn of the event loop are committed on the loop
 
 
 class Writer(Protocol):
@@ -66,6 +68,7 @@ class _Call:
 
 
 _STOP = object()
+_POKE = object()  # SQLite: the loop committed: the thread re-arms its checkpoint
 
 
 @dataclass(slots=True)
@@ -101,9 +104,16 @@ class Database:
         self._fairy: Any = None  # the pool's connection for the write path
         self._raw: Any = None  # its driver connection (sqlite3, psycopg): the write path uses it directly
         self._thread: threading.Thread | None = None
-        self._literals: _Literals | None = None  # PostgreSQL: values as SQL literals (`_write_at_once`)
+        self._literals: Literals | None = None  # PostgreSQL: values as SQL literals (`_write_at_once`)
         self._lock = threading.Lock()
         self.closed = False
+        # SQLite: a turn of an event loop's writes, committed at its end on the loop when the thread
+        # is idle (`_end_turn`); the thread holds ``_busy`` while it uses the connection, and
+        # ``_pending`` counts what was handed to it and is not done yet (kept under ``_plock``).
+        self._turns: dict[asyncio.AbstractEventLoop, list[_Write]] = {}
+        self._busy = threading.Lock()
+        self._plock = threading.Lock()
+        self._pending = 0
         self.counts = WriteCounts()
 
     # -- from the event loop (or any thread) -----------------------------------------------------
@@ -121,17 +131,88 @@ class Database:
                 self._thread.start()
 
     def write(self, writer: Writer, statements: list[Statement], future: asyncio.Future[None] | None = None) -> None:
-        """Queue ``statements`` for the next transaction; ``future`` (of the running loop) is done once committed."""
+        """Queue ``statements`` for the next transaction; ``future`` (of the running loop) is done once committed.
+
+        On SQLite the writes of one turn of the event loop are gathered and, at the turn's end,
+        committed in one transaction (`_end_turn`).
+        """
         self._start()
         loop = future.get_loop() if future is not None else None
-        self._queue.put(_Write(writer, statements, future, loop))
+        item = _Write(writer, statements, future, loop)
+        if loop is None or not self.qmark:
+            self._put(item)
+            return
+        turn = self._turns.get(loop)
+        if turn is None:
+            turn = self._turns[loop] = []
+            loop.call_soon(self._end_turn, loop)
+        turn.append(item)
+
+    def _put(self, item: Any) -> None:
+        with self._plock:
+            self._pending += 1
+        self._queue.put(item)
+
+    def _end_turn(self, loop: asyncio.AbstractEventLoop) -> None:
+        """SQLite, at the end of a turn of ``loop``: commit its writes here, or hand them to the thread at once.
+
+        Here when the thread is idle (nothing handed to it is pending, so no earlier write can
+        commit after these) and the batch is small: a commit in WAL mode with synchronous=NORMAL
+        writes the WAL file without an fsync, and the connection is asked not to wait for a lock
+        (another process writing): then, or on any failure, the batch goes to the thread, which
+        waits and retries as usual. A chain step's commit then wakes no thread and no loop.
+        """
+        batch = self._turns.pop(loop, None)
+        if not batch:
+            return
+        if self.closed:
+            for w in batch:
+                if w.future is not None and not w.future.done():
+                    w.future.set_exception(StoreError("The store was closed."))
+                    w.future.exception()
+            return
+        if not self._inline(batch):
+            self._put(batch)
+
+    def _inline(self, batch: list[_Write]) -> bool:
+        raw = self._raw
+        if raw is None or sum(len(w.statements) for w in batch) > _INLINE_MAX:
+            return False
+        if not self._busy.acquire(blocking=False):
+            return False
+        try:
+            if self._pending:  # an earlier write is still the thread's: these commit after it
+                return False
+            live = [w for w in batch if w.writer.broken is None]
+            try:  # the connection does not wait for a lock here (`_patient`)
+                lost = self._transaction(live)
+            except Exception:
+                self._rollback()
+                return False
+            poke = self._uncheckpointed == 1 or self._uncheckpointed >= _CHECKPOINT_EVERY
+        finally:
+            self._busy.release()
+        if poke:
+            self._queue.put(_POKE)
+        for w in batch:
+            future = w.future
+            if future is None or future.done():
+                continue
+            broken = w.writer.broken
+            failure = lost.get(id(w.writer)) if w in live else StoreError(broken or "")
+            if failure is None:
+                future.set_result(None)
+            else:
+                future.set_exception(failure)
+                future.exception()
+        return True
 
     async def call(self, fn: Callable[[sa.Engine, Any], Any]) -> Any:
         """Run ``fn(engine, raw_connection)`` on the database thread and return its result."""
         self._start()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
-        self._queue.put(_Call(fn, future, loop))
+        self._put(_Call(fn, future, loop))
         return await future
 
     async def read(self, fn: Callable[[sa.Engine], Any]) -> Any:
@@ -193,7 +274,7 @@ class Database:
             self._fairy = self.engine.raw_connection()
             self._raw = self._fairy.driver_connection
             if not self.qmark:
-                self._literals = _Literals.of(self._raw)
+                self._literals = Literals.of(self._raw)
         except StoreError as exc:
             return exc
         except Exception as exc:
@@ -207,7 +288,8 @@ class Database:
         while True:
             now = time.monotonic()
             if now >= next_beat:  # leases of runs that wrote nothing lately (a long tool call)
-                self._heartbeat()
+                with self._patient():
+                    self._heartbeat()
                 next_beat = now + beat
                 continue
             wait = next_beat - now
@@ -217,28 +299,59 @@ class Database:
                 item = pending.pop(0) if pending else self._queue.get(timeout=wait)
             except queue.Empty:
                 if self._uncheckpointed:
-                    self.checkpoint()
+                    with self._patient():
+                        self.checkpoint()
                 continue
             if item is _STOP:
                 self._shutdown()
                 return
-            if isinstance(item, _Call):
-                self._run_call(item)
+            if item is _POKE:  # the loop committed (SQLite): the wait above is worked out again
+                if self._uncheckpointed >= _CHECKPOINT_EVERY:
+                    with self._patient():
+                        self.checkpoint()
                 continue
-            batch = [item]
-            while True:  # everything queued behind it joins this transaction (group commit)
-                try:
-                    more = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if isinstance(more, _Write):
-                    batch.append(more)
+            taken = 1
+            with self._patient():
+                if isinstance(item, _Call):
+                    self._run_call(item)
                 else:
-                    pending.append(more)
-                    break
-            self._commit(batch)
-            if self._uncheckpointed >= _CHECKPOINT_EVERY:  # writes never pause: do not let the WAL grow without end
-                self.checkpoint()
+                    batch = list(item) if isinstance(item, list) else [item]
+                    while True:  # everything queued behind it joins this transaction (group commit)
+                        try:
+                            more = self._queue.get_nowait()
+                        except queue.Empty:
+                            break
+                        if isinstance(more, _Write | list):
+                            batch += more if isinstance(more, list) else [more]
+                            taken += 1
+                        elif more is not _POKE:
+                            pending.append(more)
+                            break
+                    self._commit(batch)
+                    if self._uncheckpointed >= _CHECKPOINT_EVERY:  # writes never pause: the WAL must not grow on
+                        self.checkpoint()
+            with self._plock:
+                self._pending -= taken
+
+    @contextlib.contextmanager
+    def _patient(self) -> Iterator[None]:
+        """The thread's hold of the connection, which waits for a lock (up to 30 s) while the thread holds it.
+
+        On SQLite the write connection waits for no lock otherwise: a commit on the event loop
+        (`_inline`) that meets another process's write fails at once and goes to the thread.
+        """
+        with self._busy:
+            raw = self._raw if self.qmark else None
+            if raw is not None:
+                with contextlib.suppress(Exception):
+                    raw.execute("PRAGMA busy_timeout=30000")
+            try:
+                yield
+            finally:
+                raw = self._raw if self.qmark else None
+                if raw is not None:
+                    with contextlib.suppress(Exception):
+                        raw.execute("PRAGMA busy_timeout=0")
 
     def checkpoint(self) -> None:
         """SQLite's WAL checkpoint, done here between transactions rather than inside a commit.
@@ -374,7 +487,7 @@ class Database:
                 self.counts.round_trips += len(due) + sum(len(w.statements) for w in batch if id(w.writer) not in lost)
             cur.close()
 
-    def _write_at_once(self, raw: Any, batch: list[_Write], literals: _Literals) -> None:
+    def _write_at_once(self, raw: Any, batch: list[_Write], literals: Literals) -> None:
         """PostgreSQL, when no lease is due: the batch's statements and their commit in ONE round trip.
 
         The statements go as one multi-statement query (the simple query protocol, values written as
@@ -436,8 +549,9 @@ class Database:
                 item = self._queue.get_nowait()
             except queue.Empty:
                 break
-            if isinstance(item, _Write | _Call) and item.future is not None and item.loop is not None:
-                _complete(item.loop, [(item.future, StoreError("The store was closed."), None)])
+            for one in item if isinstance(item, list) else [item]:
+                if isinstance(one, _Write | _Call) and one.future is not None and one.loop is not None:
+                    _complete(one.loop, [(one.future, StoreError("The store was closed."), None)])
         with contextlib.suppress(Exception):
             if self._fairy is not None:
                 self._fairy.close()
@@ -447,52 +561,6 @@ class Database:
 def _fault() -> None:
     if _faults.ACTIVE and _faults.fails("commit_error"):
         raise sa.exc.OperationalError("COMMIT", (), Exception("fault point commit_error"))
-
-
-class _Literals:
-    """A statement's values written into its text as PostgreSQL literals (for one multi-statement query).
-
-    Strings are quoted by doubling their quotes, which is exact with ``standard_conforming_strings``
-    on (every PostgreSQL since 9.1 by default; without it `of` gives None and the store does not use
-    it). Integers and finite floats are written as numbers (a float's ``repr`` reads back as the same
-    double); any other value (an infinite float, bytes) is left to psycopg's own client-side quoting.
-    """
-
-    __slots__ = ("_parts", "_quote")
-
-    def __init__(self, quote: Callable[[str, Sequence[Any]], str]) -> None:
-        self._quote = quote
-        self._parts: dict[str, list[str]] = {}  # a statement's text split at its placeholders
-
-    @classmethod
-    def of(cls, raw: Any) -> _Literals | None:
-        if raw.info.parameter_status("standard_conforming_strings") != "on":
-            return None
-        import psycopg
-
-        return cls(psycopg.ClientCursor(raw).mogrify)
-
-    def statement(self, sql: str, params: Sequence[Any]) -> str:
-        parts = self._parts.get(sql)
-        if parts is None:
-            parts = self._parts[sql] = sql.split("%s")
-        if len(parts) != len(params) + 1:
-            return self._quote(sql, params)
-        out = [parts[0]]
-        for value, part in zip(params, parts[1:], strict=True):
-            kind = type(value)
-            if value is None:
-                out.append("NULL")
-            elif kind is str:
-                if "\x00" in value:
-                    return self._quote(sql, params)  # psycopg says why it cannot be stored
-                out.append("'" + value.replace("'", "''") + "'")
-            elif kind is int or (kind is float and value - value == 0.0):  # a float: finite
-                out.append(repr(value) if value >= 0 else f"({value!r})")
-            else:
-                return self._quote(sql, params)
-            out.append(part)
-        return "".join(out)
 
 
 def _complete(
