@@ -464,7 +464,7 @@ def durable_section(d: dict[str, Any]) -> list[str]:
     out += [
         "",
         "| database | shape | steps | toolplan (no store) | toolplan durable | added by the store | DBOS (async steps) "
-        "| DBOS (sync steps) | best DBOS / toolplan durable | durable commits / round trips per step |",
+        "| DBOS (sync steps) | best DBOS / toolplan durable | durable commits / round trips / wake-ups per step |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in d["cases"]:
@@ -478,9 +478,10 @@ def durable_section(d: dict[str, Any]) -> list[str]:
         )
     out += [
         "",
-        "Commits and round trips per step are counted by the store over the sampled runs and divided by "
-        "their steps, the run's creation and end included: a commit is one transaction of journal writes "
-        "(one group commit counts once), a round trip one wait for PostgreSQL's answer.",
+        "Commits, round trips and wake-ups per step are counted by the store over the sampled runs and divided "
+        "by their steps, the run's creation and end included: a commit is one transaction of journal writes "
+        "(one group commit counts once), a round trip one wait for PostgreSQL's answer, a wake-up one hand-off "
+        "from the store's database thread back to the event loop.",
     ]
     shape, size = DURABLE_TARGET_MS_CASE
     ms_target = (
@@ -539,7 +540,7 @@ def _writes(row: dict[str, Any]) -> str:
     if not per:
         return "-"
     trips = f"{per['round_trips']:.2f}" if row["backend"] == "postgresql" else "-"
-    return f"{per['commits']:.2f} / {trips}"
+    return f"{per['commits']:.2f} / {trips} / {per.get('wakeups', 0):.2f}"
 
 
 def _where(rows: list[tuple[dict[str, Any], str]]) -> str:

@@ -185,7 +185,7 @@ class Database:
                 return False
             live = [w for w in batch if w.writer.broken is None]
             try:  # the connection does not wait for a lock here (`_patient`)
-                lost = self._transaction(live)
+                lost = self._transaction(live) if live else {}
             except Exception:
                 self._rollback()
                 return False
@@ -256,6 +256,10 @@ class Database:
         self._writers.pop(id(writer), None)
 
     def stop(self) -> threading.Thread | None:
+        for loop in list(self._turns):  # writes of a turn not ended yet commit before the stop
+            turn = self._turns.pop(loop, None)
+            if turn:
+                self._put(turn)
         with self._lock:
             self.closed = True
             thread = self._thread
@@ -396,7 +400,7 @@ class Database:
             last: BaseException | None = None
             for wait in _TRIES:
                 try:
-                    lost = self._transaction(live)
+                    lost = self._transaction(live) if live else {}
                     for w in live:
                         outcome[id(w)] = lost.get(id(w.writer))
                     last = None
