@@ -7,6 +7,12 @@ nothing is reported as written before it is. A failed transaction is retried who
 still fails completes its future with `StoreError` and ends its run's journal (later writes of that
 run are refused, so its event numbers never have a gap).
 
+On SQLite the writes of one turn of the event loop are gathered first, and committed at its end in
+one transaction: on the loop itself when the thread is idle and the batch is small (a WAL commit
+with synchronous=NORMAL writes no fsync, and there the connection waits for no other process's
+lock: it fails at once and the thread takes the batch), else by the thread. On PostgreSQL a
+transaction goes to the server with its commit as one query (one round trip).
+
 Blocking database calls never run on the event loop: async callers wait on futures.
 """
 
