@@ -7,10 +7,10 @@ nothing is reported as written before it is. A failed transaction is retried who
 still fails completes its future with `StoreError` and ends its run's journal (later writes of that
 run are refused, so its event numbers never have a gap).
 
-On SQLite the writes of one turn of the event loop are gathered first, and committed at its end in
-one transaction: on the loop itself when the thread is idle and the batch is small (a WAL commit
-with synchronous=NORMAL writes no fsync, and there the connection waits for no other process's
-lock: it fails at once and the thread takes the batch), else by the thread. On PostgreSQL a
+The writes of one turn of the event loop are gathered first and committed at its end in one
+transaction, handed to the thread in one piece; on SQLite, on the loop itself when the thread is
+idle and the batch is small (a WAL commit with synchronous=NORMAL writes no fsync, and there the
+connection waits for no other process's lock: it fails at once and the thread takes the batch). On PostgreSQL a
 transaction goes to the server with its commit as one query (one round trip).
 
 Blocking database calls never run on the event loop: async callers wait on futures.
@@ -139,13 +139,13 @@ class Database:
     def write(self, writer: Writer, statements: list[Statement], future: asyncio.Future[None] | None = None) -> None:
         """Queue ``statements`` for the next transaction; ``future`` (of the running loop) is done once committed.
 
-        On SQLite the writes of one turn of the event loop are gathered and, at the turn's end,
-        committed in one transaction (`_end_turn`).
+        The writes of one turn of the event loop are gathered and, at the turn's end, committed in
+        one transaction (`_end_turn`).
         """
         self._start()
         loop = future.get_loop() if future is not None else None
         item = _Write(writer, statements, future, loop)
-        if loop is None or not self.qmark:
+        if loop is None:
             self._put(item)
             return
         turn = self._turns.get(loop)
@@ -160,7 +160,7 @@ class Database:
         self._queue.put(item)
 
     def _end_turn(self, loop: asyncio.AbstractEventLoop) -> None:
-        """SQLite, at the end of a turn of ``loop``: commit its writes here, or hand them to the thread at once.
+        """At the end of a turn of ``loop``: hand its writes to the thread in one piece, or (SQLite) commit them here.
 
         Here when the thread is idle (nothing handed to it is pending, so no earlier write can
         commit after these) and the batch is small: a commit in WAL mode with synchronous=NORMAL
@@ -177,7 +177,7 @@ class Database:
                     w.future.set_exception(StoreError("The store was closed."))
                     w.future.exception()
             return
-        if not self._inline(batch):
+        if not (self.qmark and self._inline(batch)):
             self._put(batch)
 
     def _inline(self, batch: list[_Write]) -> bool:
