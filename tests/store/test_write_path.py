@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from pathlib import Path
 from typing import Any
 
 from toolplan import execute_plan, tool
@@ -77,5 +78,32 @@ def test_values_are_stored_exactly(store_url: str) -> None:
                 assert info.result.steps[f"v{i}"].arguments == {"value": v}
             events = await store.events(result.run_id)
             assert [e.seq for e in events] == list(range(1, len(events) + 1))
+
+    asyncio.run(main())
+
+
+def test_sqlite_commit_never_waits_on_the_loop_for_another_writer(tmp_path: Path) -> None:
+    """While another connection holds SQLite's write lock, the loop's commit fails at once and the thread waits."""
+    import sqlite3
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+
+    async def main() -> None:
+        async with open_store(url) as store:
+            assert (await execute_plan(_chain(2), [step], store=store)).ok  # opens the database
+            other = sqlite3.connect(tmp_path / "runs.db", isolation_level=None)
+            other.execute("BEGIN IMMEDIATE")  # holds the write lock
+            wakeups = store.db.counts.wakeups
+            run = asyncio.ensure_future(execute_plan(_chain(3), [step], store=store))
+            for _ in range(1000):  # the first step's running row went to the thread, which waits for the lock
+                await asyncio.sleep(0.01)
+                if store.db._pending:
+                    break
+            assert store.db._pending and not run.done()
+            other.execute("COMMIT")
+            other.close()
+            result = await run
+            assert result.ok and result.steps["s2"].output == 3
+            assert store.db.counts.wakeups > wakeups  # completed from the thread
 
     asyncio.run(main())
