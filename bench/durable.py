@@ -20,6 +20,9 @@ afterwards) that it keeps for all its runs on that backend. On SQLite both sides
 synchronous=NORMAL, toolplan's own setting (DBOS's engine is built here as DBOS builds it, with that
 level; see `dbos_sqlite_engine`). After
 every DBOS run its ``operation_outputs`` rows for the workflow are counted: one checkpoint per step.
+toolplan's store counts its own writes (`store_counts`): each row gives ``toolplan_durable_per_step``,
+the commits, round trips to PostgreSQL and wake-ups of the event loop of the sampled runs divided by
+their steps (the run's creation and end included).
 """
 
 from __future__ import annotations
@@ -320,6 +323,20 @@ class Side:
     settings: dict[str, Any] = field(default_factory=dict)
 
 
+def store_counts(store: Any) -> dict[str, int]:
+    """What the store's write path has done so far: commits, round trips to the server, wake-ups of the loop.
+
+    Counted by the store itself (``Store.db.counts``): ``commits`` are the transactions of journal
+    writes (a group commit counts once); ``round_trips`` the waits for PostgreSQL's answer they took
+    (none on SQLite, which runs in-process); ``wakeups`` the hand-offs from the store's database
+    thread back to the event loop. {} for a store that does not count.
+    """
+    counts = getattr(getattr(store, "db", None), "counts", None)
+    if counts is None:
+        return {}
+    return {k: int(getattr(counts, k)) for k in ("commits", "round_trips", "wakeups")}
+
+
 async def run_toolplan(plan: dict[str, Any], n: int, store: Any) -> float:
     options: dict[str, Any] = {"max_steps": n, "max_concurrency": MAX_CONCURRENCY}
     if store is not None:
@@ -403,10 +420,15 @@ async def run_case(side: Side, shape: Shape, n: int, reps: int) -> dict[str, Any
     for c in contenders:  # warm-up outside the samples (imports, schema creation, caches)
         await once(c)
     samples: dict[str, list[float]] = {c: [] for c in contenders}
+    writes: dict[str, int] = {}  # the store's write path over toolplan_durable's sampled runs
     for r in range(reps):
         for c in common.rotate(contenders, r):
             common.settle()
+            before = store_counts(side.store) if c == "toolplan_durable" else None
             samples[c].append(await once(c) / n * 1e3)  # ms per step
+            if before is not None:
+                for k, v in store_counts(side.store).items():
+                    writes[k] = writes.get(k, 0) + v - before.get(k, 0)
     ms = {c: common.summarize(v) for c, v in samples.items()}
     row: dict[str, Any] = {
         "backend": side.backend,
@@ -419,10 +441,14 @@ async def run_case(side: Side, shape: Shape, n: int, reps: int) -> dict[str, Any
         durable = ms["toolplan_durable"]["median"]
         row["store_added_ms_per_step"] = durable - ms["toolplan"]["median"]
         row["ratio_dbos_to_toolplan_durable"] = {c: ms[c]["median"] / durable for c in ("dbos", "dbos_sync") if c in ms}
+        if writes:  # per step, the run's own rows (its creation and its end) included
+            row["toolplan_durable_per_step"] = {k: v / (n * reps) for k, v in writes.items()}
+    per_step = row.get("toolplan_durable_per_step", {})
     common.log(
         f"durable {side.backend:10} {shape:6} n={n:<5} "
         + " ".join(f"{c}={ms[c]['median']:.3f}" for c in contenders)
         + " ms/step"
+        + "".join(f" {k}/step={v:.2f}" for k, v in per_step.items())
     )
     return row
 

@@ -39,6 +39,8 @@ def test_durable_sqlite(tmp_path: Path) -> None:
             assert case["ms_per_step"][name]["n"] == 1 and case["ms_per_step"][name]["median"] > 0
         if "toolplan_durable" in names:
             assert "store_added_ms_per_step" in case
+            per_step = case["toolplan_durable_per_step"]  # counted by the store: at least one commit per run
+            assert per_step["commits"] * case["n"] >= 1 and per_step["round_trips"] == 0  # SQLite: in-process
         if {"toolplan_durable", "dbos"} <= names:
             assert case["ratio_dbos_to_toolplan_durable"]["dbos"] > 0
     if importlib.util.find_spec("dbos") is not None:

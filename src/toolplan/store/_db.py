@@ -7,6 +7,12 @@ nothing is reported as written before it is. A failed transaction is retried who
 still fails completes its future with `StoreError` and ends its run's journal (later writes of that
 run are refused, so its event numbers never have a gap).
 
+The writes of one turn of the event loop are gathered first and committed at its end in one
+transaction, handed to the thread in one piece; on SQLite, on the loop itself when the thread is
+idle and the batch is small (a WAL commit with synchronous=NORMAL writes no fsync, and there the
+connection waits for no other process's lock: it fails at once and the thread takes the batch). On PostgreSQL a
+transaction goes to the server with its commit as one query (one round trip).
+
 Blocking database calls never run on the event loop: async callers wait on futures.
 """
 
@@ -17,7 +23,7 @@ import contextlib
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -25,8 +31,9 @@ import sqlalchemy as sa
 
 from .. import _faults
 from .._errors import RunConflictError, StoreError, ToolplanError
+from ._literals import Literals
 
-__all__ = ("Database", "Statement", "Writer")
+__all__ = ("Database", "Statement", "WriteCounts", "Writer")
 
 
 Statement = tuple[str, Sequence[Any]]
@@ -34,6 +41,7 @@ _RETRIES = (0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0)  # waits between tries of a fa
 _TRIES = (*_RETRIES, None)  # each try's wait before the next (None: the last)
 _CHECKPOINT_IDLE = 1.0  # seconds without writes after which SQLite's WAL is checkpointed (a pause between runs)
 _CHECKPOINT_EVERY = 2000  # commits after which it is checkpointed anyway
+_INLINE_MAX = 64  # SQLite: at most this many statements of a turn of the event loop are committed on the loop
 
 
 class Writer(Protocol):
@@ -66,6 +74,23 @@ class _Call:
 
 
 _STOP = object()
+_POKE = object()  # SQLite: the loop committed: the thread re-arms its checkpoint
+
+
+@dataclass(slots=True)
+class WriteCounts:
+    """What the write path of a `Database` has done so far (read by ``python -m bench durable``).
+
+    Attributes:
+        commits: Transactions of journal writes committed (a group commit counts once).
+        round_trips: Client-server exchanges those transactions took (PostgreSQL: each wait for the
+            server's answer; SQLite, in-process, counts none).
+        wakeups: Hand-offs from the database thread to an event loop (one per loop per batch).
+    """
+
+    commits: int = 0
+    round_trips: int = 0
+    wakeups: int = 0
 
 
 class Database:
@@ -85,8 +110,17 @@ class Database:
         self._fairy: Any = None  # the pool's connection for the write path
         self._raw: Any = None  # its driver connection (sqlite3, psycopg): the write path uses it directly
         self._thread: threading.Thread | None = None
+        self._literals: Literals | None = None  # PostgreSQL: values as SQL literals (`_write_at_once`)
         self._lock = threading.Lock()
         self.closed = False
+        # SQLite: a turn of an event loop's writes, committed at its end on the loop when the thread
+        # is idle (`_end_turn`); the thread holds ``_busy`` while it uses the connection, and
+        # ``_pending`` counts what was handed to it and is not done yet (kept under ``_plock``).
+        self._turns: dict[asyncio.AbstractEventLoop, list[_Write]] = {}
+        self._busy = threading.Lock()
+        self._plock = threading.Lock()
+        self._pending = 0
+        self.counts = WriteCounts()
 
     # -- from the event loop (or any thread) -----------------------------------------------------
 
@@ -103,17 +137,88 @@ class Database:
                 self._thread.start()
 
     def write(self, writer: Writer, statements: list[Statement], future: asyncio.Future[None] | None = None) -> None:
-        """Queue ``statements`` for the next transaction; ``future`` (of the running loop) is done once committed."""
+        """Queue ``statements`` for the next transaction; ``future`` (of the running loop) is done once committed.
+
+        The writes of one turn of the event loop are gathered and, at the turn's end, committed in
+        one transaction (`_end_turn`).
+        """
         self._start()
         loop = future.get_loop() if future is not None else None
-        self._queue.put(_Write(writer, statements, future, loop))
+        item = _Write(writer, statements, future, loop)
+        if loop is None:
+            self._put(item)
+            return
+        turn = self._turns.get(loop)
+        if turn is None:
+            turn = self._turns[loop] = []
+            loop.call_soon(self._end_turn, loop)
+        turn.append(item)
+
+    def _put(self, item: Any) -> None:
+        with self._plock:
+            self._pending += 1
+        self._queue.put(item)
+
+    def _end_turn(self, loop: asyncio.AbstractEventLoop) -> None:
+        """At the end of a turn of ``loop``: hand its writes to the thread in one piece, or (SQLite) commit them here.
+
+        Here when the thread is idle (nothing handed to it is pending, so no earlier write can
+        commit after these) and the batch is small: a commit in WAL mode with synchronous=NORMAL
+        writes the WAL file without an fsync, and the connection is asked not to wait for a lock
+        (another process writing): then, or on any failure, the batch goes to the thread, which
+        waits and retries as usual. A chain step's commit then wakes no thread and no loop.
+        """
+        batch = self._turns.pop(loop, None)
+        if not batch:
+            return
+        if self.closed:
+            for w in batch:
+                if w.future is not None and not w.future.done():
+                    w.future.set_exception(StoreError("The store was closed."))
+                    w.future.exception()
+            return
+        if not (self.qmark and self._inline(batch)):
+            self._put(batch)
+
+    def _inline(self, batch: list[_Write]) -> bool:
+        raw = self._raw
+        if raw is None or sum(len(w.statements) for w in batch) > _INLINE_MAX:
+            return False
+        if not self._busy.acquire(blocking=False):
+            return False
+        try:
+            if self._pending:  # an earlier write is still the thread's: these commit after it
+                return False
+            live = [w for w in batch if w.writer.broken is None]
+            try:  # the connection does not wait for a lock here (`_patient`)
+                lost = self._transaction(live) if live else {}
+            except Exception:
+                self._rollback()
+                return False
+            poke = self._uncheckpointed == 1 or self._uncheckpointed >= _CHECKPOINT_EVERY
+        finally:
+            self._busy.release()
+        if poke:
+            self._queue.put(_POKE)
+        for w in batch:
+            future = w.future
+            if future is None or future.done():
+                continue
+            broken = w.writer.broken
+            failure = lost.get(id(w.writer)) if w in live else StoreError(broken or "")
+            if failure is None:
+                future.set_result(None)
+            else:
+                future.set_exception(failure)
+                future.exception()
+        return True
 
     async def call(self, fn: Callable[[sa.Engine, Any], Any]) -> Any:
         """Run ``fn(engine, raw_connection)`` on the database thread and return its result."""
         self._start()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
-        self._queue.put(_Call(fn, future, loop))
+        self._put(_Call(fn, future, loop))
         return await future
 
     async def read(self, fn: Callable[[sa.Engine], Any]) -> Any:
@@ -157,6 +262,10 @@ class Database:
         self._writers.pop(id(writer), None)
 
     def stop(self) -> threading.Thread | None:
+        for loop in list(self._turns):  # writes of a turn not ended yet commit before the stop
+            turn = self._turns.pop(loop, None)
+            if turn:
+                self._put(turn)
         with self._lock:
             self.closed = True
             thread = self._thread
@@ -174,6 +283,8 @@ class Database:
             self._opener(self.engine)
             self._fairy = self.engine.raw_connection()
             self._raw = self._fairy.driver_connection
+            if not self.qmark:
+                self._literals = Literals.of(self._raw)
         except StoreError as exc:
             return exc
         except Exception as exc:
@@ -187,7 +298,8 @@ class Database:
         while True:
             now = time.monotonic()
             if now >= next_beat:  # leases of runs that wrote nothing lately (a long tool call)
-                self._heartbeat()
+                with self._patient():
+                    self._heartbeat()
                 next_beat = now + beat
                 continue
             wait = next_beat - now
@@ -197,28 +309,59 @@ class Database:
                 item = pending.pop(0) if pending else self._queue.get(timeout=wait)
             except queue.Empty:
                 if self._uncheckpointed:
-                    self.checkpoint()
+                    with self._patient():
+                        self.checkpoint()
                 continue
             if item is _STOP:
                 self._shutdown()
                 return
-            if isinstance(item, _Call):
-                self._run_call(item)
+            if item is _POKE:  # the loop committed (SQLite): the wait above is worked out again
+                if self._uncheckpointed >= _CHECKPOINT_EVERY:
+                    with self._patient():
+                        self.checkpoint()
                 continue
-            batch = [item]
-            while True:  # everything queued behind it joins this transaction (group commit)
-                try:
-                    more = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if isinstance(more, _Write):
-                    batch.append(more)
+            taken = 1
+            with self._patient():
+                if isinstance(item, _Call):
+                    self._run_call(item)
                 else:
-                    pending.append(more)
-                    break
-            self._commit(batch)
-            if self._uncheckpointed >= _CHECKPOINT_EVERY:  # writes never pause: do not let the WAL grow without end
-                self.checkpoint()
+                    batch = list(item) if isinstance(item, list) else [item]
+                    while True:  # everything queued behind it joins this transaction (group commit)
+                        try:
+                            more = self._queue.get_nowait()
+                        except queue.Empty:
+                            break
+                        if isinstance(more, _Write | list):
+                            batch += more if isinstance(more, list) else [more]
+                            taken += 1
+                        elif more is not _POKE:
+                            pending.append(more)
+                            break
+                    self._commit(batch)
+                    if self._uncheckpointed >= _CHECKPOINT_EVERY:  # writes never pause: the WAL must not grow on
+                        self.checkpoint()
+            with self._plock:
+                self._pending -= taken
+
+    @contextlib.contextmanager
+    def _patient(self) -> Iterator[None]:
+        """The thread's hold of the connection, which waits for a lock (up to 30 s) while the thread holds it.
+
+        On SQLite the write connection waits for no lock otherwise: a commit on the event loop
+        (`_inline`) that meets another process's write fails at once and goes to the thread.
+        """
+        with self._busy:
+            raw = self._raw if self.qmark else None
+            if raw is not None:
+                with contextlib.suppress(Exception):
+                    raw.execute("PRAGMA busy_timeout=30000")
+            try:
+                yield
+            finally:
+                raw = self._raw if self.qmark else None
+                if raw is not None:
+                    with contextlib.suppress(Exception):
+                        raw.execute("PRAGMA busy_timeout=0")
 
     def checkpoint(self) -> None:
         """SQLite's WAL checkpoint, done here between transactions rather than inside a commit.
@@ -263,7 +406,7 @@ class Database:
             last: BaseException | None = None
             for wait in _TRIES:
                 try:
-                    lost = self._transaction(live)
+                    lost = self._transaction(live) if live else {}
                     for w in live:
                         outcome[id(w)] = lost.get(id(w.writer))
                     last = None
@@ -288,6 +431,7 @@ class Database:
                 failure = outcome.get(id(w), error)
                 by_loop.setdefault(w.loop, []).append((w.future, failure, None))
         for loop, done in by_loop.items():
+            self.counts.wakeups += 1
             _complete(loop, done)
 
     def _transaction(self, batch: list[_Write]) -> dict[int, BaseException]:
@@ -300,13 +444,20 @@ class Database:
         # Leases are renewed (and checked) at most every third of a lease: a lease renewed less than
         # that ago has two thirds left, so no other process can have taken the run since.
         due = [w for w in writers if not w.creating and now - w.renewed_at >= self.lease / 3]
-        if self.qmark:
-            self._write(raw, batch, due, until, now, lost)
+        counts = self.counts
+        if not self.qmark and not due and self._literals is not None:
+            _fault()
+            self._write_at_once(raw, batch, self._literals)
         else:
-            self._write_pipelined(raw, batch, due, until, now, lost)
-        if _faults.ACTIVE and _faults.fails("commit_error"):
-            raise sa.exc.OperationalError("COMMIT", (), Exception("fault point commit_error"))
-        raw.commit()
+            if self.qmark:
+                self._write(raw, batch, due, until, now, lost)
+            else:
+                self._write_pipelined(raw, batch, due, until, now, lost)
+            _fault()
+            raw.commit()
+            if not self.qmark:
+                counts.round_trips += 1  # the COMMIT
+        counts.commits += 1
         for writer in due:
             if id(writer) not in lost:
                 writer.renewed_at = now
@@ -342,7 +493,27 @@ class Database:
                     for sql, params in w.statements:
                         cur.execute(sql, params)
         finally:
+            if not self.qmark:
+                self.counts.round_trips += len(due) + sum(len(w.statements) for w in batch if id(w.writer) not in lost)
             cur.close()
+
+    def _write_at_once(self, raw: Any, batch: list[_Write], literals: Literals) -> None:
+        """PostgreSQL, when no lease is due: the batch's statements and their commit in ONE round trip.
+
+        The statements go as one multi-statement query (the simple query protocol, values written as
+        SQL literals): PostgreSQL runs such a query as one implicit transaction, committed at its end
+        and rolled back whole if any statement fails. So the batch commits all or nothing, as with
+        an explicit transaction, without the separate BEGIN / statements / COMMIT exchanges.
+        """
+        text = ";\n".join(literals.statement(sql, params) for w in batch for sql, params in w.statements)
+        if not text:
+            return
+        raw.autocommit = True  # no BEGIN of psycopg's own: the query is its own transaction
+        try:
+            self.counts.round_trips += 1
+            raw.execute(text)
+        finally:
+            raw.autocommit = False
 
     def _write_pipelined(
         self, raw: Any, batch: list[_Write], due: list[Writer], until: float, now: float, lost: dict[int, Any]
@@ -363,6 +534,7 @@ class Database:
                 for w in batch:
                     for sql, params in w.statements:
                         cur.execute(sql, params)
+            self.counts.round_trips += 1  # the pipeline's sync
             if all(check.rowcount == 1 for _, check in checks):
                 return
         except self._driver_error:  # a run whose lease was lost may collide with its new owner's rows
@@ -387,12 +559,18 @@ class Database:
                 item = self._queue.get_nowait()
             except queue.Empty:
                 break
-            if isinstance(item, _Write | _Call) and item.future is not None and item.loop is not None:
-                _complete(item.loop, [(item.future, StoreError("The store was closed."), None)])
+            for one in item if isinstance(item, list) else [item]:
+                if isinstance(one, _Write | _Call) and one.future is not None and one.loop is not None:
+                    _complete(one.loop, [(one.future, StoreError("The store was closed."), None)])
         with contextlib.suppress(Exception):
             if self._fairy is not None:
                 self._fairy.close()
         self.engine.dispose()
+
+
+def _fault() -> None:
+    if _faults.ACTIVE and _faults.fails("commit_error"):
+        raise sa.exc.OperationalError("COMMIT", (), Exception("fault point commit_error"))
 
 
 def _complete(
