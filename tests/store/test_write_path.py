@@ -107,3 +107,19 @@ def test_sqlite_commit_never_waits_on_the_loop_for_another_writer(tmp_path: Path
             assert store.db.counts.wakeups > wakeups  # completed from the thread
 
     asyncio.run(main())
+
+
+def test_a_statement_with_an_escaped_percent_is_left_to_the_drivers_quoting() -> None:
+    from toolplan.store._literals import Literals
+
+    seen: list[str] = []
+
+    def quote(sql: str, params: Any) -> str:
+        seen.append(sql)
+        return "quoted by the driver"
+
+    literals = Literals(quote)
+    assert literals.statement("SELECT 1 WHERE a = %s", ["it's"]) == "SELECT 1 WHERE a = 'it''s'"
+    assert literals.statement("SELECT 1 WHERE a LIKE '10%%' AND b = %s", ["x"]) == "quoted by the driver"
+    assert literals.statement("SELECT %s", [b"bytes"]) == "quoted by the driver"
+    assert len(seen) == 2

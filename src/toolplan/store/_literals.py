@@ -35,7 +35,7 @@ class Literals:
         parts = self._parts.get(sql)
         if parts is None:
             parts = self._parts[sql] = sql.split("%s")
-        if len(parts) != len(params) + 1:
+        if len(parts) != len(params) + 1 or "%%" in sql:  # an escaped percent sign: psycopg's quoting reads it
             return self._quote(sql, params)
         out = [parts[0]]
         for value, part in zip(params, parts[1:], strict=True):
