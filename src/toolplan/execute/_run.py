@@ -34,7 +34,7 @@ from ._ordering import resource_of
 from ._result import ErrorKind, PlanResult, PlanStatus, StepError, StepResult, StepStatus
 from ._scheduler import Scheduler, StepState
 from ._share import Sharing, sharing_for, symmetric
-from ._step import clock, new_step_result, run_step
+from ._step import GROUP, SHARED, clock, new_step_result, run_step
 
 if TYPE_CHECKING:
     from ..tracing._internal import PlanTrace
@@ -132,7 +132,7 @@ class PlanRun:
         # An incremental run ends once sealed (or aborted); a compiled plan is complete from the start.
         self._sealed: asyncio.Event | None = asyncio.Event() if compiled is None else None
         self._waiters: dict[str, asyncio.Future[StepResult]] = {}
-        self.tool_defaults: dict[str, tuple[int, float | None, bool]] = {}  # (retries, timeout, shared) per tool
+        self.tool_defaults: dict[str, tuple[int, float | None, int]] = {}  # (retries, timeout, SHARED/GROUP/0) per tool
         # Tools of this run's steps that are groups of alternatives: (members, general member).
         self.groups: dict[str, tuple[tuple[str, ...], str | None]] = {}
         self.choices: list[Choice] = []  # made among alternatives, in order
@@ -249,8 +249,9 @@ class PlanRun:
         shared = annotations.read_only and (annotations.idempotent or self.limits.cache is not None)
         if shared:  # its calls may be shared within the run, or kept in the run's cache
             shared = sharing_for(self).applies(tool, annotations)
-        self.tool_defaults[tool] = (annotations.retries, invoker.timeout_for(tool), shared)
         alternatives = invoker.alternatives(tool, step.one_of)
+        special = GROUP if alternatives is not None else SHARED if shared else 0
+        self.tool_defaults[tool] = (annotations.retries, invoker.timeout_for(tool), special)
         resource = annotations.resource
         if alternatives is not None:  # a group: its members' own limits apply to the member chosen
             self.groups[tool] = alternatives
@@ -479,17 +480,20 @@ class PlanRun:
         """Record how a step ended and tell the scheduler (which may make others ready)."""
         sched = self.sched
         del self.tasks[sid]  # only running steps keep their task (fewer live objects in long plans)
-        ok = result.status == "succeeded"
-        if not ok and self.approval is not None and self.approval.parks(self, result):
-            return  # it waits for a person's answer; its dependents wait with it
-        self._record(result)
-        status = result.status
-        if not ok and status in _REFUSED:  # refused at dispatch (budget, a person), or its condition was false
-            sched.refuse(sid, result.error.message if result.error else status, unmet=status == "skipped")
-            return
-        sched.finish(sid, succeeded=ok)
-        if not ok and sched.stopped is not None:
-            self._cancel([other for other in self.tasks if sched.state(other) == "running"])
+        if result.status == "succeeded":  # the common case: none of the tests below
+            self._record(result)
+            sched.finish(sid, succeeded=True)
+        else:
+            if self.approval is not None and self.approval.parks(self, result):
+                return  # it waits for a person's answer; its dependents wait with it
+            self._record(result)
+            status = result.status
+            if status in _REFUSED:  # refused at dispatch (budget, a person), or its condition was false
+                sched.refuse(sid, result.error.message if result.error else status, unmet=status == "skipped")
+                return
+            sched.finish(sid, succeeded=False)
+            if sched.stopped is not None:
+                self._cancel([other for other in self.tasks if sched.state(other) == "running"])
         if self._keeper.unheld is not None and sched.done:  # nothing waits for the slots a thread holds
             self._keeper.release()
 

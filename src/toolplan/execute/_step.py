@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _faults
 from .._errors import StoreError, ToolplanError
-from .._records import maker
+from .._records import maker, positional_maker
 from ..plan import CompiledStep, Fallback
 from ..plan._internal import ExpressionFailed, Ref, check_condition, null_references, resolve_compiled
 from ._choice import FIXED_CHOOSER, Choice, ChoiceOutcome, ChoiceRequest, default_chooser
@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from ._run import PlanRun
 
 __all__ = (
+    "GROUP",
+    "SHARED",
     "call",
     "clock",
     "end",
@@ -49,6 +51,10 @@ __all__ = (
 )
 
 new_step_result = maker(StepResult)  # a record per step: cheaper than calling the class
+_step_result_at = positional_maker(StepResult)  # the same, its fields by position (the success path)
+# What a run knows of a tool besides its retries and timeout (`PlanRun.tool_defaults`): its calls
+# may be shared or cached (SHARED), or it is a group of alternatives (GROUP); 0 for any other tool.
+SHARED, GROUP = 1, 2
 RETRYABLE = frozenset({"infrastructure", "timeout"})
 _backoff_enabled = True
 
@@ -164,16 +170,20 @@ async def run_step(run: PlanRun, cs: CompiledStep) -> StepResult:
         args = await run.approval.gate(run, cs, args)
         if isinstance(args, StepResult):
             return args
-    if run.groups and tool in run.groups and not in_fallback:  # alternatives: one is chosen now
-        return await run_alternative(run, cs, args, attempt, missed)
-    defaults = run.tool_defaults[tool]  # filled in by PlanRun.add
-    timeout = step.timeout if step.timeout is not None else defaults[1]
-    retries = step.retry if step.retry is not None else defaults[0]
-    if in_fallback:  # its fallback was in flight: the step's own calls had failed before
-        failed = CallOutcome(error=StepError(kind="infrastructure", message=f"Step {sid!r} failed before a resume."))
-        outcome, attempt, used_fallback = await fall_back(run, cs, failed, attempt - 1, missed, in_fallback)
-        return end(run, cs, outcome, attempt, args, used_fallback, missed)
-    if defaults[2]:  # a read_only and idempotent tool (its calls are shared), or one the run's cache keeps
+    retries, timeout, special = run.tool_defaults[tool]  # filled in by PlanRun.add
+    if step.timeout is not None:
+        timeout = step.timeout
+    if step.retry is not None:
+        retries = step.retry
+    if special or in_fallback:  # (rare: the common step pays for this one test)
+        if special == GROUP and not in_fallback:  # alternatives: one is chosen now
+            return await run_alternative(run, cs, args, attempt, missed)
+        if in_fallback:  # its fallback was in flight: the step's own calls had failed before
+            message = f"Step {sid!r} failed before a resume."
+            failed = CallOutcome(error=StepError(kind="infrastructure", message=message))
+            outcome, attempt, used_fallback = await fall_back(run, cs, failed, attempt - 1, missed, in_fallback)
+            return end(run, cs, outcome, attempt, args, used_fallback, missed)
+        # a read_only and idempotent tool (its calls are shared), or one the run's cache keeps
         assert run.sharing is not None
         shared = await run.sharing.run_step(run, cs, args, attempt, retries, timeout, missed)
         if shared is not None:
@@ -186,16 +196,18 @@ async def run_step(run: PlanRun, cs: CompiledStep) -> StepResult:
     else:
         outcome = await _durable_call(run, sid, tool, args, timeout, attempt, False)
     if outcome.error is None:  # the common case, built here rather than through `_record`
-        return new_step_result(
-            id=sid,
-            tool=tool,
-            status="succeeded",
-            output=outcome.output,
-            attempts=attempt,
-            started_at=run.started_at[sid],
-            ended_at=run.clock_offset + clock(),  # run.now(), without a call
-            arguments=args,
-            warnings=_missed(missed) if missed else (),
+        return _step_result_at(  # (StepResult's fields in order, from id to warnings)
+            sid,
+            tool,
+            "succeeded",
+            outcome.output,
+            None,
+            attempt,
+            run.started_at[sid],
+            run.clock_offset + clock(),  # ended_at: run.now(), without a call
+            args,
+            False,
+            _missed(missed) if missed else (),
         )
     run.hold_until_done(tool, outcome)
     outcome = name_nulls(run, outcome, cs.arguments)

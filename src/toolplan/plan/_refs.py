@@ -339,8 +339,16 @@ class ArgumentCompiler:
 
     def _string(self, s: str) -> Any:
         m = _simple_ref(s)  # "$ref:ID", the common reference: one match, no other test
-        if m is not None or s.startswith(REF_PREFIX):
-            parsed = (m[1], ()) if m is not None else parse_path(s[len(REF_PREFIX) :].strip())
+        if m is not None:
+            step = m[1]
+            if step in self.step_ids:
+                self.refs[step] = None
+                node = self._ref_cache[s] = (REF, step, (), s)
+                return node
+            self._error("unknown_reference", f"{s!r} refers to step {step!r}, which is not in the plan.")
+            return s
+        if s.startswith(REF_PREFIX):
+            parsed = parse_path(s[len(REF_PREFIX) :].strip())
             if parsed is None:
                 self._error(
                     "invalid_reference",
@@ -353,7 +361,7 @@ class ArgumentCompiler:
                 self._error("unknown_reference", f"{s!r} refers to step {step!r}, which is not in the plan.")
                 return s
             self.refs[step] = None
-            if m is None and " " in s and _formula_hint(s):  # "$ref:a.price * 3": a field named "price * 3"?
+            if " " in s and _formula_hint(s):  # "$ref:a.price * 3": a field named "price * 3"?
                 self.warn(
                     "formula_reference",
                     f"{s!r} reads a field named {path[-1]!r}; no arithmetic happens inside a reference."

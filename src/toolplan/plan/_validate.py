@@ -9,7 +9,7 @@ from types import MappingProxyType
 from typing import Any
 
 from .._errors import PlanIssue, PlanValidationError
-from .._records import fast_init, maker
+from .._records import fast_init, maker, positional_maker
 from ..tools import ToolRegistry, ToolsLike
 from ..tools._internal import alternatives_problem, inline_group_name
 from ._graph import critical_path, find_cycles, mermaid, waves
@@ -123,6 +123,7 @@ class ValidationReport:
 
 # Records made per step or per plan: makers cost less than class calls (see toolplan._records).
 _new_compiled = maker(CompiledStep)
+_compiled_at = positional_maker(CompiledStep)  # the same, its fields by position (one per step of every plan)
 _new_compiled_plan = maker(CompiledPlan)
 _new_report = maker(ValidationReport)
 
@@ -184,6 +185,31 @@ def step_dependencies(step: Step, refs: tuple[str, ...]) -> tuple[str, ...]:
     if not step.depends_on:
         return refs  # already distinct, in order of appearance
     return tuple(dict.fromkeys([*step.depends_on, *refs]))
+
+
+def _check_rare(
+    s: Step,
+    sid: str,
+    registry: ToolRegistry | None,
+    compiler: ArgumentCompiler,
+    refs: tuple[str, ...],
+    issues: list[PlanIssue],
+) -> tuple[tuple[Compiled | None, Any, tuple[Compiled, ...]], tuple[str, ...]]:
+    """A step's fallback chain and condition, checked and compiled.
+
+    Returns (the fallback's compiled arguments, the compiled condition, the further fallbacks'
+    compiled arguments) and the step's references with theirs.
+    """
+    fb_args: Compiled | None = None
+    more_fb: tuple[Compiled, ...] = ()
+    if s.fallback is not None:
+        fb_args, more_fb, refs = _check_fallbacks(s.fallback, sid, registry, compiler, refs, issues)
+    condition: Any = None
+    if s.when is not None:
+        condition, when_refs = compiler.condition(s.when)
+        if when_refs:
+            refs = tuple(dict.fromkeys([*refs, *when_refs]))
+    return (fb_args, condition, more_fb), refs
 
 
 def _check_fallbacks(
@@ -363,15 +389,10 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
         elif alternatives_ok and registry is not None and sid not in unreadable_args:
             for problem in registry.alternatives_problems(s.one_of, s.arguments, deferred):
                 error("invalid_arguments", f"Arguments for the step's alternatives are invalid: {problem}.")
-        fb_args: Compiled | None = None
-        more_fb: tuple[Compiled, ...] = ()
-        if s.fallback is not None:
-            fb_args, more_fb, refs = _check_fallbacks(s.fallback, sid, registry, compiler, refs, issues)
-        condition: Any = None
-        if s.when is not None:  # (rare: the common step pays for this test only)
-            condition, when_refs = compiler.condition(s.when)
-            if when_refs:
-                refs = tuple(dict.fromkeys([*refs, *when_refs]))
+        # (fallback arguments, condition, more fallbacks' arguments): rare, the common step pays two tests
+        rare: tuple[Compiled | None, Any, tuple[Compiled, ...]] | None = None
+        if s.fallback is not None or s.when is not None:
+            rare, refs = _check_rare(s, sid, registry, compiler, refs, issues)
         for d in s.depends_on:
             if d not in id_set:
                 error("unknown_dependency", f"'depends_on' names step {d!r}, which is not in the plan.")
@@ -403,17 +424,10 @@ def _check(plan: Plan, registry: ToolRegistry | None, max_steps: int, issues: li
             if k:
                 continue  # checked, but the plan is invalid: the first step with the id stands for it
         deps[sid] = step_deps
-        if s.when is None and not more_fb:
-            compiled_steps[sid] = _new_compiled(step=s, arguments=args, fallback_arguments=fb_args, deps=step_deps)
+        if rare is None:  # (CompiledStep's fields by position: step, arguments, fallback_arguments, deps...)
+            compiled_steps[sid] = _compiled_at(s, args, None, step_deps)
         else:
-            compiled_steps[sid] = _new_compiled(
-                step=s,
-                arguments=args,
-                fallback_arguments=fb_args,
-                deps=step_deps,
-                condition=condition,
-                more_fallback_arguments=more_fb,
-            )
+            compiled_steps[sid] = _compiled_at(s, args, rare[0], step_deps, rare[1], rare[2])
 
     for cycle in find_cycles(ordering(deps, after or _NO_AFTER)) if backward else ():
         issues.append(
