@@ -10,7 +10,8 @@ import signal
 import time
 from typing import TYPE_CHECKING, Any
 
-from .._errors import OptionalDependencyError, SandboxError
+from .._errors import SandboxError
+from .._optional import import_optional
 from ._bounds import DataError, DataTooLarge, check_data
 from ._calls import serve_call
 from ._protocol import to_jsonable
@@ -39,11 +40,7 @@ print() output is returned as logs (capped)."""
 
 
 def _import_monty() -> Any:
-    try:
-        import pydantic_monty
-    except ImportError as exc:
-        raise OptionalDependencyError("MontyRunner", extra="monty", package="pydantic-monty") from exc
-    return pydantic_monty
+    return import_optional("pydantic_monty", "MontyRunner", "monty", package="pydantic-monty")
 
 
 class MontyRunner(LocalRunner):
