@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .._errors import ToolError, UnknownToolError
 from .._tasks import task_group
-from ..execute import ApprovalCallback, ApprovalRule, EventHandler, PlanResult, RunLimits, RunStore, ToolInvoker
+from ..execute import ApprovalCallback, ApprovalRule, EventHandler, PlanResult, RunLimits, ToolInvoker
 from ..execute._internal import ApprovalGate, PlanRun
 from ..plan import META_TOOL_NAMES, CompiledStep, Step
 from ..plan._internal import compile_calls, literal
-from ..tools import ToolAnnotations, ToolDefinition, ToolRegistry, ToolResult
+from ..tools import ToolAnnotations, ToolDefinition, ToolRegistry
+from ._metatools import MetaCall, MetaToolBase
 
 if TYPE_CHECKING:
     from ..sandbox import CodeLimits, CodeResult, CodeRunner
@@ -58,7 +59,7 @@ def code_instructions(runner: CodeRunner) -> str:
     )
 
 
-class CodeTool:
+class CodeTool(MetaToolBase):
     """The ``execute_code`` meta-tool around a `CodeRunner`.
 
     Args:
@@ -68,6 +69,8 @@ class CodeTool:
         run_limits: Limits of the code's tool calls (concurrency, timeouts, budget, deadline), as for
             a plan; inside an agent run, the run's budget and deadline apply on top.
     """
+
+    _name = CODE_TOOL_NAME
 
     def __init__(
         self,
@@ -82,11 +85,6 @@ class CodeTool:
         self.registry = tools.without(*META_TOOL_NAMES)
         self.limits = limits
         self.run_limits = RunLimits.of(run_limits, max_concurrency=max_concurrency)
-
-    @property
-    def name(self) -> str:
-        """``execute_code``."""
-        return CODE_TOOL_NAME
 
     def definitions(self) -> Sequence[ToolDefinition]:
         """The tool the model sees: ``{code: string}`` and what the runner supports."""
@@ -106,32 +104,21 @@ class CodeTool:
             ),
         )
 
-    async def execute(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
-        """Run the code in ``arguments["code"]`` with its own invoker."""
-        content, is_error, _ = await self.call(
-            arguments, invoker=ToolInvoker.for_limits(self.registry, self.run_limits)
-        )
-        return ToolResult.failure(content) if is_error else ToolResult(content)
-
-    async def call(
-        self,
-        arguments: Mapping[str, Any],
-        *,
-        invoker: ToolInvoker,
-        on_event: EventHandler | None = None,
-        expires: float | None = None,
-        store: RunStore | None = None,
-        parent: str | None = None,
-        approval: ApprovalRule | None = None,
-        on_approval: ApprovalCallback | None = None,
-    ) -> tuple[str, bool, PlanResult | None]:
+    async def answer(self, arguments: Mapping[str, Any], ctx: MetaCall) -> tuple[str, bool, PlanResult | None]:
         """Run the code; return (text for the model, is_error, the record of the code's tool calls).
 
-        Code runs are not stored (``store`` is not used): code is not made of steps a resume could
-        reuse one by one. ``approval`` and ``on_approval`` as in `run_code`.
+        Outside an agent run (no ``ctx.invoker``) with an invoker of its own. Code runs are not stored
+        (``ctx.store`` is not used): code is not made of steps a resume could reuse one by one.
+        ``ctx.approval`` and ``ctx.on_approval`` as in `run_code`.
         """
+        invoker = ToolInvoker.for_limits(self.registry, self.run_limits) if ctx.invoker is None else ctx.invoker
         result, plan = await self.run_code(
-            arguments, invoker=invoker, on_event=on_event, expires=expires, approval=approval, on_approval=on_approval
+            arguments,
+            invoker=invoker,
+            on_event=ctx.on_event,
+            expires=ctx.expires,
+            approval=ctx.approval,
+            on_approval=ctx.on_approval,
         )
         return result.for_model(), not result.ok, plan
 

@@ -17,9 +17,10 @@ from dataclasses import replace
 from typing import Any
 
 from .._errors import PlanValidationError
-from ..execute import EventHandler, PlanResult, RunStore, ToolInvoker
+from ..execute import PlanResult
 from ..policy import Declaration, parse_declaration
-from ..tools import ToolAnnotations, ToolDefinition, ToolResult
+from ..tools import ToolAnnotations, ToolDefinition
+from ._metatools import MetaCall, MetaToolBase
 
 __all__ = ("DECLARE_TOOL_NAME", "DeclarePlanTool", "declare_instructions")
 
@@ -83,21 +84,18 @@ def _schema(tool_names: Sequence[str]) -> dict[str, Any]:
     }
 
 
-class DeclarePlanTool:
+class DeclarePlanTool(MetaToolBase):
     """The ``declare_plan`` meta-tool: records the model's declared plan (nothing runs).
 
     Args:
         tool_names: The tools the model may declare (its schema's enum).
     """
 
+    _name = DECLARE_TOOL_NAME
+
     def __init__(self, tool_names: Sequence[str] = ()) -> None:
         self.tool_names = tuple(tool_names)
         self.declarations: list[Declaration] = []
-
-    @property
-    def name(self) -> str:
-        """``declare_plan``."""
-        return DECLARE_TOOL_NAME
 
     def definitions(self) -> Sequence[ToolDefinition]:
         """The one function the model sees."""
@@ -157,27 +155,13 @@ class DeclarePlanTool:
         text = f"Plan {plan_id!r} declared{replan}: {count} call{'s' if count != 1 else ''}. Go ahead and make them."
         return text, False, declaration
 
-    async def execute(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
-        """Record the declaration in ``arguments``."""
-        text, is_error = self.declare(arguments)
-        return ToolResult.failure(text) if is_error else ToolResult(text)
-
-    async def call(
-        self,
-        arguments: Mapping[str, Any],
-        *,
-        invoker: ToolInvoker,
-        on_event: EventHandler | None = None,
-        expires: float | None = None,
-        store: RunStore | None = None,
-        parent: str | None = None,
-    ) -> tuple[str, bool, PlanResult | None]:
+    async def answer(self, arguments: Mapping[str, Any], ctx: MetaCall) -> tuple[str, bool, PlanResult | None]:
         """Record the declaration; with a store, keep it under the agent run's id (``toolplan audit``).
 
         What is stored is the declaration as sent, with its ``planId`` (given when the model gave none).
         """
         text, is_error, declaration = self._declare(arguments)
-        save = getattr(store, "save_declaration", None)
-        if declaration is not None and save is not None and parent:
-            await save(parent, {**arguments, "planId": declaration.plan_id})
+        save = getattr(ctx.store, "save_declaration", None)
+        if declaration is not None and save is not None and ctx.parent:
+            await save(ctx.parent, {**arguments, "planId": declaration.plan_id})
         return text, is_error, None

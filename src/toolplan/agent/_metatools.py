@@ -5,7 +5,9 @@ They are ordinary `Tool` objects, so any agent loop can register them next to it
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from .._errors import PlanValidationError
@@ -29,7 +31,9 @@ __all__ = (
     "BATCH_TOOL_NAME",
     "PLAN_TOOL_NAME",
     "BatchTool",
+    "MetaCall",
     "MetaTool",
+    "MetaToolBase",
     "PlanTool",
     "batch_instructions",
     "planning_instructions",
@@ -322,7 +326,66 @@ class MetaTool(Tool, Protocol):
         ...
 
 
-class _MetaTool:
+@dataclass(frozen=True, slots=True)
+class MetaCall:
+    """What the agent run gives one call of a built-in meta-tool; all unset for a plain tool call.
+
+    The first fields are `MetaTool.call`'s keywords (``invoker`` None: outside an agent run), then the
+    run's approval rule and callback; ``resume`` (a plan that waited for approval) and ``approvals``
+    (the answers to it) only the plan tools use. `MetaToolBase.call` makes it from its keywords, in
+    this order.
+    """
+
+    invoker: ToolInvoker | None = None
+    on_event: EventHandler | None = None
+    expires: float | None = None
+    store: RunStore | None = None
+    parent: str | None = None
+    approval: ApprovalRule | None = None
+    on_approval: ApprovalCallback | None = None
+    resume: PlanResult | None = None
+    approvals: Mapping[str, Approval] | None = None
+
+
+class MetaToolBase(ABC):
+    """`MetaTool.call` and `Tool.execute` written once for the built-in meta-tools: each writes `answer`."""
+
+    _name: str
+
+    @property
+    def name(self) -> str:
+        """The meta-tool's name."""
+        return self._name
+
+    @abstractmethod
+    async def answer(self, arguments: Mapping[str, Any], ctx: MetaCall) -> tuple[str, bool, PlanResult | None]:
+        """One call: (text for the model, is_error, the record of the tool calls made)."""
+
+    async def execute(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
+        """The tool called on its own, outside an agent run: its answer, a failed call when it is an error."""
+        text, is_error, _ = await self.answer(arguments, MetaCall())
+        return ToolResult.failure(text) if is_error else ToolResult(text)
+
+    async def call(
+        self,
+        arguments: Mapping[str, Any],
+        *,
+        invoker: ToolInvoker,
+        on_event: EventHandler | None = None,
+        expires: float | None = None,
+        store: RunStore | None = None,
+        parent: str | None = None,
+        approval: ApprovalRule | None = None,
+        on_approval: ApprovalCallback | None = None,
+        resume: PlanResult | None = None,
+        approvals: Mapping[str, Approval] | None = None,
+    ) -> tuple[str, bool, PlanResult | None]:
+        """`MetaTool.call`, with the run's approval rule and callback (and a plan to resume, for plan tools)."""
+        ctx = MetaCall(invoker, on_event, expires, store, parent, approval, on_approval, resume, approvals)
+        return await self.answer(arguments, ctx)
+
+
+class _MetaTool(MetaToolBase):
     """Shared machinery: a registry of callable tools (meta-tools excluded) and the run's limits.
 
     Args:
@@ -334,7 +397,6 @@ class _MetaTool:
         max_value_chars: Longest value (and error) in the text returned to the model.
     """
 
-    _name: str
     _dialect: Dialect
     _description: str
 
@@ -367,11 +429,6 @@ class _MetaTool:
         self.on_event = on_event
         self.on_result = on_result
         self.store = store  # each plan's run is stored (durable) when set
-
-    @property
-    def name(self) -> str:
-        """The meta-tool's name."""
-        return self._name
 
     def definitions(self) -> Sequence[ToolDefinition]:
         """The one function this meta-tool offers, with the schema the model sees."""
@@ -444,36 +501,23 @@ class _MetaTool:
             return ToolResult.failure(exc.message, content=exc.to_dict())
         return ToolResult(result.to_model_text(max_value_chars=self.max_value_chars))
 
-    async def call(
-        self,
-        arguments: Mapping[str, Any],
-        *,
-        invoker: ToolInvoker,
-        on_event: EventHandler | None = None,
-        expires: float | None = None,
-        store: RunStore | None = None,
-        parent: str | None = None,
-        approval: ApprovalRule | None = None,
-        on_approval: ApprovalCallback | None = None,
-        resume: PlanResult | None = None,
-        approvals: Mapping[str, Approval] | None = None,
-    ) -> tuple[str, bool, PlanResult | None]:
-        """Run the plan with the agent run's invoker; an invalid plan is an error listing every problem.
+    async def answer(self, arguments: Mapping[str, Any], ctx: MetaCall) -> tuple[str, bool, PlanResult | None]:
+        """Run the plan; an invalid plan is an error listing every problem.
 
-        ``approval`` (and the rest) as in `run`: a plan that waits for approval returns its result.
+        A plan that waits for approval returns its result (``ctx.approval`` and the rest as in `run`).
         """
         try:
             result = await self.run(
                 dict(arguments),
-                invoker=invoker,
-                on_event=on_event,
-                expires=expires,
-                store=store,
-                parent=parent,
-                approval=approval,
-                on_approval=on_approval,
-                resume=resume,
-                approvals=approvals,
+                invoker=ctx.invoker,
+                on_event=ctx.on_event,
+                expires=ctx.expires,
+                store=ctx.store,
+                parent=ctx.parent,
+                approval=ctx.approval,
+                on_approval=ctx.on_approval,
+                resume=ctx.resume,
+                approvals=ctx.approvals,
             )
         except PlanValidationError as exc:
             return exc.message, True, None

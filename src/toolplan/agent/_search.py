@@ -7,9 +7,10 @@ from typing import Any
 
 from .._errors import ToolError
 from .._json import dumps
-from ..execute import EventHandler, PlanResult, RunStore, ToolInvoker
-from ..tools import ToolAnnotations, ToolDefinition, ToolRegistry, ToolResult, ToolSearch
+from ..execute import PlanResult
+from ..tools import ToolAnnotations, ToolDefinition, ToolRegistry, ToolSearch
 from ..tools._internal import note_loaded
+from ._metatools import MetaCall, MetaToolBase
 
 __all__ = ("SEARCH_TOOL_NAME", "SearchTool", "search_instructions")
 
@@ -36,7 +37,7 @@ def definition_json(definition: ToolDefinition) -> dict[str, Any]:
     }
 
 
-class SearchTool:
+class SearchTool(MetaToolBase):
     """``search_tools``: ranks the registry's deferred tools and returns the best definitions.
 
     Every tool it returns is loaded for the rest of the agent run: its definition is added at the
@@ -47,14 +48,11 @@ class SearchTool:
         search: How (default: words alone, five results).
     """
 
+    _name = SEARCH_TOOL_NAME
+
     def __init__(self, tools: ToolRegistry, search: ToolSearch | None = None) -> None:
         self.registry = tools
         self.search = search or ToolSearch()
-
-    @property
-    def name(self) -> str:
-        """``search_tools``."""
-        return SEARCH_TOOL_NAME
 
     def definitions(self) -> Sequence[ToolDefinition]:
         """The one function the model sees (with the short index, when the search has one)."""
@@ -111,21 +109,7 @@ class SearchTool:
             return "No tool matches. Search again with other words (what the tool does, not how).", False
         return dumps({"tools": [definition_json(d) for d in found]}), False
 
-    async def execute(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
-        """Search (as a plain tool: outside an agent run nothing is loaded)."""
-        text, is_error = await self.run(arguments)
-        return ToolResult.failure(text) if is_error else ToolResult(text)
-
-    async def call(
-        self,
-        arguments: Mapping[str, Any],
-        *,
-        invoker: ToolInvoker,
-        on_event: EventHandler | None = None,
-        expires: float | None = None,
-        store: RunStore | None = None,
-        parent: str | None = None,
-    ) -> tuple[str, bool, PlanResult | None]:
-        """Search; the tools found are loaded for the agent run."""
+    async def answer(self, arguments: Mapping[str, Any], ctx: MetaCall) -> tuple[str, bool, PlanResult | None]:
+        """Search; in an agent run, the tools found are loaded for the run (called on its own, nothing is)."""
         text, is_error = await self.run(arguments)
         return text, is_error, None

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
-from .._errors import OptionalDependencyError
+from .._optional import import_optional
 
 __all__ = ("dead_worker_errors", "import_ray")
 
 
 def import_ray() -> Any:
     """The ``ray`` module, or an `OptionalDependencyError` that names the pip command."""
-    try:
-        return importlib.import_module("ray")  # by name: type checkers need not have ray installed
-    except ImportError as exc:
-        raise OptionalDependencyError("Running tools on Ray (RayBackend)", "ray", package="ray") from exc
+    return import_optional("ray", "Running tools on Ray (RayBackend)", "ray", package="ray")
 
 
 def dead_worker_errors(ray: Any) -> tuple[type[BaseException], ...]:

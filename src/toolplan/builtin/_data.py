@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
-from .._errors import OptionalDependencyError, ToolError, UserError
+from .._errors import ToolError, UserError
 from .._json import JSONTextError, loads
+from .._optional import import_optional
 from ..tools import FunctionTool, ToolAnnotations, Toolset
 from ._data_ops import (
     _AGGREGATES,
@@ -57,11 +58,7 @@ _LITERAL = re.compile(r"`((?:[^`\\]|\\.)*)`")
 
 
 def _import_jmespath() -> Any:
-    try:
-        import jmespath
-    except ImportError as exc:
-        raise OptionalDependencyError("DataTools", extra="builtin", package="jmespath") from exc
-    return jmespath
+    return import_optional("jmespath", "DataTools", "builtin", package="jmespath")
 
 
 class DataTools(Toolset):

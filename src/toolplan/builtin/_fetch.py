@@ -36,8 +36,9 @@ from typing import TYPE_CHECKING, Any, NotRequired
 
 from typing_extensions import TypedDict
 
-from .._errors import OptionalDependencyError, ToolError, UserError
+from .._errors import ToolError, UserError
 from .._json import JSONTextError, loads
+from .._optional import import_optional
 
 if TYPE_CHECKING:
     import httpx
@@ -58,11 +59,7 @@ _HOST = re.compile(r"[a-z0-9_.-]{1,253}|[0-9a-f:.]{2,45}")  # a DNS name (IDNA),
 
 def import_httpx(feature: str = "HttpTools", extra: str = "builtin") -> Any:
     """The ``httpx`` module, or an error naming the extra to install."""
-    try:
-        import httpx
-    except ImportError as exc:
-        raise OptionalDependencyError(feature, extra=extra, package="httpx") from exc
-    return httpx
+    return import_optional("httpx", feature, extra, package="httpx")
 
 
 class HttpResponse(TypedDict):

@@ -211,7 +211,10 @@ async def run_step(run: PlanRun, cs: CompiledStep) -> StepResult:
         )
     run.hold_until_done(tool, outcome)
     outcome = name_nulls(run, outcome, cs.arguments)
-    outcome, attempt, used_fallback = await _recover(run, cs, args, outcome, attempt, retries, timeout, missed)
+    outcome, attempt = await retry(run, cs, args, outcome, attempt, retries, timeout)
+    used_fallback = 0  # the link of the fallback chain whose result stands (0: none)
+    if not refused_at_start(outcome, attempt):
+        outcome, attempt, used_fallback = await fall_back(run, cs, outcome, attempt, missed)
     return end(run, cs, outcome, attempt, args, used_fallback, missed)
 
 
@@ -308,27 +311,6 @@ async def call(
     if run.journal is not None:
         return await _durable_call(run, sid, tool, args, timeout, attempt, fallback)
     return await run.invoker.call(tool, args, timeout, run.run_id, sid, attempt, run.expires, fallback)
-
-
-async def _recover(
-    run: PlanRun,
-    cs: CompiledStep,
-    args: Any,
-    outcome: CallOutcome,
-    attempt: int,
-    retries: int,
-    timeout: float | None,
-    missed: list[Ref],
-) -> tuple[CallOutcome, int, int]:
-    """After a failed call (number ``attempt``): retries (for retryable errors), then the fallback, if any.
-
-    Returns the final outcome, the attempts made and the link of the fallback chain whose result
-    stands (0: none).
-    """
-    outcome, attempt = await retry(run, cs, args, outcome, attempt, retries, timeout)
-    if outcome.error is None or refused_at_start(outcome, attempt):
-        return outcome, attempt, 0
-    return await fall_back(run, cs, outcome, attempt, missed)
 
 
 async def retry(
@@ -468,7 +450,9 @@ async def run_alternative(run: PlanRun, cs: CompiledStep, args: Any, attempt: in
     run.hold_until_done(tool, outcome)
     used_fallback = 0
     if outcome.error is not None:
-        outcome, attempt, used_fallback = await _recover(run, chosen, args, outcome, attempt, retries, timeout, missed)
+        outcome, attempt = await retry(run, chosen, args, outcome, attempt, retries, timeout)
+        if not refused_at_start(outcome, attempt):
+            outcome, attempt, used_fallback = await fall_back(run, chosen, outcome, attempt, missed)
     latency = time.perf_counter() - began
     result = end(run, chosen, outcome, attempt, args, used_fallback, missed)
     if result.status != "not_run":  # a call the budget refused says nothing about the tool

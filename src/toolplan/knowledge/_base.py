@@ -12,7 +12,8 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 
-from .._errors import OptionalDependencyError, ToolError, UserError
+from .._errors import ToolError, UserError
+from .._optional import import_optional
 from .._vectors import check_vectors
 from ..store import Store, open_store
 from ..tools._internal import fuse_rankings
@@ -31,11 +32,7 @@ _CACHED_NAMESPACES = 8  # vector matrices kept in memory, most recently used fir
 
 
 def _numpy() -> Any:
-    try:
-        import numpy
-    except ImportError as exc:
-        raise OptionalDependencyError("The knowledge base", extra="knowledge", package="numpy") from exc
-    return numpy
+    return import_optional("numpy", "The knowledge base", "knowledge", package="numpy")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

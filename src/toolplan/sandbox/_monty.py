@@ -8,14 +8,14 @@ import json
 import os
 import signal
 import time
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .._errors import OptionalDependencyError, SandboxError
+from .._errors import SandboxError
+from .._optional import import_optional
 from ._bounds import DataError, DataTooLarge, check_data
 from ._calls import serve_call
 from ._protocol import to_jsonable
-from ._types import CodeLimits, CodeResult, LogBuffer, ToolCaller
+from ._types import CodeLimits, CodeResult, LocalRunner, LogBuffer, ToolCaller
 
 if TYPE_CHECKING:
     import pydantic_monty
@@ -40,14 +40,10 @@ print() output is returned as logs (capped)."""
 
 
 def _import_monty() -> Any:
-    try:
-        import pydantic_monty
-    except ImportError as exc:
-        raise OptionalDependencyError("MontyRunner", extra="monty", package="pydantic-monty") from exc
-    return pydantic_monty
+    return import_optional("pydantic_monty", "MontyRunner", "monty", package="pydantic-monty")
 
 
-class MontyRunner:
+class MontyRunner(LocalRunner):
     """Runs model code in the Monty interpreter; the recommended runner for untrusted code.
 
     Monty implements Python in Rust with no file system, network, subprocess or import machinery to
@@ -62,33 +58,17 @@ class MontyRunner:
     """
 
     name = "monty"
+    _description = _DESCRIPTION
 
     def __init__(self, *, limits: CodeLimits | None = None, binary_path: str | None = None) -> None:
         self.limits = limits or CodeLimits()
         self.binary_path = binary_path
 
-    def describe(self) -> str:
-        """The ``execute_code`` description of this runner for the model."""
-        return _DESCRIPTION
-
-    async def run(
-        self,
-        code: str,
-        *,
-        call_tool: ToolCaller,
-        limits: CodeLimits | None = None,
-        inputs: Mapping[str, Any] | None = None,
+    async def _run(
+        self, code: str, call_tool: ToolCaller, limits: CodeLimits, inputs: dict[str, Any] | None
     ) -> CodeResult:
-        """Run ``code`` in a fresh Monty session; see `CodeRunner.run`.
-
-        ``inputs`` (JSON data by name) are bound as global variables before the code runs.
-
-        Raises:
-            OptionalDependencyError: ``pydantic-monty`` is not installed.
-            SandboxError: The Monty worker could not be started.
-        """
-        monty = _import_monty()
-        run = _MontyRun(monty, call_tool, limits or self.limits, dict(inputs) if inputs else None)
+        """A fresh Monty session."""
+        run = _MontyRun(_import_monty(), call_tool, limits, inputs)
         return await run.execute(code, self.binary_path)
 
 

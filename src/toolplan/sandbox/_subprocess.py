@@ -13,7 +13,6 @@ import sys
 import sysconfig
 import tempfile
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from ._calls import call_problem, encode_reply, serve_call
 from ._frames import CallFrame, DoneFrame, Frame, ParallelFrame, ProtocolViolation, ReadyFrame, ResultFrame
 from ._platform import prefix_layers, sandbox_prefix
 from ._protocol import MessageTooLarge, TruncatedFrame, encode, read_frame
-from ._types import CodeLimits, CodeResult, LogBuffer, ToolCaller
+from ._types import CodeLimits, CodeResult, LocalRunner, LogBuffer, ToolCaller
 
 __all__ = ("SubprocessRunner",)
 
@@ -42,7 +41,7 @@ print() output is returned as logs (capped). The current directory is a fresh, e
 only place you can write; files elsewhere, network, subprocesses and ctypes are refused."""
 
 
-class SubprocessRunner:
+class SubprocessRunner(LocalRunner):
     """Runs model code in a child CPython process under layered confinement.
 
     Layers, strongest first: a network namespace (``unshare -n``, where permitted), a read-only
@@ -72,6 +71,7 @@ class SubprocessRunner:
     """
 
     name = "subprocess"
+    _description = _DESCRIPTION
 
     def __init__(
         self,
@@ -94,32 +94,16 @@ class SubprocessRunner:
         self.layers: tuple[str, ...] = ()
         """The confinement layers the last run actually got (e.g. ``("netns", "read_only_root", ...)``)."""
 
-    def describe(self) -> str:
-        """The ``execute_code`` description of this runner for the model."""
-        return _DESCRIPTION
-
-    async def run(
-        self,
-        code: str,
-        *,
-        call_tool: ToolCaller,
-        limits: CodeLimits | None = None,
-        inputs: Mapping[str, Any] | None = None,
+    async def _run(
+        self, code: str, call_tool: ToolCaller, limits: CodeLimits, inputs: dict[str, Any] | None
     ) -> CodeResult:
-        """Run ``code`` in a fresh child process and workspace; see `CodeRunner.run`.
-
-        ``inputs`` (JSON data by name) are bound as global variables before the code runs.
-
-        Raises:
-            SandboxError: The sandbox itself could not be started (not a failure of the code).
-        """
-        limits = limits or self.limits
+        """A fresh child process and workspace."""
         started = time.monotonic()
         network = False if limits.allow_network else self.network_namespace
         prefix = await sandbox_prefix(network=network, mount=self.mount_namespace, what="SubprocessRunner")
         workspace = await run_in_thread(_make_workspace)
         try:
-            run = _Run(self, code, call_tool, limits, workspace, prefix, dict(inputs) if inputs else {})
+            run = _Run(self, code, call_tool, limits, workspace, prefix, inputs)
             result = await run.execute(started)
             self.layers = run.layers
             return result

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
-__all__ = ("CodeLimits", "CodeResult", "CodeRunner", "LogBuffer", "ToolCaller")
+__all__ = ("CodeLimits", "CodeResult", "CodeRunner", "LocalRunner", "LogBuffer", "ToolCaller")
 
 ToolCaller: TypeAlias = Callable[[str, dict[str, Any]], Awaitable[Any]]
 """Host side of a tool call from code: ``await call_tool(name, args)`` returns the tool's value and
@@ -122,6 +123,42 @@ class CodeRunner(Protocol):
     async def run(self, code: str, *, call_tool: ToolCaller, limits: CodeLimits | None = None) -> CodeResult:
         """Run ``code`` to the end (or until a limit stops it) and report what happened."""
         ...
+
+
+class LocalRunner(ABC):
+    """What the built-in runners share: their default limits, their description and `run`'s options."""
+
+    name: str
+    limits: CodeLimits
+    _description: str
+
+    def describe(self) -> str:
+        """The ``execute_code`` description of this runner for the model."""
+        return self._description
+
+    async def run(
+        self,
+        code: str,
+        *,
+        call_tool: ToolCaller,
+        limits: CodeLimits | None = None,
+        inputs: Mapping[str, Any] | None = None,
+    ) -> CodeResult:
+        """Run ``code`` under ``limits`` (default: the runner's); see `CodeRunner.run`.
+
+        ``inputs`` (JSON data by name) are bound as global variables before the code runs.
+
+        Raises:
+            SandboxError: The sandbox itself could not be started (not a failure of the code).
+            OptionalDependencyError: `MontyRunner` without ``pydantic-monty`` installed.
+        """
+        return await self._run(code, call_tool, limits or self.limits, dict(inputs) if inputs else None)
+
+    @abstractmethod
+    async def _run(
+        self, code: str, call_tool: ToolCaller, limits: CodeLimits, inputs: dict[str, Any] | None
+    ) -> CodeResult:
+        """`run` with its options resolved."""
 
 
 class LogBuffer:

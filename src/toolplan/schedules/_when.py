@@ -18,7 +18,8 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from .._errors import OptionalDependencyError, ToolError
+from .._errors import ToolError
+from .._optional import import_optional
 
 __all__ = ("When", "next_after", "parse_when", "zone")
 
@@ -51,11 +52,7 @@ def zone(name: str) -> ZoneInfo:
 
 
 def _croniter() -> Any:
-    try:
-        from croniter import croniter  # type: ignore[import-untyped,unused-ignore]
-    except ImportError as exc:
-        raise OptionalDependencyError("Cron schedules", extra="schedules", package="croniter") from exc
-    return croniter
+    return import_optional("croniter", "Cron schedules", "schedules", package="croniter").croniter
 
 
 def _seconds(text: str) -> float | None:
