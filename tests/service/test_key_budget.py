@@ -29,8 +29,10 @@ def test_a_keys_window_refuses_calls_across_executions_and_says_so(
         first = _run(c)
         assert first["status"] == "succeeded" and first["refused"] == []
         second = _run(c)
-        assert [s["status"] for s in second["steps"]] == ["succeeded", "not_run", "not_run"]
-        assert [r["step_id"] for r in second["refused"]] == ["s1", "s2"]
+        # One call was left in the window: one of the three parallel steps (whichever reserved first) gets it.
+        statuses = {s["id"]: s["status"] for s in second["steps"]}
+        assert sorted(statuses.values()) == ["not_run", "not_run", "succeeded"]
+        assert [r["step_id"] for r in second["refused"]] == [k for k, v in statuses.items() if v == "not_run"]
         assert second["refused"][0]["message"].startswith(
             "Budget window exhausted: max_tool_calls=4 per 86400s for this key, 4 already made."
         )
