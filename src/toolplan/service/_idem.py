@@ -12,17 +12,19 @@ from fastapi.responses import JSONResponse
 from .._errors import ToolplanError
 from ..planner import new_id
 from ._errors import ApiError, coded, error_body
-from ._store import ServiceStore
+from ._store import Finish, ServiceStore
 
-__all__ = ("Outcome", "idempotent")
+__all__ = ("Action", "Outcome", "idempotent")
 
 HEADER = "Idempotency-Key"
 Outcome = tuple[int, dict[str, Any]]
+#: ``action(id, finish)``: ``finish`` (None without an Idempotency-Key) lets the action's write keep its response.
+Action = Callable[[str, Finish | None], Awaitable[Outcome]]
 
 
-async def _outcome(action: Callable[[str], Awaitable[Outcome]], reserved: str) -> Outcome:
+async def _outcome(action: Action, reserved: str, finish: Finish | None = None) -> Outcome:
     try:
-        return await action(reserved)
+        return await action(reserved, finish)
     except (ApiError, ToolplanError) as exc:
         parts = coded(exc)
         assert parts is not None
@@ -40,7 +42,7 @@ async def idempotent(
     request: Request,
     data: ServiceStore,
     prefix: str,
-    action: Callable[[str], Awaitable[Outcome]],
+    action: Action,
     *,
     keep: Callable[[Outcome], bool] = _worth_keeping,
 ) -> JSONResponse:
@@ -52,6 +54,9 @@ async def idempotent(
     first is in progress gets 409. When an earlier attempt died before its response was
     kept, the repeat does the work again with the id that attempt reserved: the action finds what
     that attempt stored under it instead of making a second one.
+
+    An action whose write makes its response may keep it in that write's transaction (``finish``,
+    passed to `ServiceStore.save_plan` or `ServiceStore.enqueue`): then it is not written again.
     """
     key = request.headers.get(HEADER)
     if key is None:
@@ -78,9 +83,12 @@ async def idempotent(
     if claimed.state == "done":
         assert claimed.status_code is not None
         return JSONResponse(claimed.response, status_code=claimed.status_code, headers={"Idempotent-Replayed": "true"})
-    status, body = await _outcome(action, claimed.reserved_id)
-    if keep((status, body)):
-        await data.finish_idempotency(api_key, key, status, body)
+    finish = Finish(api_key, key)
+    status, body = await _outcome(action, claimed.reserved_id, finish)
+    if finish.done:
+        pass  # kept by the action's own write
+    elif keep((status, body)):
+        await data.finish_idempotency(finish, status, body)
     else:  # a retry may try again at once, with the same reserved id
         await data.release_idempotency(api_key, key)
     return JSONResponse(body, status_code=status)

@@ -20,7 +20,7 @@ from ..execute import WindowCharge
 from ..store import Store, StoreWindow, resume
 from ..tools import ToolRegistry
 from ._approvals import expire_due, rule_and_answers
-from ._cache import cache_for
+from ._cache import cache_of, key_of
 from ._config import ServiceConfig
 from ._store import ServiceStore
 
@@ -140,12 +140,10 @@ class Runner:
         try:
             if run_id in self._cancelled:
                 return  # `finally` lets go of the claim
-            window = None
-            if self.window is not None:
-                key = await self.data.api_key_of(run_id)
-                window = WindowCharge(self.window, key or "(no key)")
+            key, key_ttl = await key_of(self.store, run_id)  # one read: the budget's key and its cache setting
+            window = None if self.window is None else WindowCharge(self.window, key or "(no key)")
             rule, answers = await rule_and_answers(self.store, run_id)
-            cache = await cache_for(self.store, run_id, self.config.cache_ttl)
+            cache = cache_of(self.store, key_ttl, self.config.cache_ttl)
             await resume(
                 run_id,
                 self.tools,

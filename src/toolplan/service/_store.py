@@ -32,6 +32,8 @@ from ._read import Readers, read
 __all__ = (
     "ApiKey",
     "Claimed",
+    "Finish",
+    "Keep",
     "Page",
     "ServiceStore",
 )
@@ -70,6 +72,25 @@ class Claimed:
     response: Any = None
 
 
+@dataclass(slots=True)
+class Finish:
+    """The Idempotency-Key of a request, whose response a write may keep in its own transaction.
+
+    `save_plan` and `enqueue` take it with the response they make (``keep``): the response is kept
+    as that write commits (one transaction where there were two), and ``done`` says it was.
+    """
+
+    api_key: str
+    key: str
+    done: bool = False
+
+    def params(self, status_code: int, response: Any) -> dict[str, Any]:
+        return {"k_api_key": self.api_key, "k_key": self.key, "status_code": status_code, "response": dumps(response)}
+
+
+Keep = tuple[Finish, int, Any]  # an Idempotency-Key's record, and the status and body of the response to keep
+
+
 # The statements of every request (key check, idempotency, queueing), built once: on SQLite building a
 # statement and its cache key costs more than running it.
 _ACTIVE_KEY = sa.select(t.api_keys.c.hash).where(
@@ -90,6 +111,10 @@ _CANCELS = sa.select(t.executions.c.id).where(
     t.executions.c.owner == sa.bindparam("owner"),
     t.executions.c.cancel_requested == 1,
 )
+
+
+def _finish_params(keep: Keep | None) -> dict[str, Any] | None:
+    return None if keep is None else keep[0].params(keep[1], keep[2])
 
 
 def _hash(secret: str) -> str:
@@ -132,18 +157,28 @@ class ServiceStore:
 
     # -- plans and executions ----------------------------------------------------------------------
 
-    async def save_plan(self, plan_ref: str, plan: Plan, warnings: Sequence[PlanIssue] = ()) -> None:
-        """Store a posted plan under ``plan_ref`` (a ``plan_...`` id), valid, with no request, and its warnings."""
+    async def save_plan(
+        self, plan_ref: str, plan: Plan, warnings: Sequence[PlanIssue] = (), *, keep: Keep | None = None
+    ) -> None:
+        """Store a posted plan under ``plan_ref`` (a ``plan_...`` id), valid, with no request, and its warnings.
+
+        ``keep``: an Idempotency-Key's response, kept in the same transaction (see `Finish`).
+        """
         body = encode(plan)
         issues = dumps([i.to_dict(severity=True) for i in warnings])
         now = time.time()
+        finish = _finish_params(keep)
 
         def write(engine: sa.Engine) -> None:
             row = plan_row(body, now, plan.dialect) | {"id": plan_ref, "valid": 1, "text": None, "issues": issues}
             with engine.begin() as conn:
                 conn.execute(_PLAN_INSERT, row)
+                if finish is not None:
+                    conn.execute(_IDEM_FINISH, finish)
 
         await self._call(write)
+        if keep is not None:
+            keep[0].done = True
 
     async def enqueue(
         self,
@@ -155,10 +190,12 @@ class ServiceStore:
         api_key: str | None,
         max_active: int | None,
         approval: Mapping[str, Any] | None = None,
+        keep: Keep | None = None,
     ) -> None:
         """Store a queued execution of ``plan`` (for a worker to claim), in one transaction.
 
-        ``approval`` (an `ApprovalRule` as JSON data) is kept as its ``approval_rule`` event.
+        ``approval`` (an `ApprovalRule` as JSON data) is kept as its ``approval_rule`` event;
+        ``keep``, an Idempotency-Key's response, in the same transaction (see `Finish`).
 
         Raises:
             RunConflictError: ``run_id`` is stored already.
@@ -166,6 +203,7 @@ class ServiceStore:
         """
         body = encode(plan)
         now = time.time()
+        finish = _finish_params(keep)
 
         def write(engine: sa.Engine) -> None:
             with engine.begin() as conn:
@@ -181,8 +219,12 @@ class ServiceStore:
                 insert_queued(conn, run_id, plan, body, limits, now, api_key=api_key, source_plan_id=source_plan_id)
                 if approval is not None:
                     _append_event(conn, run_id, "approval_rule", approval, now)
+                if finish is not None:
+                    conn.execute(_IDEM_FINISH, finish)
 
         await self._call(write)
+        if keep is not None:
+            keep[0].done = True
 
     async def plan_info(self, plan_ref: str) -> dict[str, Any]:
         """A stored plan with what is known of it, as JSON data.
@@ -310,11 +352,6 @@ class ServiceStore:
         # On the database thread, behind the journal's writes: a run stopped just after it claimed
         # may have queued some (its first event), which commit first, in their order.
         return await self.store.db.call(lambda engine, _raw: write(engine))  # type: ignore[no-any-return]
-
-    async def api_key_of(self, run_id: str) -> str | None:
-        """The API key that started an execution (None: none, or no such execution)."""
-        key = await self._execution_value(run_id, t.executions.c.api_key)
-        return None if key is None else str(key)
 
     async def status_of(self, run_id: str) -> str:
         """An execution's status.
@@ -526,10 +563,9 @@ class ServiceStore:
 
         await self._call(write)
 
-    async def finish_idempotency(self, api_key: str, key: str, status_code: int, response: Any) -> None:
-        """Keep the response of a request made with ``key``, to replay it."""
-        text = dumps(response)
-        params = {"k_api_key": api_key, "k_key": key, "status_code": status_code, "response": text}
+    async def finish_idempotency(self, finish: Finish, status_code: int, response: Any) -> None:
+        """Keep the response of a request made with ``finish.key``, to replay it."""
+        params = finish.params(status_code, response)
 
         def write(engine: sa.Engine) -> None:
             with engine.begin() as conn:
