@@ -187,7 +187,7 @@ class Service:
                 approval=approval,
                 keep=None if finish is None or wait > 0 else (finish, 202, queued),
             )
-        self.runner.wake()
+        self.runner.wake(queued=True)
         if not wait > 0:
             return 202, queued
         status = await self.runner.wait(run_id, min(wait, self.config.max_wait))
