@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -45,6 +46,7 @@ async def idempotent(
     action: Action,
     *,
     keep: Callable[[Outcome], bool] = _worth_keeping,
+    optimistic: bool = False,
 ) -> JSONResponse:
     """Run ``action(id)`` (``id`` a new ``{prefix}_...`` id) once per Idempotency-Key and body.
 
@@ -57,6 +59,9 @@ async def idempotent(
 
     An action whose write makes its response may keep it in that write's transaction (``finish``,
     passed to `ServiceStore.save_plan` or `ServiceStore.enqueue`): then it is not written again.
+    ``optimistic`` (for such an action, whose only effect is that write): the action runs first with
+    a new id, and its write records the key with the response, or stores nothing if the key is known;
+    anything but a response kept that way is done again as above (the key claimed first).
     """
     key = request.headers.get(HEADER)
     if key is None:
@@ -69,6 +74,13 @@ async def idempotent(
         request.method.encode() + b" " + request.url.path.encode() + b"?" + request.url.query.encode() + b"\n"
         + await request.body()
     ).hexdigest()  # fmt: skip
+    if optimistic:  # the usual case, a new key: one transaction records it with the response and the work
+        reserved = new_id(prefix)
+        first = Finish(api_key, key, fingerprint=fingerprint, reserved_id=reserved)
+        with contextlib.suppress(Exception):  # the key is known, or the action failed: the usual way below
+            status, body = await action(reserved, first)
+        if first.done:
+            return JSONResponse(body, status_code=status)
     claimed = await data.claim_idempotency(api_key, key, fingerprint, new_id(prefix))
     if claimed.state == "mismatch":
         raise ApiError(

@@ -120,7 +120,7 @@ async def execute_request(
     async def action(reserved: str, finish: Finish | None) -> Outcome:
         return await svc.execute(reserved, plan_ref, request.state.api_key, wait, rule, finish=finish)
 
-    return await idempotent(request, svc.data, "exec", action)
+    return await idempotent(request, svc.data, "exec", action, optimistic=not wait > 0)
 
 
 @router.post("/plans", status_code=201, tags=["plans"])
@@ -131,7 +131,7 @@ async def create_plan(body: PlanIn, request: Request, svc: Svc, _key: IdemHeader
     async def action(reserved: str, finish: Finish | None) -> Outcome:
         return 201, await svc.post_plan(reserved, body.plan, body.dialect, finish=finish)
 
-    return await idempotent(request, svc.data, "plan", action)
+    return await idempotent(request, svc.data, "plan", action, optimistic=True)
 
 
 @router.post("/plans/dry-run", tags=["plans"])
@@ -184,7 +184,7 @@ async def execute_plan_by_id(
     async def action(reserved: str, finish: Finish | None) -> Outcome:
         return await svc.execute(reserved, plan_id, request.state.api_key, wait, rule, finish=finish)
 
-    return await idempotent(request, svc.data, "exec", action)
+    return await idempotent(request, svc.data, "exec", action, optimistic=not wait > 0)
 
 
 @router.get("/executions/{execution_id}", tags=["executions"], response_model=Record)

@@ -77,15 +77,28 @@ class Finish:
     """The Idempotency-Key of a request, whose response a write may keep in its own transaction.
 
     `save_plan` and `enqueue` take it with the response they make (``keep``): the response is kept
-    as that write commits (one transaction where there were two), and ``done`` says it was.
+    as that write commits, and ``done`` says it was. With ``fingerprint`` and ``reserved_id`` the key
+    was not claimed first: the write records it, done, in the same transaction (one transaction
+    where there were three), and fails, storing nothing, if the key is known already.
     """
 
     api_key: str
     key: str
+    fingerprint: str | None = None  # with reserved_id: not claimed yet (the write records the key)
+    reserved_id: str | None = None
     done: bool = False
 
     def params(self, status_code: int, response: Any) -> dict[str, Any]:
         return {"k_api_key": self.api_key, "k_key": self.key, "status_code": status_code, "response": dumps(response)}
+
+    def write(self, conn: sa.Connection, status_code: int, response: Any) -> None:
+        """Keep the response in ``conn``'s transaction (IntegrityError: an unclaimed key is known already)."""
+        if self.reserved_id is None:
+            conn.execute(_IDEM_FINISH, self.params(status_code, response))
+            return
+        row: dict[str, Any] = {"api_key": self.api_key, "key": self.key, "fingerprint": self.fingerprint}
+        row |= {"reserved_id": self.reserved_id, "created_at": time.time()}
+        conn.execute(_IDEM_INSERT, row | {"status_code": status_code, "response": dumps(response)})
 
 
 Keep = tuple[Finish, int, Any]  # an Idempotency-Key's record, and the status and body of the response to keep
@@ -111,10 +124,6 @@ _CANCELS = sa.select(t.executions.c.id).where(
     t.executions.c.owner == sa.bindparam("owner"),
     t.executions.c.cancel_requested == 1,
 )
-
-
-def _finish_params(keep: Keep | None) -> dict[str, Any] | None:
-    return None if keep is None else keep[0].params(keep[1], keep[2])
 
 
 def _hash(secret: str) -> str:
@@ -167,14 +176,13 @@ class ServiceStore:
         body = encode(plan)
         issues = dumps([i.to_dict(severity=True) for i in warnings])
         now = time.time()
-        finish = _finish_params(keep)
 
         def write(engine: sa.Engine) -> None:
             row = plan_row(body, now, plan.dialect) | {"id": plan_ref, "valid": 1, "text": None, "issues": issues}
             with engine.begin() as conn:
+                if keep is not None:  # first: a key known already stores nothing
+                    keep[0].write(conn, keep[1], keep[2])
                 conn.execute(_PLAN_INSERT, row)
-                if finish is not None:
-                    conn.execute(_IDEM_FINISH, finish)
 
         await self._call(write)
         if keep is not None:
@@ -203,10 +211,11 @@ class ServiceStore:
         """
         body = encode(plan)
         now = time.time()
-        finish = _finish_params(keep)
 
         def write(engine: sa.Engine) -> None:
             with engine.begin() as conn:
+                if keep is not None:  # first: a key known already stores nothing (and is not a 429)
+                    keep[0].write(conn, keep[1], keep[2])
                 if conn.execute(_RUN_EXISTS, {"run_id": run_id}).first() is not None:
                     raise RunConflictError(f"Execution {run_id!r} exists already.", run_id=run_id)
                 if api_key is not None and max_active is not None:
@@ -219,8 +228,6 @@ class ServiceStore:
                 insert_queued(conn, run_id, plan, body, limits, now, api_key=api_key, source_plan_id=source_plan_id)
                 if approval is not None:
                     _append_event(conn, run_id, "approval_rule", approval, now)
-                if finish is not None:
-                    conn.execute(_IDEM_FINISH, finish)
 
         await self._call(write)
         if keep is not None:
