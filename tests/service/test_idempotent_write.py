@@ -7,7 +7,8 @@ from svc_tools import TOOLS
 
 from toolplan import PlanNotFoundError, StoreError
 from toolplan.plan import validate_plan
-from toolplan.service._store import Finish, ServiceStore
+from toolplan.service._keep import Finish
+from toolplan.service._store import ServiceStore
 from toolplan.store import open_store
 
 PLAN = {"steps": [{"id": "a", "tool": "add", "arguments": {"a": 1, "b": 2}}]}

@@ -18,8 +18,9 @@ from ._approvals import answer
 from ._auth import KeyCheck
 from ._config import ServiceConfig
 from ._errors import ApiError
+from ._keep import Finish
 from ._runner import FINISHED, SETTLED, Runner
-from ._store import Finish, ServiceStore
+from ._store import ServiceStore
 
 __all__ = ("Service", "draft_view", "execution_view", "issue_view")
 

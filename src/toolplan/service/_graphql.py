@@ -62,7 +62,7 @@ from ._graphql_types import (
 )
 from ._idem import HEADER as IDEMPOTENCY_HEADER
 from ._idem import Outcome, idempotent
-from ._store import Finish
+from ._keep import Finish
 
 __all__ = ("MAX_ALIASES", "MAX_DEPTH", "MAX_TOKENS", "graphql_router")
 

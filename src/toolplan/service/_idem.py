@@ -13,7 +13,8 @@ from fastapi.responses import JSONResponse
 from .._errors import ToolplanError
 from ..planner import new_id
 from ._errors import ApiError, coded, error_body
-from ._store import Finish, ServiceStore
+from ._keep import Finish
+from ._store import ServiceStore
 
 __all__ = ("Action", "Outcome", "idempotent")
 

@@ -17,7 +17,7 @@ from ._core import Service, check_text, execution_view
 from ._errors import ApiError
 from ._events import event_stream
 from ._idem import Outcome, idempotent
-from ._store import Finish
+from ._keep import Finish
 
 __all__ = ("router",)
 

@@ -27,13 +27,11 @@ from ..plan import Plan
 from ..store import RunInfo, Store
 from ..store import _internal as t
 from ..store._internal import decode, encode, insert_queued, load_info, not_found, plan_row
+from ._keep import IDEM_FINISH, IDEM_INSERT, IDEM_READ, Claimed, Finish, Keep
 from ._read import Readers, read
 
 __all__ = (
     "ApiKey",
-    "Claimed",
-    "Finish",
-    "Keep",
     "Page",
     "ServiceStore",
 )
@@ -62,57 +60,11 @@ class Page:
     next_cursor: str | None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Claimed:
-    """An idempotency record: ``state`` new (go on), done (replay ``response``), busy or mismatch."""
-
-    state: Literal["new", "done", "busy", "mismatch"]
-    reserved_id: str
-    status_code: int | None = None
-    response: Any = None
-
-
-@dataclass(slots=True)
-class Finish:
-    """The Idempotency-Key of a request, whose response a write may keep in its own transaction.
-
-    `save_plan` and `enqueue` take it with the response they make (``keep``): the response is kept
-    as that write commits, and ``done`` says it was. With ``fingerprint`` and ``reserved_id`` the key
-    was not claimed first: the write records it, done, in the same transaction (one transaction
-    where there were three), and fails, storing nothing, if the key is known already.
-    """
-
-    api_key: str
-    key: str
-    fingerprint: str | None = None  # with reserved_id: not claimed yet (the write records the key)
-    reserved_id: str | None = None
-    done: bool = False
-
-    def params(self, status_code: int, response: Any) -> dict[str, Any]:
-        return {"k_api_key": self.api_key, "k_key": self.key, "status_code": status_code, "response": dumps(response)}
-
-    def write(self, conn: sa.Connection, status_code: int, response: Any) -> None:
-        """Keep the response in ``conn``'s transaction (IntegrityError: an unclaimed key is known already)."""
-        if self.reserved_id is None:
-            conn.execute(_IDEM_FINISH, self.params(status_code, response))
-            return
-        row: dict[str, Any] = {"api_key": self.api_key, "key": self.key, "fingerprint": self.fingerprint}
-        row |= {"reserved_id": self.reserved_id, "created_at": time.time()}
-        conn.execute(_IDEM_INSERT, row | {"status_code": status_code, "response": dumps(response)})
-
-
-Keep = tuple[Finish, int, Any]  # an Idempotency-Key's record, and the status and body of the response to keep
-
-
 # The statements of every request (key check, idempotency, queueing), built once: on SQLite building a
 # statement and its cache key costs more than running it.
 _ACTIVE_KEY = sa.select(t.api_keys.c.hash).where(
     t.api_keys.c.id == sa.bindparam("key_id"), t.api_keys.c.revoked_at.is_(None)
 )
-_IDEM_KEY = (t.idempotency.c.api_key == sa.bindparam("k_api_key")) & (t.idempotency.c.key == sa.bindparam("k_key"))
-_IDEM_READ = sa.select(t.idempotency).where(_IDEM_KEY)
-_IDEM_FINISH = sa.update(t.idempotency).where(_IDEM_KEY)
-_IDEM_INSERT = sa.insert(t.idempotency)
 _PLAN_INSERT = sa.insert(t.plans)
 _RUN_EXISTS = sa.select(t.executions.c.id).where(t.executions.c.id == sa.bindparam("run_id"))
 _ACTIVE_OF_KEY = sa.select(sa.func.count()).where(
@@ -535,10 +487,10 @@ class ServiceStore:
             now = time.time()
             try:
                 with engine.begin() as conn:
-                    row = conn.execute(_IDEM_READ, {"k_api_key": api_key, "k_key": key}).mappings().first()
+                    row = conn.execute(IDEM_READ, {"k_api_key": api_key, "k_key": key}).mappings().first()
                     if row is None:
                         new = {"fingerprint": fingerprint, "reserved_id": reserved_id, "created_at": now}
-                        conn.execute(_IDEM_INSERT, {"api_key": api_key, "key": key, **new})
+                        conn.execute(IDEM_INSERT, {"api_key": api_key, "key": key, **new})
                         return Claimed(state="new", reserved_id=reserved_id)
             except sa.exc.IntegrityError:  # a concurrent first use of the key
                 return Claimed(state="busy", reserved_id=reserved_id)
@@ -576,7 +528,7 @@ class ServiceStore:
 
         def write(engine: sa.Engine) -> None:
             with engine.begin() as conn:
-                conn.execute(_IDEM_FINISH, params)
+                conn.execute(IDEM_FINISH, params)
 
         await self._call(write)
 
