@@ -21,7 +21,7 @@ async def test_a_new_key_is_recorded_done_with_the_plan_and_a_known_one_stores_n
         data = ServiceStore(store)
         first = Finish("k1", "idem", fingerprint="f", reserved_id="plan_1")
         await data.save_plan("plan_1", report.plan, keep=(first, 201, {"plan_id": "plan_1"}))
-        assert first.done
+        assert first.kept == (201, {"plan_id": "plan_1"})
         replay = await data.claim_idempotency("k1", "idem", "f", "plan_other")
         assert (replay.state, replay.reserved_id, replay.status_code) == ("done", "plan_1", 201)
         assert replay.response == {"plan_id": "plan_1"}
@@ -30,7 +30,7 @@ async def test_a_new_key_is_recorded_done_with_the_plan_and_a_known_one_stores_n
         second = Finish("k1", "idem", fingerprint="f", reserved_id="plan_2")
         with pytest.raises(StoreError):  # the database's unique-key error, as the store reports it
             await data.save_plan("plan_2", report.plan, keep=(second, 201, {"plan_id": "plan_2"}))
-        assert not second.done
+        assert second.kept is None
         assert (await data.plan_info("plan_1"))["plan"] is not None
         with pytest.raises(PlanNotFoundError):
             await data.plan_info("plan_2")
@@ -41,4 +41,4 @@ async def test_a_new_key_is_recorded_done_with_the_plan_and_a_known_one_stores_n
         finish = Finish("k1", "other")
         await data.save_plan("plan_3", report.plan, keep=(finish, 201, {"plan_id": "plan_3"}))
         again = await data.claim_idempotency("k1", "other", "g", "plan_x")
-        assert finish.done and (again.state, again.status_code) == ("done", 201)
+        assert finish.kept is not None and (again.state, again.status_code) == ("done", 201)

@@ -79,9 +79,9 @@ async def idempotent(
         reserved = new_id(prefix)
         first = Finish(api_key, key, fingerprint=fingerprint, reserved_id=reserved)
         with contextlib.suppress(Exception):  # the key is known, or the action failed: the usual way below
-            status, body = await action(reserved, first)
-        if first.done:
-            return JSONResponse(body, status_code=status)
+            await action(reserved, first)
+        if first.kept is not None:
+            return JSONResponse(first.kept[1], status_code=first.kept[0])
     claimed = await data.claim_idempotency(api_key, key, fingerprint, new_id(prefix))
     if claimed.state == "mismatch":
         raise ApiError(
@@ -98,7 +98,7 @@ async def idempotent(
         return JSONResponse(claimed.response, status_code=claimed.status_code, headers={"Idempotent-Replayed": "true"})
     finish = Finish(api_key, key)
     status, body = await _outcome(action, claimed.reserved_id, finish)
-    if finish.done:
+    if finish.kept is not None:
         pass  # kept by the action's own write
     elif keep((status, body)):
         await data.finish_idempotency(finish, status, body)

@@ -35,16 +35,17 @@ class Finish:
     """The Idempotency-Key of a request, whose response a write may keep in its own transaction.
 
     `save_plan` and `enqueue` take it with the response they make (``keep``): the response is kept
-    as that write commits, and ``done`` says it was. With ``fingerprint`` and ``reserved_id`` the key
-    was not claimed first: the write records it, done, in the same transaction (one transaction
-    where there were three), and fails, storing nothing, if the key is known already.
+    as that write commits, and ``kept`` holds it then (status and body). With ``fingerprint`` and
+    ``reserved_id`` the key was not claimed first: the write records it, done, in the same
+    transaction (one transaction where there were three), and fails, storing nothing, if the key is
+    known already.
     """
 
     api_key: str
     key: str
     fingerprint: str | None = None  # with reserved_id: not claimed yet (the write records the key)
     reserved_id: str | None = None
-    done: bool = False
+    kept: tuple[int, Any] | None = None  # the response, once its write has committed
 
     def params(self, status_code: int, response: Any) -> dict[str, Any]:
         return {"k_api_key": self.api_key, "k_key": self.key, "status_code": status_code, "response": dumps(response)}

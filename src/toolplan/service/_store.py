@@ -138,7 +138,7 @@ class ServiceStore:
 
         await self._call(write)
         if keep is not None:
-            keep[0].done = True
+            keep[0].kept = keep[1], keep[2]
 
     async def enqueue(
         self,
@@ -183,7 +183,7 @@ class ServiceStore:
 
         await self._call(write)
         if keep is not None:
-            keep[0].done = True
+            keep[0].kept = keep[1], keep[2]
 
     async def plan_info(self, plan_ref: str) -> dict[str, Any]:
         """A stored plan with what is known of it, as JSON data.
