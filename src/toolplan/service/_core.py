@@ -18,6 +18,7 @@ from ._approvals import answer
 from ._auth import KeyCheck
 from ._config import ServiceConfig
 from ._errors import ApiError
+from ._keep import Finish
 from ._runner import FINISHED, SETTLED, Runner
 from ._store import ServiceStore
 
@@ -127,30 +128,47 @@ class Service:
             raise ApiError(422, "plan_invalid", f"Request {request_id!r} has no plan to run.")
         return info.plan_id
 
-    async def post_plan(self, plan_ref: str, source: Any, dialect: str | None) -> dict[str, Any]:
-        """Validate ``source`` against the catalogue and store it as ``plan_ref``."""
+    async def post_plan(
+        self, plan_ref: str, source: Any, dialect: str | None, *, finish: Finish | None = None
+    ) -> dict[str, Any]:
+        """Validate ``source`` against the catalogue and store it as ``plan_ref``.
+
+        ``finish``: the request's Idempotency-Key, whose response (201) is kept as the plan is stored.
+        """
         check_text(source, "plan")
         report = validate_plan(source, self.tools, dialect=dialect)  # type: ignore[arg-type]
         if report.plan is None or report.errors:
             raise PlanValidationError(report.errors)
-        try:
-            await self.data.save_plan(plan_ref, report.plan, report.warnings)
-        except Exception:
-            if (await self.data.plan_info(plan_ref))["plan"] is None:  # not stored by an earlier attempt
-                raise
-        return {
+        body = {
             "plan_id": plan_ref,
             "plan": report.plan.to_dict(),
             "dialect": report.plan.dialect,
             "warnings": [issue_view(i) for i in report.warnings],
         }
+        try:
+            await self.data.save_plan(
+                plan_ref, report.plan, report.warnings, keep=None if finish is None else (finish, 201, body)
+            )
+        except Exception:
+            if (await self.data.plan_info(plan_ref))["plan"] is None:  # not stored by an earlier attempt
+                raise
+        return body
 
     async def execute(
-        self, run_id: str, plan_ref: str, api_key: str, wait: float, approval: Mapping[str, Any] | None = None
+        self,
+        run_id: str,
+        plan_ref: str,
+        api_key: str,
+        wait: float,
+        approval: Mapping[str, Any] | None = None,
+        *,
+        finish: Finish | None = None,
     ) -> tuple[int, dict[str, Any]]:
         """Queue an execution of stored plan ``plan_ref`` as ``run_id``; wait up to ``wait`` seconds for it.
 
         ``approval`` (an `ApprovalRule` as JSON data) makes the steps it marks wait for an answer.
+        ``finish``: the request's Idempotency-Key; without ``wait`` its response (202) is kept as the
+        execution is queued.
         """
         if not wait >= 0:
             raise UserError(f"wait is {wait!r}: give the seconds to wait for the result, 0 or more.")
@@ -158,6 +176,7 @@ class Service:
         report = validate_plan(stored, self.tools)  # the catalogue may have changed since
         if report.plan is None or report.errors:
             raise PlanValidationError(report.errors)
+        queued = {"execution_id": run_id, "plan_id": plan_ref, "status": "queued"}
         with contextlib.suppress(RunConflictError):  # queued by an earlier attempt of this idempotent request
             await self.data.enqueue(
                 run_id,
@@ -167,11 +186,12 @@ class Service:
                 api_key=api_key,
                 max_active=self.config.max_active_per_key,
                 approval=approval,
+                keep=None if finish is None or wait > 0 else (finish, 202, queued),
             )
-        self.runner.wake()
-        status = "queued"
-        if wait > 0:
-            status = await self.runner.wait(run_id, min(wait, self.config.max_wait))
+        self.runner.wake(queued=True)
+        if not wait > 0:
+            return 202, queued
+        status = await self.runner.wait(run_id, min(wait, self.config.max_wait))
         if status in SETTLED:
             return 200, execution_view(await self.store.get_run(run_id))
         return 202, {"execution_id": run_id, "plan_id": plan_ref, "status": status}

@@ -62,6 +62,7 @@ from ._graphql_types import (
 )
 from ._idem import HEADER as IDEMPOTENCY_HEADER
 from ._idem import Outcome, idempotent
+from ._keep import Finish
 
 __all__ = ("MAX_ALIASES", "MAX_DEPTH", "MAX_TOKENS", "graphql_router")
 
@@ -346,7 +347,7 @@ class _Router(GraphQLRouter[Context, None]):
         if request.method != "POST" or IDEMPOTENCY_HEADER not in request.headers:
             return await self._answer(request, context, root_value)
 
-        async def action(reserved: str) -> Outcome:
+        async def action(reserved: str, _finish: Finish | None) -> Outcome:
             context.ids = _Ids(reserved)
             response = await self._answer(request, context, root_value)
             return response.status_code, json.loads(bytes(response.body))

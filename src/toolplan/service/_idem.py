@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -12,17 +13,20 @@ from fastapi.responses import JSONResponse
 from .._errors import ToolplanError
 from ..planner import new_id
 from ._errors import ApiError, coded, error_body
+from ._keep import Finish
 from ._store import ServiceStore
 
-__all__ = ("Outcome", "idempotent")
+__all__ = ("Action", "Outcome", "idempotent")
 
 HEADER = "Idempotency-Key"
 Outcome = tuple[int, dict[str, Any]]
+#: ``action(id, finish)``: ``finish`` (None without an Idempotency-Key) lets the action's write keep its response.
+Action = Callable[[str, Finish | None], Awaitable[Outcome]]
 
 
-async def _outcome(action: Callable[[str], Awaitable[Outcome]], reserved: str) -> Outcome:
+async def _outcome(action: Action, reserved: str, finish: Finish | None = None) -> Outcome:
     try:
-        return await action(reserved)
+        return await action(reserved, finish)
     except (ApiError, ToolplanError) as exc:
         parts = coded(exc)
         assert parts is not None
@@ -40,9 +44,10 @@ async def idempotent(
     request: Request,
     data: ServiceStore,
     prefix: str,
-    action: Callable[[str], Awaitable[Outcome]],
+    action: Action,
     *,
     keep: Callable[[Outcome], bool] = _worth_keeping,
+    optimistic: bool = False,
 ) -> JSONResponse:
     """Run ``action(id)`` (``id`` a new ``{prefix}_...`` id) once per Idempotency-Key and body.
 
@@ -52,6 +57,12 @@ async def idempotent(
     first is in progress gets 409. When an earlier attempt died before its response was
     kept, the repeat does the work again with the id that attempt reserved: the action finds what
     that attempt stored under it instead of making a second one.
+
+    An action whose write makes its response may keep it in that write's transaction (``finish``,
+    passed to `ServiceStore.save_plan` or `ServiceStore.enqueue`): then it is not written again.
+    ``optimistic`` (for such an action, whose only effect is that write): the action runs first with
+    a new id, and its write records the key with the response, or stores nothing if the key is known;
+    anything but a response kept that way is done again as above (the key claimed first).
     """
     key = request.headers.get(HEADER)
     if key is None:
@@ -64,6 +75,13 @@ async def idempotent(
         request.method.encode() + b" " + request.url.path.encode() + b"?" + request.url.query.encode() + b"\n"
         + await request.body()
     ).hexdigest()  # fmt: skip
+    if optimistic:  # the usual case, a new key: one transaction records it with the response and the work
+        reserved = new_id(prefix)
+        first = Finish(api_key, key, fingerprint=fingerprint, reserved_id=reserved)
+        with contextlib.suppress(Exception):  # the key is known, or the action failed: the usual way below
+            await action(reserved, first)
+        if first.kept is not None:
+            return JSONResponse(first.kept[1], status_code=first.kept[0])
     claimed = await data.claim_idempotency(api_key, key, fingerprint, new_id(prefix))
     if claimed.state == "mismatch":
         raise ApiError(
@@ -78,9 +96,12 @@ async def idempotent(
     if claimed.state == "done":
         assert claimed.status_code is not None
         return JSONResponse(claimed.response, status_code=claimed.status_code, headers={"Idempotent-Replayed": "true"})
-    status, body = await _outcome(action, claimed.reserved_id)
-    if keep((status, body)):
-        await data.finish_idempotency(api_key, key, status, body)
+    finish = Finish(api_key, key)
+    status, body = await _outcome(action, claimed.reserved_id, finish)
+    if finish.kept is not None:
+        pass  # kept by the action's own write
+    elif keep((status, body)):
+        await data.finish_idempotency(finish, status, body)
     else:  # a retry may try again at once, with the same reserved id
         await data.release_idempotency(api_key, key)
     return JSONResponse(body, status_code=status)

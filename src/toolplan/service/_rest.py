@@ -5,17 +5,19 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse
 
 from .._defaults import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from .._json import dumps
 from .._ui import graph_view
 from ._approvals import AnswerIn, ApprovalIn, parse_answers, rule_of
 from ._core import Service, check_text, execution_view
 from ._errors import ApiError
 from ._events import event_stream
 from ._idem import Outcome, idempotent
+from ._keep import Finish
 
 __all__ = ("router",)
 
@@ -70,6 +72,12 @@ IdemHeader = Annotated[
 
 
 router = APIRouter(prefix="/v1")
+Record = dict[str, Any]  # a read's JSON object, as the OpenAPI document describes it
+
+
+def encoded(record: Record) -> Response:
+    """``record`` as a JSON response, encoded once: FastAPI would first copy every value through its encoder."""
+    return Response(dumps(record).encode(), media_type="application/json")
 
 
 @router.post("/requests", status_code=201, tags=["requests"])
@@ -77,16 +85,16 @@ async def create_request(body: RequestIn, request: Request, svc: Svc, _key: Idem
     """Plan a question: the request id, the plan id and the plan (422 if it is invalid after one repair)."""
     planner = svc.check_query(body.query)
 
-    async def action(_reserved: str) -> Outcome:
+    async def action(_reserved: str, _finish: Finish | None) -> Outcome:
         return 201, await svc.plan_query(planner, body.query, getattr(request.state, "api_key", None))
 
     return await idempotent(request, svc.data, "req", action)
 
 
-@router.get("/requests/{request_id}", tags=["requests"])
-async def get_request(request_id: str, svc: Svc) -> dict[str, Any]:
+@router.get("/requests/{request_id}", tags=["requests"], response_model=Record)
+async def get_request(request_id: str, svc: Svc) -> Response:
     """A planning request: its question and every version of its plan (a repair names its parent)."""
-    return await svc.request_view(request_id)
+    return encoded(await svc.request_view(request_id))
 
 
 @router.get("/requests", tags=["requests"])
@@ -109,10 +117,10 @@ async def execute_request(
     plan_ref = await svc.plan_of_request(request_id)
     rule = rule_of(body.approval if body is not None else None)
 
-    async def action(reserved: str) -> Outcome:
-        return await svc.execute(reserved, plan_ref, request.state.api_key, wait, rule)
+    async def action(reserved: str, finish: Finish | None) -> Outcome:
+        return await svc.execute(reserved, plan_ref, request.state.api_key, wait, rule, finish=finish)
 
-    return await idempotent(request, svc.data, "exec", action)
+    return await idempotent(request, svc.data, "exec", action, optimistic=not wait > 0)
 
 
 @router.post("/plans", status_code=201, tags=["plans"])
@@ -120,10 +128,10 @@ async def create_plan(body: PlanIn, request: Request, svc: Svc, _key: IdemHeader
     """Validate a plan against the catalogue and store it (422 with every issue if invalid)."""
     check_text(body.plan, "plan")  # before anything is kept, idempotency records too
 
-    async def action(reserved: str) -> Outcome:
-        return 201, await svc.post_plan(reserved, body.plan, body.dialect)
+    async def action(reserved: str, finish: Finish | None) -> Outcome:
+        return 201, await svc.post_plan(reserved, body.plan, body.dialect, finish=finish)
 
-    return await idempotent(request, svc.data, "plan", action)
+    return await idempotent(request, svc.data, "plan", action, optimistic=True)
 
 
 @router.post("/plans/dry-run", tags=["plans"])
@@ -142,10 +150,10 @@ async def dry_run_stored_plan(plan_id: str, svc: Svc) -> dict[str, Any]:
     return await svc.dry_run_stored(plan_id)
 
 
-@router.get("/plans/{plan_id}", tags=["plans"])
-async def get_plan(plan_id: str, svc: Svc) -> dict[str, Any]:
+@router.get("/plans/{plan_id}", tags=["plans"], response_model=Record)
+async def get_plan(plan_id: str, svc: Svc) -> Response:
     """A stored plan (posted, or a planner's version) with its issues."""
-    return await svc.data.plan_info(plan_id)
+    return encoded(await svc.data.plan_info(plan_id))
 
 
 @router.get("/plans", tags=["plans"])
@@ -173,16 +181,16 @@ async def execute_plan_by_id(
     """
     rule = rule_of(body.approval if body is not None else None)
 
-    async def action(reserved: str) -> Outcome:
-        return await svc.execute(reserved, plan_id, request.state.api_key, wait, rule)
+    async def action(reserved: str, finish: Finish | None) -> Outcome:
+        return await svc.execute(reserved, plan_id, request.state.api_key, wait, rule, finish=finish)
 
-    return await idempotent(request, svc.data, "exec", action)
+    return await idempotent(request, svc.data, "exec", action, optimistic=not wait > 0)
 
 
-@router.get("/executions/{execution_id}", tags=["executions"])
-async def get_execution(execution_id: str, svc: Svc) -> dict[str, Any]:
+@router.get("/executions/{execution_id}", tags=["executions"], response_model=Record)
+async def get_execution(execution_id: str, svc: Svc) -> Response:
     """An execution: status, the table of its steps, and its outputs once it has finished."""
-    return execution_view(await svc.data.run_info(execution_id))
+    return encoded(execution_view(await svc.data.run_info(execution_id)))
 
 
 @router.get("/executions/{execution_id}/graph", tags=["executions"])
@@ -213,7 +221,7 @@ async def list_executions(
 async def cancel_execution(execution_id: str, request: Request, svc: Svc, _key: IdemHeader = None) -> JSONResponse:
     """Cancel an execution: a queued one at once, a running one at its process's next look."""
 
-    async def action(_reserved: str) -> Outcome:
+    async def action(_reserved: str, _finish: Finish | None) -> Outcome:
         return 202, await svc.cancel(execution_id)
 
     return await idempotent(request, svc.data, "cancel", action)
@@ -223,7 +231,7 @@ async def cancel_execution(execution_id: str, request: Request, svc: Svc, _key: 
 async def resume_execution(execution_id: str, request: Request, svc: Svc, _key: IdemHeader = None) -> JSONResponse:
     """Resume a cancelled or stopped execution: steps that ended are kept, the rest run."""
 
-    async def action(_reserved: str) -> Outcome:
+    async def action(_reserved: str, _finish: Finish | None) -> Outcome:
         return 202, await svc.resume(execution_id)
 
     return await idempotent(request, svc.data, "resume", action)
@@ -242,7 +250,7 @@ async def approve_execution(
     await svc.keys.require(request.state.api_key, "approve")
     answers = parse_answers(body.answers)
 
-    async def action(_reserved: str) -> Outcome:
+    async def action(_reserved: str, _finish: Finish | None) -> Outcome:
         return 202, await svc.approve(execution_id, answers)
 
     return await idempotent(request, svc.data, "approve", action)

@@ -20,7 +20,7 @@ from ..execute import WindowCharge
 from ..store import Store, StoreWindow, resume
 from ..tools import ToolRegistry
 from ._approvals import expire_due, rule_and_answers
-from ._cache import cache_for
+from ._cache import cache_of, key_of
 from ._config import ServiceConfig
 from ._store import ServiceStore
 
@@ -52,11 +52,21 @@ class Runner:
         self._next_expiry_check = 0.0  # (time.time) when to look for approvals past their deadline
         self._next_deadline: float | None = None  # the earliest deadline seen ahead
         self._full = False  # the last look for work stopped at the slots' limit: an ending run frees one
+        self._queued = 0  # executions queued here since the last turn (`wake(queued=True)`)
+        self._look = True  # the next turn looks for every run that needs a process, not only those queued here
         # Each key's calls charged to its budget window (in the store: shared by every worker).
         self.window = StoreWindow(store, config.key_budget) if config.key_budget is not None else None
 
-    def wake(self) -> None:
-        """Look for work now (an execution was queued here)."""
+    def wake(self, *, queued: bool = False) -> None:
+        """Look for work now; ``queued``: an execution was queued here (and that is all there is to claim).
+
+        A turn woken only for executions queued here claims as many runs as were queued, without a
+        last look that would find none; runs queued elsewhere are found at the next poll.
+        """
+        if queued:
+            self._queued += 1
+        else:
+            self._look = True
         self._wake.set()
 
     async def run(self) -> None:
@@ -68,15 +78,20 @@ class Runner:
                     while True:
                         self._wake.clear()
                         wait = self.config.poll_interval
+                        look, queued = self._look, self._queued
+                        self._look, self._queued = False, 0
                         try:
                             wait = min(wait, await self._expire())
-                            await self._fill(group)
+                            await self._fill(group, None if look else queued)
                             await self._pass_cancels()
                         except Exception:  # the store failed: log it and try again on the next turn
+                            self._look = True
                             log.exception("toolplan service: looking for work failed")
-                        with contextlib.suppress(TimeoutError):
+                        try:
                             async with asyncio.timeout(wait):
                                 await self._wake.wait()
+                        except TimeoutError:
+                            self._look = True  # the poll: look for work from anywhere
                 except asyncio.CancelledError:
                     # The service stops (the group cancels the executions next): each is queued again
                     # for the next process as it stops, not stored cancelled (a client's cancel stays one).
@@ -104,13 +119,19 @@ class Runner:
         self._next_deadline = await expire_due(self.store)
         return float("inf") if self._next_deadline is None else max(self._next_deadline - time.time(), 0.01)
 
-    async def _fill(self, group: asyncio.TaskGroup) -> None:
+    async def _fill(self, group: asyncio.TaskGroup, queued: int | None = None) -> None:
+        """Claim runs up to the slots' limit, until none is left; or up to ``queued`` (queued here) of them."""
         loop = asyncio.get_running_loop()
         # Now and then (and on start), also take over runs of dead processes of this machine at once.
         dead_local = loop.time() >= self._next_local_check
         if dead_local:
             self._next_local_check = loop.time() + self.store.lease / 3
+            queued = None
         while len(self.tasks) < self.config.slots:
+            if queued is not None:
+                if queued <= 0:
+                    return  # as many claimed as were queued here: no look for more (the poll looks)
+                queued -= 1
             run_id = await self.store.claim_next(skip=list(self.tasks), dead_local=dead_local)
             if run_id is None:
                 self._full = False
@@ -140,12 +161,10 @@ class Runner:
         try:
             if run_id in self._cancelled:
                 return  # `finally` lets go of the claim
-            window = None
-            if self.window is not None:
-                key = await self.data.api_key_of(run_id)
-                window = WindowCharge(self.window, key or "(no key)")
+            key, key_ttl = await key_of(self.store, run_id)  # one read: the budget's key and its cache setting
+            window = None if self.window is None else WindowCharge(self.window, key or "(no key)")
             rule, answers = await rule_and_answers(self.store, run_id)
-            cache = await cache_for(self.store, run_id, self.config.cache_ttl)
+            cache = cache_of(self.store, key_ttl, self.config.cache_ttl)
             await resume(
                 run_id,
                 self.tools,
@@ -175,7 +194,7 @@ class Runner:
                 # Look for work again if a run may wait for the slot this one frees, or this one stopped
                 # unfinished (queued again: a resume withdrew its cancel); else the next wake or poll will.
                 if self._full or not closed:
-                    self._wake.set()
+                    self.wake()
 
     async def wait(self, run_id: str, timeout: float) -> str:
         """Wait up to ``timeout`` seconds for the execution to finish; returns its status then."""

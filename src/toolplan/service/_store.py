@@ -27,11 +27,11 @@ from ..plan import Plan
 from ..store import RunInfo, Store
 from ..store import _internal as t
 from ..store._internal import decode, encode, insert_queued, load_info, not_found, plan_row
+from ._keep import IDEM_FINISH, IDEM_INSERT, IDEM_READ, Claimed, Finish, Keep
 from ._read import Readers, read
 
 __all__ = (
     "ApiKey",
-    "Claimed",
     "Page",
     "ServiceStore",
 )
@@ -60,25 +60,11 @@ class Page:
     next_cursor: str | None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Claimed:
-    """An idempotency record: ``state`` new (go on), done (replay ``response``), busy or mismatch."""
-
-    state: Literal["new", "done", "busy", "mismatch"]
-    reserved_id: str
-    status_code: int | None = None
-    response: Any = None
-
-
 # The statements of every request (key check, idempotency, queueing), built once: on SQLite building a
 # statement and its cache key costs more than running it.
 _ACTIVE_KEY = sa.select(t.api_keys.c.hash).where(
     t.api_keys.c.id == sa.bindparam("key_id"), t.api_keys.c.revoked_at.is_(None)
 )
-_IDEM_KEY = (t.idempotency.c.api_key == sa.bindparam("k_api_key")) & (t.idempotency.c.key == sa.bindparam("k_key"))
-_IDEM_READ = sa.select(t.idempotency).where(_IDEM_KEY)
-_IDEM_FINISH = sa.update(t.idempotency).where(_IDEM_KEY)
-_IDEM_INSERT = sa.insert(t.idempotency)
 _PLAN_INSERT = sa.insert(t.plans)
 _RUN_EXISTS = sa.select(t.executions.c.id).where(t.executions.c.id == sa.bindparam("run_id"))
 _ACTIVE_OF_KEY = sa.select(sa.func.count()).where(
@@ -132,8 +118,13 @@ class ServiceStore:
 
     # -- plans and executions ----------------------------------------------------------------------
 
-    async def save_plan(self, plan_ref: str, plan: Plan, warnings: Sequence[PlanIssue] = ()) -> None:
-        """Store a posted plan under ``plan_ref`` (a ``plan_...`` id), valid, with no request, and its warnings."""
+    async def save_plan(
+        self, plan_ref: str, plan: Plan, warnings: Sequence[PlanIssue] = (), *, keep: Keep | None = None
+    ) -> None:
+        """Store a posted plan under ``plan_ref`` (a ``plan_...`` id), valid, with no request, and its warnings.
+
+        ``keep``: an Idempotency-Key's response, kept in the same transaction (see `Finish`).
+        """
         body = encode(plan)
         issues = dumps([i.to_dict(severity=True) for i in warnings])
         now = time.time()
@@ -141,9 +132,13 @@ class ServiceStore:
         def write(engine: sa.Engine) -> None:
             row = plan_row(body, now, plan.dialect) | {"id": plan_ref, "valid": 1, "text": None, "issues": issues}
             with engine.begin() as conn:
+                if keep is not None:  # first: a key known already stores nothing
+                    keep[0].write(conn, keep[1], keep[2])
                 conn.execute(_PLAN_INSERT, row)
 
         await self._call(write)
+        if keep is not None:
+            keep[0].kept = keep[1], keep[2]
 
     async def enqueue(
         self,
@@ -155,10 +150,12 @@ class ServiceStore:
         api_key: str | None,
         max_active: int | None,
         approval: Mapping[str, Any] | None = None,
+        keep: Keep | None = None,
     ) -> None:
         """Store a queued execution of ``plan`` (for a worker to claim), in one transaction.
 
-        ``approval`` (an `ApprovalRule` as JSON data) is kept as its ``approval_rule`` event.
+        ``approval`` (an `ApprovalRule` as JSON data) is kept as its ``approval_rule`` event;
+        ``keep``, an Idempotency-Key's response, in the same transaction (see `Finish`).
 
         Raises:
             RunConflictError: ``run_id`` is stored already.
@@ -169,6 +166,8 @@ class ServiceStore:
 
         def write(engine: sa.Engine) -> None:
             with engine.begin() as conn:
+                if keep is not None:  # first: a key known already stores nothing (and is not a 429)
+                    keep[0].write(conn, keep[1], keep[2])
                 if conn.execute(_RUN_EXISTS, {"run_id": run_id}).first() is not None:
                     raise RunConflictError(f"Execution {run_id!r} exists already.", run_id=run_id)
                 if api_key is not None and max_active is not None:
@@ -183,6 +182,8 @@ class ServiceStore:
                     _append_event(conn, run_id, "approval_rule", approval, now)
 
         await self._call(write)
+        if keep is not None:
+            keep[0].kept = keep[1], keep[2]
 
     async def plan_info(self, plan_ref: str) -> dict[str, Any]:
         """A stored plan with what is known of it, as JSON data.
@@ -310,11 +311,6 @@ class ServiceStore:
         # On the database thread, behind the journal's writes: a run stopped just after it claimed
         # may have queued some (its first event), which commit first, in their order.
         return await self.store.db.call(lambda engine, _raw: write(engine))  # type: ignore[no-any-return]
-
-    async def api_key_of(self, run_id: str) -> str | None:
-        """The API key that started an execution (None: none, or no such execution)."""
-        key = await self._execution_value(run_id, t.executions.c.api_key)
-        return None if key is None else str(key)
 
     async def status_of(self, run_id: str) -> str:
         """An execution's status.
@@ -491,10 +487,10 @@ class ServiceStore:
             now = time.time()
             try:
                 with engine.begin() as conn:
-                    row = conn.execute(_IDEM_READ, {"k_api_key": api_key, "k_key": key}).mappings().first()
+                    row = conn.execute(IDEM_READ, {"k_api_key": api_key, "k_key": key}).mappings().first()
                     if row is None:
                         new = {"fingerprint": fingerprint, "reserved_id": reserved_id, "created_at": now}
-                        conn.execute(_IDEM_INSERT, {"api_key": api_key, "key": key, **new})
+                        conn.execute(IDEM_INSERT, {"api_key": api_key, "key": key, **new})
                         return Claimed(state="new", reserved_id=reserved_id)
             except sa.exc.IntegrityError:  # a concurrent first use of the key
                 return Claimed(state="busy", reserved_id=reserved_id)
@@ -526,14 +522,13 @@ class ServiceStore:
 
         await self._call(write)
 
-    async def finish_idempotency(self, api_key: str, key: str, status_code: int, response: Any) -> None:
-        """Keep the response of a request made with ``key``, to replay it."""
-        text = dumps(response)
-        params = {"k_api_key": api_key, "k_key": key, "status_code": status_code, "response": text}
+    async def finish_idempotency(self, finish: Finish, status_code: int, response: Any) -> None:
+        """Keep the response of a request made with ``finish.key``, to replay it."""
+        params = finish.params(status_code, response)
 
         def write(engine: sa.Engine) -> None:
             with engine.begin() as conn:
-                conn.execute(_IDEM_FINISH, params)
+                conn.execute(IDEM_FINISH, params)
 
         await self._call(write)
 
