@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -15,6 +15,8 @@ from ..planner import new_id
 from ._errors import ApiError, coded, error_body
 from ._keep import Finish
 from ._store import ServiceStore
+
+log = logging.getLogger("toolplan.service")
 
 __all__ = ("Action", "Outcome", "idempotent")
 
@@ -78,8 +80,14 @@ async def idempotent(
     if optimistic:  # the usual case, a new key: one transaction records it with the response and the work
         reserved = new_id(prefix)
         first = Finish(api_key, key, fingerprint=fingerprint, reserved_id=reserved)
-        with contextlib.suppress(Exception):  # the key is known, or the action failed: the usual way below
+        try:
             await action(reserved, first)
+        except (ApiError, ToolplanError):
+            pass  # a refusal (the key is known, or the request is wrong): the usual way below answers it
+        except Exception:  # not expected: said in the log, and the usual way below does the work (or fails) again
+            log.warning(
+                "The one-transaction write for %s %s failed; doing it the usual way.", prefix, key, exc_info=True
+            )
         if first.kept is not None:
             return JSONResponse(first.kept[1], status_code=first.kept[0])
     claimed = await data.claim_idempotency(api_key, key, fingerprint, new_id(prefix))
