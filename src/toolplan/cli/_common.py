@@ -13,7 +13,7 @@ import os
 import socket
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
@@ -51,6 +51,7 @@ __all__ = (
     "db_option",
     "err",
     "fail",
+    "opened_store",
     "out",
     "parse_model",
     "print_result",
@@ -472,6 +473,18 @@ def _lease() -> float | None:
     return lease
 
 
+@contextlib.asynccontextmanager
+async def opened_store(url: str, lease: float | None = None) -> AsyncIterator[Store]:
+    """The store at ``url`` (with ``lease``, else the store's default), closed when the block ends."""
+    from ..store import open_store
+
+    store = open_store(url) if lease is None else open_store(url, lease=lease)
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
 def with_store(
     db: str | None, action: Callable[[Store], Awaitable[T]], *, what: str = "runs", existing: bool = True
 ) -> T:
@@ -481,16 +494,11 @@ def with_store(
     The lease of the runs it takes is ``$TOOLPLAN_LEASE`` seconds (default: the store's): how soon
     another process may take over a run whose process died elsewhere.
     """
-    from ..store import open_store
-
     url, lease = store_url(db, what=what, existing=existing), _lease()
 
     async def go() -> T:
-        store = open_store(url) if lease is None else open_store(url, lease=lease)
-        try:
+        async with opened_store(url, lease) as store:
             return await action(store)
-        finally:
-            await store.close()
 
     try:
         return asyncio.run(go())
