@@ -51,6 +51,7 @@ __all__ = (
     "db_option",
     "err",
     "fail",
+    "model_option",
     "opened_store",
     "out",
     "parse_model",
@@ -196,6 +197,11 @@ def db_option(what: str) -> Any:
     return typer.Option(
         "--db", metavar="URL", envvar="TOOLPLAN_DB", help=f"{what} A URL ({_DB_FORMS}). Default: $TOOLPLAN_DB."
     )
+
+
+def model_option(help_text: str) -> Any:
+    """The ``--model PROVIDER:NAME`` option of a command; ``help_text`` says what the command does with it."""
+    return typer.Option("--model", metavar="PROVIDER:NAME", help=help_text)
 
 
 # -- output and failure -------------------------------------------------------------------------
