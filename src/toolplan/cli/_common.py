@@ -13,7 +13,7 @@ import os
 import socket
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
@@ -51,6 +51,8 @@ __all__ = (
     "db_option",
     "err",
     "fail",
+    "model_option",
+    "opened_store",
     "out",
     "parse_model",
     "print_result",
@@ -195,6 +197,11 @@ def db_option(what: str) -> Any:
     return typer.Option(
         "--db", metavar="URL", envvar="TOOLPLAN_DB", help=f"{what} A URL ({_DB_FORMS}). Default: $TOOLPLAN_DB."
     )
+
+
+def model_option(help_text: str) -> Any:
+    """The ``--model PROVIDER:NAME`` option of a command; ``help_text`` says what the command does with it."""
+    return typer.Option("--model", metavar="PROVIDER:NAME", help=help_text)
 
 
 # -- output and failure -------------------------------------------------------------------------
@@ -472,6 +479,18 @@ def _lease() -> float | None:
     return lease
 
 
+@contextlib.asynccontextmanager
+async def opened_store(url: str, lease: float | None = None) -> AsyncIterator[Store]:
+    """The store at ``url`` (with ``lease``, else the store's default), closed when the block ends."""
+    from ..store import open_store
+
+    store = open_store(url) if lease is None else open_store(url, lease=lease)
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
 def with_store(
     db: str | None, action: Callable[[Store], Awaitable[T]], *, what: str = "runs", existing: bool = True
 ) -> T:
@@ -481,16 +500,11 @@ def with_store(
     The lease of the runs it takes is ``$TOOLPLAN_LEASE`` seconds (default: the store's): how soon
     another process may take over a run whose process died elsewhere.
     """
-    from ..store import open_store
-
     url, lease = store_url(db, what=what, existing=existing), _lease()
 
     async def go() -> T:
-        store = open_store(url) if lease is None else open_store(url, lease=lease)
-        try:
+        async with opened_store(url, lease) as store:
             return await action(store)
-        finally:
-            await store.close()
 
     try:
         return asyncio.run(go())

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from .._errors import ToolplanError
-from ._common import fail, out, running_model
+from ._common import fail, model_option, out, running_model
 from ._demo import run_demo
 from ._spend import MaxMoneyOpt, MaxTotalTokensOpt, PriceOpt, PricesFileOpt, spend_limits
 
@@ -17,10 +17,8 @@ __all__ = ("demo_command",)
 def demo_command(
     model: Annotated[
         str | None,
-        typer.Option(
-            "--model",
-            metavar="PROVIDER:NAME",
-            help="Run the agent part with a real model, e.g. openai:gpt-4o-mini or local:smollm2 "
+        model_option(
+            "Run the agent part with a real model, e.g. openai:gpt-4o-mini or local:smollm2 "
             "(default: the built-in demo model).",
         ),
     ] = None,

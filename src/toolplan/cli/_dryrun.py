@@ -13,7 +13,7 @@ from rich.text import Text
 from .._errors import ToolplanError
 from ..execute import ApprovalRule, DryRunReport, DryRunStep, RunLimits, execute_plan
 from ..tools import ToolRegistry
-from ._common import EXIT_OK, fail, out
+from ._common import EXIT_OK, fail, opened_store, out
 from ._render import print_json, say
 from ._table import NAME_LIMIT, short
 
@@ -25,14 +25,9 @@ async def _report(data: Any, registry: ToolRegistry, db: str | None, **options: 
     if db is None:
         report = await execute_plan(data, registry, dry_run=True, **options)
         return report
-    from ..store import open_store
-
-    store = open_store(db)
-    try:  # read only: the tools' latencies in the stored runs
+    async with opened_store(db) as store:  # read only: the tools' latencies in the stored runs
         report = await execute_plan(data, registry, dry_run=True, store=store, **options)
         return report
-    finally:
-        await store.close()
 
 
 def dry_run(

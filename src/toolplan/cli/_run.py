@@ -29,6 +29,7 @@ from ._common import (
     db_option,
     err,
     fail,
+    opened_store,
     out,
     print_result,
     read_inputs,
@@ -377,15 +378,14 @@ async def _go_connected(
     if db is None:
         result = await execute_plan(data, registry, cache=None if caching is None else caching.make(None), **options)
         return result
-    from ..store import new_run_id, open_store
+    from ..store import new_run_id
 
     run_id = options.pop("run_id", None) or new_run_id()
-    store = open_store(db)
-    if registry.default_policy is None:  # plans naming a strategy learn across runs, in the database
-        from ..policy import ToolPolicy
+    async with opened_store(db) as store:
+        if registry.default_policy is None:  # plans naming a strategy learn across runs, in the database
+            from ..policy import ToolPolicy
 
-        registry.default_policy = ToolPolicy(store=store)
-    try:
+            registry.default_policy = ToolPolicy(store=store)
         say(
             err,
             f"Run {run_id} is stored in {store.url_shown}. If it stops, run the same command with --run-id {run_id} "
@@ -395,8 +395,6 @@ async def _go_connected(
         cache = None if caching is None else caching.make(store)
         result = await execute_plan(data, registry, store=store, run_id=run_id, cache=cache, **options)
         return result
-    finally:
-        await store.close()
 
 
 def _execute(

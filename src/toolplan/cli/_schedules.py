@@ -10,7 +10,7 @@ import typer
 
 from .._errors import RunConflictError, ToolplanError
 from ..tools import ToolRegistry
-from ._common import EXIT_OK, ToolsOpt, db_option, err, fail, out, parse_model, tools_of, with_store
+from ._common import EXIT_OK, ToolsOpt, db_option, err, fail, model_option, out, parse_model, tools_of, with_store
 from ._render import say
 
 if TYPE_CHECKING:
@@ -55,10 +55,8 @@ def scheduler_command(
     ] = False,
     model: Annotated[
         str | None,
-        typer.Option(
-            "--model",
-            metavar="PROVIDER:NAME",
-            help="The planner's model (e.g. openai:gpt-4o-mini), which turns task schedules into plans over "
+        model_option(
+            "The planner's model (e.g. openai:gpt-4o-mini), which turns task schedules into plans over "
             "--tools at each firing. Without it a task schedule's firings are recorded as failed.",
         ),
     ] = None,

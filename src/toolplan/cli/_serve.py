@@ -22,6 +22,7 @@ from ._common import (
     command_group,
     db_option,
     fail,
+    model_option,
     out,
     parse_model,
     running_model,
@@ -42,6 +43,11 @@ __all__ = ("ServeCommand", "keys_app", "serve_command")
 keys_app = command_group()
 
 KeysDbOpt = Annotated[str | None, db_option("The service's database, which keeps its API keys.")]
+
+
+def _cache_ttl_option(help_text: str) -> Any:
+    """``--cache-ttl SECONDS`` (zero or more), of the service or of one key."""
+    return typer.Option("--cache-ttl", min=0, metavar="SECONDS", help=help_text)
 
 
 def _service_defaults() -> dict[str, Any] | None:
@@ -115,10 +121,8 @@ def serve_command(
     ] = None,
     model: Annotated[
         str | None,
-        typer.Option(
-            "--model",
-            metavar="PROVIDER:NAME",
-            help="The planner's model (e.g. openai:gpt-4o-mini, or local:smollm2 with toolplan[local]); it plans "
+        model_option(
+            "The planner's model (e.g. openai:gpt-4o-mini, or local:smollm2 with toolplan[local]); it plans "
             "task schedules too. Without it POST /v1/requests answers 503; plans posted by clients still run.",
         ),
     ] = None,
@@ -200,11 +204,8 @@ def serve_command(
     prices: PricesFileOpt = None,
     cache_ttl: Annotated[
         float | None,
-        typer.Option(
-            "--cache-ttl",
-            min=0,
-            metavar="SECONDS",
-            help="Keep the results of read_only tools this long in the store's result cache: a later execution's "
+        _cache_ttl_option(
+            "Keep the results of read_only tools this long in the store's result cache: a later execution's "
             "identical call is answered from it (step cached: true, a cache_hit event). A key made with "
             "`toolplan keys create --cache-ttl` uses its own. Default: no cache.",
         ),
@@ -311,11 +312,8 @@ def keys_create(
     ] = True,
     cache_ttl: Annotated[
         float | None,
-        typer.Option(
-            "--cache-ttl",
-            min=0,
-            metavar="SECONDS",
-            help="Keep the results of read_only tools this key's executions call this long in the store's result "
+        _cache_ttl_option(
+            "Keep the results of read_only tools this key's executions call this long in the store's result "
             "cache, and answer its identical calls from it (0: no cache for this key). Default: the service's "
             "--cache-ttl.",
         ),

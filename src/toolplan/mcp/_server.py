@@ -14,7 +14,7 @@ import hmac
 import ipaddress
 import secrets
 import socket
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import mcp.types as mt
@@ -34,6 +34,8 @@ from ._convert import mcp_annotations
 from ._taskboard import DEFAULT_MAX_TASKS, STDIO_OWNER, TASKS_EXTENSION, TaskBoard
 
 if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
     from ..store import Store
 
 __all__ = ("PLAN_OUTPUT_SCHEMA", "create_server", "serve_http", "serve_stdio")
@@ -363,25 +365,14 @@ def is_loopback(host: str) -> bool:
     return address is not None and address.is_loopback
 
 
-_ASGIApp = Callable[
-    [MutableMapping[str, Any], Callable[[], Awaitable[Any]], Callable[[MutableMapping[str, Any]], Awaitable[None]]],
-    Awaitable[None],
-]
-
-
 class _BearerAuth:
     """Every HTTP request needs ``Authorization: Bearer <token>`` (compared in constant time)."""
 
-    def __init__(self, app: _ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, token: str) -> None:
         self.app = app
         self.expected = f"Bearer {token}".encode()
 
-    async def __call__(
-        self,
-        scope: MutableMapping[str, Any],
-        receive: Callable[[], Awaitable[Any]],
-        send: Callable[[MutableMapping[str, Any]], Awaitable[None]],
-    ) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             given = next((v for k, v in scope.get("headers", ()) if k == b"authorization"), b"")
             if not hmac.compare_digest(given, self.expected):
@@ -426,7 +417,7 @@ class _HostGuard:
     which posts here from its own origin, is refused.
     """
 
-    def __init__(self, app: _ASGIApp, bound: _Address | None) -> None:
+    def __init__(self, app: ASGIApp, bound: _Address | None) -> None:
         self.app = app
         if bound is None:  # bound by the name localhost: whichever loopback address it resolved to
             self.addresses: frozenset[_Address] = frozenset(
@@ -450,12 +441,7 @@ class _HostGuard:
         scheme, sep, authority = origin.partition("://")
         return bool(sep) and scheme.lower() in ("http", "https") and self._names_this_server(authority)
 
-    async def __call__(
-        self,
-        scope: MutableMapping[str, Any],
-        receive: Callable[[], Awaitable[Any]],
-        send: Callable[[MutableMapping[str, Any]], Awaitable[None]],
-    ) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             headers = dict(scope.get("headers", ()))
             host = headers.get(b"host", b"").decode("latin-1")
@@ -481,9 +467,7 @@ class _HostGuard:
         await self.app(scope, receive, send)
 
 
-async def _refuse(
-    send: Callable[[MutableMapping[str, Any]], Awaitable[None]], status: int, code: str, message: str
-) -> None:
+async def _refuse(send: Send, status: int, code: str, message: str) -> None:
     body = dumps({"code": code, "message": message, "details": {}}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers})
