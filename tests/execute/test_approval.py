@@ -8,45 +8,11 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from approval_support import CALLS, PLAN, TOOLS
 
 from toolplan import Approval, ApprovalError, ApprovalRequest, ApprovalRule, PlanResult, Step, UserError, tool
 from toolplan.execute import ApprovalRequested, PlanEvent, execute_plan
 from toolplan.tools import ToolRegistry
-
-CALLS: list[tuple[str, Any]] = []
-
-
-@tool(read_only=True)
-def find(name: str) -> dict[str, Any]:
-    """Look a file up."""
-    CALLS.append(("find", name))
-    return {"path": f"/tmp/{name}", "size": len(name)}
-
-
-@tool(destructive=True)
-def delete(path: str) -> str:
-    """Delete a file."""
-    CALLS.append(("delete", path))
-    return f"deleted {path}"
-
-
-@tool
-def notify(message: str) -> str:
-    """Send a message."""
-    CALLS.append(("notify", message))
-    return "sent"
-
-
-TOOLS = [find, delete, notify]
-
-PLAN = {
-    "steps": [
-        {"id": "f", "tool": "find", "arguments": {"name": "a.txt"}},
-        {"id": "d", "tool": "delete", "arguments": {"path": "$ref:f.path"}, "rationale": "free space"},
-        {"id": "n", "tool": "notify", "arguments": {"message": "{{d}}"}},
-        {"id": "g", "tool": "find", "arguments": {"name": "b.txt"}},
-    ]
-}
 
 
 @pytest.fixture(autouse=True)
