@@ -244,11 +244,15 @@ def test_serve_cache_ttl_is_the_service_default_and_a_key_may_turn_it_off(
 
 
 async def test_the_service_default_ttl_and_a_key_turned_off(cache_tools: Path, tmp_path: Path) -> None:
-    """`cache_for`: the key's setting wins; a key without one (or of --api-key-file) gets the service's."""
+    """The runner's cache: the key's setting wins; a key without one (or of --api-key-file) gets the service's."""
     from toolplan import UserError
     from toolplan.service import ServiceConfig
-    from toolplan.service._cache import cache_for
+    from toolplan.service._cache import cache_of, key_of
     from toolplan.service._internal import ServiceStore
+
+    async def cache_for(store: Any, run_id: str, default_ttl: float | None) -> Any:
+        _key, ttl = await key_of(store, run_id)  # as the runner makes an execution's cache
+        return cache_of(store, ttl, default_ttl)
 
     async with open_store(f"sqlite:///{tmp_path / 's.db'}") as store:
         data = ServiceStore(store)

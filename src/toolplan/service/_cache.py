@@ -9,7 +9,7 @@ from ..store import Store
 from ..store import _internal as t
 from ._read import Readers, read
 
-__all__ = ("cache_for", "cache_of", "key_of")
+__all__ = ("cache_of", "key_of")
 
 _e, _k = t.executions, t.api_keys
 # Built once: the execution's key and that key's cache setting, in one indexed read.
@@ -41,12 +41,3 @@ def cache_of(store: Store, key_ttl: float | None, default_ttl: float | None) -> 
     """
     ttl = default_ttl if key_ttl is None else key_ttl
     return ResultCache(ttl=float(ttl), store=store) if ttl else None
-
-
-async def cache_for(store: Store, run_id: str, default_ttl: float | None) -> ResultCache | None:
-    """A `ResultCache` in ``store`` for execution ``run_id``, or None when its key and the service keep none.
-
-    As `cache_of`, with the key's setting read from the store (`key_of`).
-    """
-    _key, ttl = await key_of(store, run_id)
-    return cache_of(store, ttl, default_ttl)
