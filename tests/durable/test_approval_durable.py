@@ -54,7 +54,9 @@ PLAN = {
     "steps": [
         {"id": "a", "tool": "look", "arguments": {"key": "x"}},
         {"id": "b", "tool": "look", "arguments": {"key": "y"}},
-        {"id": "w", "tool": "wipe", "arguments": {"what": "$ref:a"}, "rationale": "start clean"},
+        # after b too: the kill -9 test kills while wipe is asked, and b must be stored by then (a step
+        # still running when its process dies runs again on resume, as any unfinished step does)
+        {"id": "w", "tool": "wipe", "arguments": {"what": "$ref:a"}, "depends_on": ["b"], "rationale": "start clean"},
         {"id": "after", "tool": "look", "arguments": {"key": "{{w}}"}},
     ]
 }

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from toolplan import ToolError, ToolRegistry, execute_plan, tool
+from toolplan.execute import _choice
 from toolplan.policy import ToolPolicy
 
 RUNS = 40
@@ -41,7 +42,12 @@ def registry() -> ToolRegistry:
 
 
 @pytest.mark.parametrize(("strategy", "inline"), [("epsilon_greedy", False), ("thompson", True), ("thompson", False)])
-async def test_runs_on_one_registry_stop_choosing_the_member_that_always_fails(strategy: str, inline: bool) -> None:
+async def test_runs_on_one_registry_stop_choosing_the_member_that_always_fails(
+    strategy: str, inline: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The policy a registry makes draws unseeded random numbers; seed it so each run of this test
+    # draws the same ones (unseeded, thompson picked 'broken' twice late in about one run in a thousand).
+    monkeypatch.setattr(_choice, "_make_policy", lambda: ToolPolicy(seed=11))
     r = registry()
     before = r.default_policy
     chosen: list[str] = []
