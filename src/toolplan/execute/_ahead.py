@@ -8,6 +8,7 @@ answer given for such a step is kept by the run's gate and applied when the step
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..plan._internal import resolve_compiled
@@ -62,7 +63,6 @@ def ahead_of_time(gate: ApprovalGate, run: PlanRun, listed: set[str]) -> list[Pe
     out: list[PendingStep] = []
     rule, tools = gate.rule, gate.tools
     now = run.now()
-    dependents = gate.dependents(run)
     for sid, cs in run.steps.items():
         if sid in listed or sid in run.results or sid in run.tasks or sid in gate.answers:
             continue
@@ -71,19 +71,6 @@ def ahead_of_time(gate: ApprovalGate, run: PlanRun, listed: set[str]) -> list[Pe
                 continue
         except Exception:
             continue
-        base = gate.pending_of(run, cs, partial_arguments(run, cs))
-        out.append(
-            PendingStep(
-                step_id=base.step_id,
-                tool=base.tool,
-                arguments=base.arguments,
-                annotations=base.annotations,
-                rationale=base.rationale,
-                dependents=dependents.get(sid, ()),
-                fallback=base.fallback,
-                requested_at=now,
-                expires_at=None,
-                ready=False,
-            )
-        )
+        pending = gate.pending_of(run, cs, partial_arguments(run, cs))
+        out.append(replace(pending, requested_at=now, expires_at=None, ready=False))
     return out

@@ -321,18 +321,23 @@ def _constraints(raw: Any, issues: _Issues) -> tuple[tuple[str, ...], Budget | N
     return tuple(texts), budget, scale
 
 
+def _policy_of_text(text: str) -> DeclaredPolicy:
+    """A policy written as text (``"thompson"``, ``"epsilon_greedy,explorationRate=0.2"``), as declared."""
+    said = policy_settings(text)
+    return DeclaredPolicy(
+        strategy=said.strategy,
+        prefer_general_methods=said.prefer_general_methods,
+        text=text,
+        exploration_rate=said.exploration_rate,
+        temperature=said.temperature,
+    )
+
+
 def _policy(raw: Any, issues: _Issues) -> DeclaredPolicy | None:
     if raw is None:
         return None
     if isinstance(raw, str):
-        settings = policy_settings(raw)
-        return DeclaredPolicy(
-            strategy=settings.strategy,
-            prefer_general_methods=settings.prefer_general_methods,
-            text=raw,
-            exploration_rate=settings.exploration_rate,
-            temperature=settings.temperature,
-        )
+        return _policy_of_text(raw)
     if not isinstance(raw, dict):
         issues.error("invalid_field", '\'policy\' must be a string such as "thompson" or an object {"strategy": ...}.')
         return None
@@ -474,19 +479,10 @@ def _depends(raw: Any, names: Sequence[Any], index: int, issues: _Issues) -> tup
 
 def declaration_of(plan: Plan) -> Declaration:
     """A native plan's own declaration: its goal, budget, policy, and each step's tool, rationale and outcome."""
-    said = policy_settings(plan.policy)
     return Declaration(
         goal=plan.goal,
         budget=plan.budget if plan.budget is not None and not plan.budget.unlimited else None,
-        policy=DeclaredPolicy(
-            strategy=said.strategy,
-            prefer_general_methods=said.prefer_general_methods,
-            text=plan.policy,
-            exploration_rate=said.exploration_rate,
-            temperature=said.temperature,
-        )
-        if plan.policy
-        else None,
+        policy=_policy_of_text(plan.policy) if plan.policy else None,
         calls=tuple(
             DeclaredCall(
                 id=s.id,
