@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from ..execute import Choice
 from ..tools import ToolRegistry, ToolsLike
 from ._declared import Declaration, DeclaredCall
 from ._trace import Trace, TracedCall
@@ -91,6 +92,12 @@ def _ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
+def _exceeded(code: str, step: str | None, message: str, limit: float, used: float, **details: Any) -> Finding:
+    """A BudgetExceeded finding; its details end with the declared ``limit``, what was ``used`` and how far ``over``."""
+    details.update(limit=limit, used=used, over=used - limit)
+    return Finding(kind="BudgetExceeded", code=code, step=step, message=message, details=details)
+
+
 def _budget(declaration: Declaration, trace: Trace, registry: ToolRegistry | None) -> list[Finding]:
     budget = declaration.budget
     if budget is None:
@@ -101,30 +108,20 @@ def _budget(declaration: Declaration, trace: Trace, registry: ToolRegistry | Non
     limit = budget.max_tool_calls
     if limit is not None and len(calls) > limit:
         crossing = calls[limit]
-        out.append(
-            Finding(
-                kind="BudgetExceeded",
-                code="max_tool_calls",
-                step=crossing.step_id,
-                message=f"The plan declared max_tool_calls={limit}, but {len(calls)} calls were made "
-                f"({len(calls) - limit} over); the {_ordinal(limit + 1)} was step {crossing.step_id!r} "
-                f"({crossing.tool!r}).",
-                details={"limit": limit, "used": len(calls), "over": len(calls) - limit},
-            )
+        message = (
+            f"The plan declared max_tool_calls={limit}, but {len(calls)} calls were made "
+            f"({len(calls) - limit} over); the {_ordinal(limit + 1)} was step {crossing.step_id!r} "
+            f"({crossing.tool!r})."
         )
+        out.append(_exceeded("max_tool_calls", crossing.step_id, message, limit, len(calls)))
     for tool, cap in budget.max_tool_calls_per_tool.items():
         made = [c for c in calls if tool in c.names]
         if len(made) > cap:
-            out.append(
-                Finding(
-                    kind="BudgetExceeded",
-                    code="max_tool_calls_per_tool",
-                    step=made[cap].step_id,
-                    message=f"The plan declared at most {cap} calls of {tool!r}, but {len(made)} were made "
-                    f"({len(made) - cap} over).",
-                    details={"tool": tool, "limit": cap, "used": len(made), "over": len(made) - cap},
-                )
+            message = (
+                f"The plan declared at most {cap} calls of {tool!r}, but {len(made)} were made "
+                f"({len(made) - cap} over)."
             )
+            out.append(_exceeded("max_tool_calls_per_tool", made[cap].step_id, message, cap, len(made), tool=tool))
     if budget.max_cost is not None and registry is not None:
         spent, crossing_step = 0.0, None
         for c in calls:
@@ -132,16 +129,11 @@ def _budget(declaration: Declaration, trace: Trace, registry: ToolRegistry | Non
             if crossing_step is None and spent > budget.max_cost + 1e-12:
                 crossing_step = c.step_id
         if crossing_step is not None:
-            out.append(
-                Finding(
-                    kind="BudgetExceeded",
-                    code="max_cost",
-                    step=crossing_step,
-                    message=f"The plan declared max_cost={budget.max_cost:g}, but its calls cost {spent:g} "
-                    f"({spent - budget.max_cost:g} over); step {crossing_step!r} went past it.",
-                    details={"limit": budget.max_cost, "used": spent, "over": spent - budget.max_cost},
-                )
+            message = (
+                f"The plan declared max_cost={budget.max_cost:g}, but its calls cost {spent:g} "
+                f"({spent - budget.max_cost:g} over); step {crossing_step!r} went past it."
             )
+            out.append(_exceeded("max_cost", crossing_step, message, budget.max_cost, spent))
     duration = trace.duration
     if budget.max_latency is not None and duration is not None and duration > budget.max_latency:
         late = next(
@@ -154,16 +146,12 @@ def _budget(declaration: Declaration, trace: Trace, registry: ToolRegistry | Non
             ),
             None,
         )
-        out.append(
-            Finding(
-                kind="BudgetExceeded",
-                code="max_latency",
-                step=late.step_id if late is not None else None,
-                message=f"The plan declared max_latency={budget.max_latency:g}s, but the run took {duration:.3g}s "
-                f"({duration - budget.max_latency:.3g}s over).",
-                details={"limit": budget.max_latency, "used": duration, "over": duration - budget.max_latency},
-            )
+        message = (
+            f"The plan declared max_latency={budget.max_latency:g}s, but the run took {duration:.3g}s "
+            f"({duration - budget.max_latency:.3g}s over)."
         )
+        step = late.step_id if late is not None else None
+        out.append(_exceeded("max_latency", step, message, budget.max_latency, duration))
     return out
 
 
@@ -219,6 +207,14 @@ def _actual(c: TracedCall) -> dict[str, Any]:
     return {"tool": c.tool, "step": c.step_id, "status": c.status}
 
 
+def _deviation(
+    code: str, step: str, message: str, intent: DeclaredCall | None, call: TracedCall | None, **details: Any
+) -> Finding:
+    """A PlanDeviation between a declared call and what ran; ``expected`` and ``actual`` end its details."""
+    details.update(expected=None if intent is None else _intent(intent), actual=None if call is None else _actual(call))
+    return Finding(kind="PlanDeviation", code=code, step=step, message=message, details=details)
+
+
 def _deviations(declaration: Declaration, trace: Trace) -> list[Finding]:
     out: list[Finding] = []
     matched, taken = _match(declaration, trace)
@@ -229,63 +225,26 @@ def _deviations(declaration: Declaration, trace: Trace) -> list[Finding]:
         call = matched.get(d.id)
         if call is not None and not call.ran:
             why = f": {call.error}" if call.error else ""
-            out.append(
-                Finding(
-                    kind="PlanDeviation",
-                    code="not_executed",
-                    step=d.id,
-                    message=f"Declared call {d.id} ({d.tool!r}) never called a tool: it ended {call.status}{why}",
-                    details={
-                        "declared_tool": d.tool,
-                        "status": call.status,
-                        "expected": _intent(d),
-                        "actual": _actual(call),
-                    },
-                )
-            )
+            message = f"Declared call {d.id} ({d.tool!r}) never called a tool: it ended {call.status}{why}"
+            out.append(_deviation("not_executed", d.id, message, d, call, declared_tool=d.tool, status=call.status))
         elif call is None:
             # Another tool in the slot this call was declared for: a different tool, not missing plus extra.
             other = next((c for c in extra if position[id(c)] == n), None)
             if other is not None:
                 extra.remove(other)
-                out.append(
-                    Finding(
-                        kind="PlanDeviation",
-                        code="different_tool",
-                        step=other.step_id,
-                        message=f"Declared call {d.id} was to {d.tool!r}, but {other.tool!r} ran in its place "
-                        f"(step {other.step_id!r}).",
-                        details={
-                            "declared_tool": d.tool,
-                            "actual_tool": other.tool,
-                            "declared": d.id,
-                            "expected": _intent(d),
-                            "actual": _actual(other),
-                        },
-                    )
+                message = (
+                    f"Declared call {d.id} was to {d.tool!r}, but {other.tool!r} ran in its place "
+                    f"(step {other.step_id!r})."
                 )
+                details = {"declared_tool": d.tool, "actual_tool": other.tool, "declared": d.id}
+                out.append(_deviation("different_tool", other.step_id, message, d, other, **details))
             else:
-                out.append(
-                    Finding(
-                        kind="PlanDeviation",
-                        code="missing_call",
-                        step=d.id,
-                        message=f"Declared call {d.id} ({d.tool!r}"
-                        + (f": {d.rationale}" if d.rationale else "")
-                        + ") was never made.",
-                        details={"declared_tool": d.tool, "expected": _intent(d), "actual": None},
-                    )
-                )
+                why = f": {d.rationale}" if d.rationale else ""
+                message = f"Declared call {d.id} ({d.tool!r}{why}) was never made."
+                out.append(_deviation("missing_call", d.id, message, d, None, declared_tool=d.tool))
     for c in extra:
-        out.append(
-            Finding(
-                kind="PlanDeviation",
-                code="undeclared_call",
-                step=c.step_id,
-                message=f"Step {c.step_id!r} called {c.tool!r}, which the plan did not declare.",
-                details={"actual_tool": c.tool, "run_id": c.run_id, "expected": None, "actual": _actual(c)},
-            )
-        )
+        message = f"Step {c.step_id!r} called {c.tool!r}, which the plan did not declare."
+        out.append(_deviation("undeclared_call", c.step_id, message, None, c, actual_tool=c.tool, run_id=c.run_id))
     out.extend(_reordered(declaration, matched))
     return out
 
@@ -317,62 +276,48 @@ def _reordered(declaration: Declaration, matched: dict[str, TracedCall]) -> list
 # -- policy --------------------------------------------------------------------------------------
 
 
+def _of_choice(kind: FindingKind, code: str, choice: Choice, message: str, **details: Any) -> Finding:
+    """A finding about a choice among alternatives: at its step, its record (then ``details``) as details."""
+    return Finding(kind=kind, code=code, step=choice.step_id, message=message, details={**choice.to_dict(), **details})
+
+
 def _policy(declaration: Declaration, trace: Trace, registry: ToolRegistry | None) -> list[Finding]:
     out: list[Finding] = []
     policy = declaration.policy
     prefer = policy.prefer_general_methods if policy is not None else None
     for choice in trace.choices:
         if choice.chosen not in choice.candidates:
-            out.append(
-                Finding(
-                    kind="PolicyViolation",
-                    code="outside_safety_class",
-                    step=choice.step_id,
-                    message=f"Step {choice.step_id!r} ran {choice.chosen!r}, which is not one of group "
-                    f"{choice.group!r}'s alternatives ({', '.join(choice.candidates)}).",
-                    details=choice.to_dict(),
-                )
+            message = (
+                f"Step {choice.step_id!r} ran {choice.chosen!r}, which is not one of group "
+                f"{choice.group!r}'s alternatives ({', '.join(choice.candidates)})."
             )
+            out.append(_of_choice("PolicyViolation", "outside_safety_class", choice, message))
         elif registry is not None and all(t in registry for t in (choice.chosen, *choice.candidates)):
             classes = {t: registry.definition(t).annotations.safety_class for t in choice.candidates}
             chosen_class = registry.definition(choice.chosen).annotations.safety_class
             others = {c for t, c in classes.items() if t != choice.chosen}
             if chosen_class == "destructive" or (others and others != {chosen_class}):
-                out.append(
-                    Finding(
-                        kind="PolicyViolation",
-                        code="outside_safety_class",
-                        step=choice.step_id,
-                        message=f"Step {choice.step_id!r} explored {choice.chosen!r} ({chosen_class}) in group "
-                        f"{choice.group!r}, whose alternatives are "
-                        + ", ".join(f"{t} ({c})" for t, c in classes.items())
-                        + ": exploration must stay within one safety class and never pick a destructive tool.",
-                        details=choice.to_dict(),
-                    )
+                message = (
+                    f"Step {choice.step_id!r} explored {choice.chosen!r} ({chosen_class}) in group "
+                    f"{choice.group!r}, whose alternatives are "
+                    + ", ".join(f"{t} ({c})" for t, c in classes.items())
+                    + ": exploration must stay within one safety class and never pick a destructive tool."
                 )
+                out.append(_of_choice("PolicyViolation", "outside_safety_class", choice, message))
         if prefer == "always" and choice.general is not None and choice.chosen != choice.general:
-            out.append(
-                Finding(
-                    kind="BLPViolation",
-                    code="specialised_tool",
-                    step=choice.step_id,
-                    message=f"The declared policy prefers general methods, but step {choice.step_id!r} ran the "
-                    f"specialised {choice.chosen!r} instead of group {choice.group!r}'s general {choice.general!r}.",
-                    details={**choice.to_dict(), "trick": choice.chosen, "generalAlternative": choice.general},
-                )
+            message = (
+                f"The declared policy prefers general methods, but step {choice.step_id!r} ran the "
+                f"specialised {choice.chosen!r} instead of group {choice.group!r}'s general {choice.general!r}."
             )
+            details = {"trick": choice.chosen, "generalAlternative": choice.general}
+            out.append(_of_choice("BLPViolation", "specialised_tool", choice, message, **details))
         wanted = policy.strategy if policy is not None else None
         if wanted is not None and choice.strategy not in (wanted, "prefer_general_methods"):
-            out.append(
-                Finding(
-                    kind="PolicyViolation",
-                    code="strategy_mismatch",
-                    step=choice.step_id,
-                    message=f"The declared policy chooses by {wanted}, but step {choice.step_id!r}'s choice in group "
-                    f"{choice.group!r} was made by {choice.strategy}.",
-                    details=choice.to_dict(),
-                )
+            message = (
+                f"The declared policy chooses by {wanted}, but step {choice.step_id!r}'s choice in group "
+                f"{choice.group!r} was made by {choice.strategy}."
             )
+            out.append(_of_choice("PolicyViolation", "strategy_mismatch", choice, message))
     if prefer == "always" and registry is not None:
         chosen_steps = {(c.step_id, c.chosen) for c in trace.choices}
         for call in trace.ran:
