@@ -20,7 +20,6 @@ REST route calls (`Service`, `ServiceStore`), so the two APIs cannot drift apart
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -37,7 +36,7 @@ from strawberry.types import ExecutionContext
 from .._defaults import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from ._approvals import answers_json, rule_json
 from ._core import Service, execution_view
-from ._errors import ApiError, coded
+from ._errors import INTERNAL_MESSAGE, ApiError, coded, log_bug
 from ._graphql_types import (
     Context,
     Execution,
@@ -65,8 +64,6 @@ from ._idem import Outcome, idempotent
 from ._keep import Finish
 
 __all__ = ("MAX_ALIASES", "MAX_DEPTH", "MAX_TOKENS", "graphql_router")
-
-log = logging.getLogger("toolplan.service")
 
 MAX_DEPTH = 10
 MAX_ALIASES = 20
@@ -243,8 +240,6 @@ class Mutation:
 
 # -- errors and limits -----------------------------------------------------------------------------
 
-_INTERNAL = "The service failed unexpectedly; its log has the details."
-
 
 def _is_bug(error: GraphQLError) -> bool:
     """An error in a resolver that is no coded error (a request-level error has no path)."""
@@ -257,7 +252,7 @@ class _Schema(strawberry.Schema):
         """Log the bugs only: a coded error or a refused query is an answer, not a fault of the service."""
         for error in errors:
             if _is_bug(error):
-                log.error("toolplan service: unexpected error in GraphQL", exc_info=error.original_error or error)
+                log_bug(error.original_error or error, " in GraphQL")
 
 
 class _CodedErrors(SchemaExtension):
@@ -276,7 +271,7 @@ class _CodedErrors(SchemaExtension):
                 status, code, message, details = parts
                 retry = status >= 500 or status == 429
             elif _is_bug(error):
-                code, message, details, retry = "internal_error", _INTERNAL, None, True
+                code, message, details, retry = "internal_error", INTERNAL_MESSAGE, None, True
             else:  # the document, its variables or its limits
                 code, message, details, retry = "invalid_request", error.message, None, False
             if retry and isinstance(context, Context):
