@@ -157,9 +157,11 @@ class Query:
         return PlanPage(items=[Plan(row=_plan_row(svc, item)) for item in page.items], next_cursor=page.next_cursor)
 
 
-def _execution_of(svc: Service, outcome: Outcome) -> Execution:
-    _, body = outcome  # the full view if it finished within wait, else its id, plan id and status
-    return Execution(row=_execution_row(svc, body))
+async def _execute(info: GqlInfo, plan_ref: str, wait: float, approval: JSON | None) -> Execution:
+    ctx = info.context
+    out = await ctx.service.execute(ctx.ids.new("exec"), plan_ref, ctx.api_key, wait, rule_json(approval))
+    _, body = out  # the full view if it finished within wait, else its id, plan id and status
+    return Execution(row=_execution_row(ctx.service, body))
 
 
 def _change(svc: Service, out: dict[str, Any]) -> ExecutionChange:
@@ -195,20 +197,13 @@ class Mutation:
     async def execute_plan(
         self, info: GqlInfo, plan_id: str, wait: float = 0, approval: JSON | None = None
     ) -> Execution:
-        ctx = info.context
-        rule = rule_json(approval)
-        out = await ctx.service.execute(ctx.ids.new("exec"), plan_id, ctx.api_key, wait, rule)
-        return _execution_of(ctx.service, out)
+        return await _execute(info, plan_id, wait, approval)
 
     @_mutation("Run a planning request's final plan (as POST /v1/requests/{id}/executions); wait as executePlan.")
     async def execute_by_request_id(
         self, info: GqlInfo, request_id: str, wait: float = 0, approval: JSON | None = None
     ) -> Execution:
-        ctx = info.context
-        plan_ref = await ctx.service.plan_of_request(request_id)
-        rule = rule_json(approval)
-        out = await ctx.service.execute(ctx.ids.new("exec"), plan_ref, ctx.api_key, wait, rule)
-        return _execution_of(ctx.service, out)
+        return await _execute(info, await info.context.service.plan_of_request(request_id), wait, approval)
 
     @_mutation(
         "Cancel an execution (as POST /v1/executions/{id}/cancel): a queued one at once, a running one "
