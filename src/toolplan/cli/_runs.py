@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import fields
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
@@ -46,19 +47,8 @@ WorkDbOpt = Annotated[str | None, db_option("The database to take runs from; the
 
 
 def _summary_dict(s: RunSummary) -> dict[str, Any]:
-    return {
-        "run_id": s.run_id,
-        "status": s.status,
-        "plan_id": s.plan_id,
-        "parent_id": s.parent_id,
-        "steps": s.steps,
-        "succeeded": s.succeeded,
-        "calls": s.calls,
-        "created_at": s.created_at,
-        "updated_at": s.updated_at,
-        "owner": s.owner,
-        "lease_until": s.lease_until,
-    }
+    # every field but the two only the service sets
+    return {f.name: getattr(s, f.name) for f in fields(s) if f.name not in ("source_plan_id", "cancel_requested")}
 
 
 @runs_app.command("list", cls=Command, short_help="List the stored runs, newest first.")

@@ -15,13 +15,10 @@ Errors the service answers raise `toolplan.ServiceError` with its code. Needs
 ``pip install "toolplan[client]"`` (httpx and httpx-sse; not the service's FastAPI). See docs/client.md.
 """
 
-from .._errors import OptionalDependencyError as _OptionalDependencyError
+# ruff: noqa: E402 (the extra is checked before the imports that need it)
+from .._optional import require_optional as _require_optional
 
-try:
-    import httpx as _httpx  # noqa: F401
-    import httpx_sse as _httpx_sse  # noqa: F401
-except ImportError as _exc:  # pragma: no cover - depends on the environment
-    raise _OptionalDependencyError("toolplan.client", "client", package=_exc.name) from _exc
+_require_optional("toolplan.client", "client", "httpx", "httpx_sse")
 
 from .._errors import ServiceError as ServiceError
 from ._async import AsyncClient as AsyncClient

@@ -78,21 +78,16 @@ class AsyncClient:
     # -- sending -----------------------------------------------------------------------------------
 
     async def _send(self, call: Call[T]) -> T:
-        timeout = call.timeout(self._timeout)
-        attempts = self.retry.attempts
-        for attempt in range(attempts):
+        send = calls.Send(call, self.base_url, self.retry, self._timeout)
+        while True:
             try:
-                response = await self._http.request(
-                    call.method, call.path, params=call.params, json=call.body, headers=call.headers(), timeout=timeout
-                )
+                response = await self._http.request(**send.request)
             except httpx.TransportError as exc:
-                if attempt + 1 == attempts:
-                    raise calls.unreachable(self.base_url, attempts, exc) from exc
+                send.lost(exc)
             else:
-                if attempt + 1 == attempts or not calls.retryable(response):
+                if send.done(response):
                     return calls.answer(call, response)
-            await asyncio.sleep(self.retry.delay(attempt))
-        raise AssertionError("not reached")  # pragma: no cover
+            await asyncio.sleep(send.delay())
 
     def _pages(self, make: Callable[[str | None], Call[Page[T]]]) -> AsyncIterator[T]:
         first = make(None)  # arguments are checked now, not at the first step of the iteration

@@ -387,6 +387,45 @@ def finished(response: httpx.Response) -> bool:
     return str(response.json().get("status")) in _types.FINISHED
 
 
+class Send(Generic[T]):
+    """Where sending one call stands, for both clients' ``_send`` (as `Follow` is for ``events``).
+
+    The clients send `request` (the arguments of httpx's ``request``) and say how each try ended:
+    `lost` (no answer; raises ``unreachable`` after the last try) or `done` (an answer: True when it
+    is the one to read); `delay` is the wait before the next try.
+    """
+
+    __slots__ = ("attempt", "base_url", "request", "retry")
+
+    def __init__(self, call: Call[T], base_url: str, retry: RetryPolicy, timeout: httpx.Timeout) -> None:
+        self.base_url = base_url
+        self.retry = retry
+        self.attempt = 0
+        self.request: dict[str, Any] = {
+            "method": call.method,
+            "url": call.path,
+            "params": call.params,
+            "json": call.body,
+            "headers": call.headers(),
+            "timeout": call.timeout(timeout),
+        }
+
+    def _last(self) -> bool:
+        return self.attempt + 1 == self.retry.attempts
+
+    def lost(self, exc: httpx.TransportError) -> None:
+        if self._last():
+            raise unreachable(self.base_url, self.retry.attempts, exc) from exc
+
+    def done(self, response: httpx.Response) -> bool:
+        return self._last() or not retryable(response)
+
+    def delay(self) -> float:
+        """The seconds to wait before the next try."""
+        self.attempt += 1
+        return self.retry.delay(self.attempt - 1)
+
+
 class Follow:
     """Where following an execution's event stream stands, for both clients' ``events``.
 

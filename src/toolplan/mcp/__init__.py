@@ -12,12 +12,10 @@ async with MCPToolset("http://127.0.0.1:8000/mcp") as remote, MCPToolset.stdio("
 Needs ``pip install "toolplan[mcp]"``. See docs/mcp.md.
 """
 
-from .._errors import OptionalDependencyError as _OptionalDependencyError
+# ruff: noqa: E402 (the extra is checked before the imports that need it)
+from .._optional import require_optional as _require_optional
 
-try:
-    import mcp as _mcp  # noqa: F401
-except ImportError as _exc:  # pragma: no cover - depends on the environment
-    raise _OptionalDependencyError("toolplan.mcp", "mcp", package=_exc.name) from _exc
+_require_optional("toolplan.mcp", "mcp", "mcp")
 
 from ._connection import MCPConnectionError as MCPConnectionError
 from ._convert import MCPHints as MCPHints

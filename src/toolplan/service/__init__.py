@@ -12,15 +12,10 @@ Needs ``pip install "toolplan[service]"``. See docs/service.md for the API (Grap
 docs/service-graphql.md).
 """
 
-from .._errors import OptionalDependencyError as _OptionalDependencyError
+# ruff: noqa: E402 (the extra is checked before the imports that need it)
+from .._optional import require_optional as _require_optional
 
-try:
-    import fastapi as _fastapi  # noqa: F401
-    import sse_starlette as _sse  # noqa: F401
-    import strawberry as _strawberry  # noqa: F401
-    import uvicorn as _uvicorn  # noqa: F401
-except ImportError as _exc:  # pragma: no cover - depends on the environment
-    raise _OptionalDependencyError("toolplan.service", "service", package=_exc.name) from _exc
+_require_optional("toolplan.service", "service", "fastapi", "sse_starlette", "strawberry", "uvicorn")
 
 from ._app import create_app as create_app
 from ._config import ServiceConfig as ServiceConfig

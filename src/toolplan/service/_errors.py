@@ -25,9 +25,16 @@ from .._errors import (
     UserError,
 )
 
-__all__ = ("ApiError", "coded", "error_body", "install_error_handlers")
+__all__ = ("INTERNAL_MESSAGE", "ApiError", "coded", "error_body", "install_error_handlers", "log_bug")
 
 log = logging.getLogger("toolplan.service")
+
+INTERNAL_MESSAGE = "The service failed unexpectedly; its log has the details."  # a bug's answer: the log has it
+
+
+def log_bug(exc: BaseException, where: str = "") -> None:
+    """Log an error that is no coded error (a fault of the service) with its traceback."""
+    log.error("toolplan service: unexpected error%s", where, exc_info=exc)
 
 
 class ApiError(Exception):
@@ -118,8 +125,8 @@ def install_error_handlers(app: FastAPI) -> None:
         return _json(exc.status_code, error_body(code, message), getattr(exc, "headers", None))
 
     async def unexpected(_request: Request, exc: Exception) -> JSONResponse:
-        log.exception("toolplan service: unexpected error", exc_info=exc)
-        return _json(500, error_body("internal_error", "The service failed unexpectedly; its log has the details."))
+        log_bug(exc)
+        return _json(500, error_body("internal_error", INTERNAL_MESSAGE))
 
     app.add_exception_handler(ApiError, known_error)
     app.add_exception_handler(ToolplanError, known_error)

@@ -20,7 +20,6 @@ REST route calls (`Service`, `ServiceStore`), so the two APIs cannot drift apart
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -37,7 +36,7 @@ from strawberry.types import ExecutionContext
 from .._defaults import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from ._approvals import answers_json, rule_json
 from ._core import Service, execution_view
-from ._errors import ApiError, coded
+from ._errors import INTERNAL_MESSAGE, ApiError, coded, log_bug
 from ._graphql_types import (
     Context,
     Execution,
@@ -65,8 +64,6 @@ from ._idem import Outcome, idempotent
 from ._keep import Finish
 
 __all__ = ("MAX_ALIASES", "MAX_DEPTH", "MAX_TOKENS", "graphql_router")
-
-log = logging.getLogger("toolplan.service")
 
 MAX_DEPTH = 10
 MAX_ALIASES = 20
@@ -160,9 +157,11 @@ class Query:
         return PlanPage(items=[Plan(row=_plan_row(svc, item)) for item in page.items], next_cursor=page.next_cursor)
 
 
-def _execution_of(svc: Service, outcome: Outcome) -> Execution:
-    _, body = outcome  # the full view if it finished within wait, else its id, plan id and status
-    return Execution(row=_execution_row(svc, body))
+async def _execute(info: GqlInfo, plan_ref: str, wait: float, approval: JSON | None) -> Execution:
+    ctx = info.context
+    out = await ctx.service.execute(ctx.ids.new("exec"), plan_ref, ctx.api_key, wait, rule_json(approval))
+    _, body = out  # the full view if it finished within wait, else its id, plan id and status
+    return Execution(row=_execution_row(ctx.service, body))
 
 
 def _change(svc: Service, out: dict[str, Any]) -> ExecutionChange:
@@ -198,20 +197,13 @@ class Mutation:
     async def execute_plan(
         self, info: GqlInfo, plan_id: str, wait: float = 0, approval: JSON | None = None
     ) -> Execution:
-        ctx = info.context
-        rule = rule_json(approval)
-        out = await ctx.service.execute(ctx.ids.new("exec"), plan_id, ctx.api_key, wait, rule)
-        return _execution_of(ctx.service, out)
+        return await _execute(info, plan_id, wait, approval)
 
     @_mutation("Run a planning request's final plan (as POST /v1/requests/{id}/executions); wait as executePlan.")
     async def execute_by_request_id(
         self, info: GqlInfo, request_id: str, wait: float = 0, approval: JSON | None = None
     ) -> Execution:
-        ctx = info.context
-        plan_ref = await ctx.service.plan_of_request(request_id)
-        rule = rule_json(approval)
-        out = await ctx.service.execute(ctx.ids.new("exec"), plan_ref, ctx.api_key, wait, rule)
-        return _execution_of(ctx.service, out)
+        return await _execute(info, await info.context.service.plan_of_request(request_id), wait, approval)
 
     @_mutation(
         "Cancel an execution (as POST /v1/executions/{id}/cancel): a queued one at once, a running one "
@@ -243,8 +235,6 @@ class Mutation:
 
 # -- errors and limits -----------------------------------------------------------------------------
 
-_INTERNAL = "The service failed unexpectedly; its log has the details."
-
 
 def _is_bug(error: GraphQLError) -> bool:
     """An error in a resolver that is no coded error (a request-level error has no path)."""
@@ -257,7 +247,7 @@ class _Schema(strawberry.Schema):
         """Log the bugs only: a coded error or a refused query is an answer, not a fault of the service."""
         for error in errors:
             if _is_bug(error):
-                log.error("toolplan service: unexpected error in GraphQL", exc_info=error.original_error or error)
+                log_bug(error.original_error or error, " in GraphQL")
 
 
 class _CodedErrors(SchemaExtension):
@@ -276,7 +266,7 @@ class _CodedErrors(SchemaExtension):
                 status, code, message, details = parts
                 retry = status >= 500 or status == 429
             elif _is_bug(error):
-                code, message, details, retry = "internal_error", _INTERNAL, None, True
+                code, message, details, retry = "internal_error", INTERNAL_MESSAGE, None, True
             else:  # the document, its variables or its limits
                 code, message, details, retry = "invalid_request", error.message, None, False
             if retry and isinstance(context, Context):

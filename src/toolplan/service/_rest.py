@@ -69,6 +69,7 @@ IdemHeader = Annotated[
     str | None,
     Header(alias="Idempotency-Key", description="The same key and body give the same response, done once."),
 ]
+Wait = Annotated[float, Query(ge=0, description="Seconds to wait for the result (bounded).")]
 
 
 router = APIRouter(prefix="/v1")
@@ -109,18 +110,12 @@ async def execute_request(
     request_id: str,
     request: Request,
     svc: Svc,
-    wait: Annotated[float, Query(ge=0, description="Seconds to wait for the result (bounded).")] = 0,
+    wait: Wait = 0,
     body: ExecuteIn | None = None,
     _key: IdemHeader = None,
 ) -> JSONResponse:
     """Run a request's final plan (as ``POST /v1/plans/{plan_id}/executions``)."""
-    plan_ref = await svc.plan_of_request(request_id)
-    rule = rule_of(body.approval if body is not None else None)
-
-    async def action(reserved: str, finish: Finish | None) -> Outcome:
-        return await svc.execute(reserved, plan_ref, request.state.api_key, wait, rule, finish=finish)
-
-    return await idempotent(request, svc.data, "exec", action, optimistic=not wait > 0)
+    return await _execute(request, svc, await svc.plan_of_request(request_id), wait, body)
 
 
 @router.post("/plans", status_code=201, tags=["plans"])
@@ -170,7 +165,7 @@ async def execute_plan_by_id(
     plan_id: str,
     request: Request,
     svc: Svc,
-    wait: Annotated[float, Query(ge=0, description="Seconds to wait for the result (bounded).")] = 0,
+    wait: Wait = 0,
     body: ExecuteIn | None = None,
     _key: IdemHeader = None,
 ) -> JSONResponse:
@@ -179,10 +174,15 @@ async def execute_plan_by_id(
     With ``approval`` in the body, the steps it marks wait for an answer (status ``pending_approval``,
     which also ends the ``wait``).
     """
+    return await _execute(request, svc, plan_id, wait, body)
+
+
+async def _execute(request: Request, svc: Service, plan_ref: str, wait: float, body: ExecuteIn | None) -> JSONResponse:
+    """Run ``plan_ref`` once per idempotency key, waiting up to ``wait`` seconds for its end."""
     rule = rule_of(body.approval if body is not None else None)
 
     async def action(reserved: str, finish: Finish | None) -> Outcome:
-        return await svc.execute(reserved, plan_id, request.state.api_key, wait, rule, finish=finish)
+        return await svc.execute(reserved, plan_ref, request.state.api_key, wait, rule, finish=finish)
 
     return await idempotent(request, svc.data, "exec", action, optimistic=not wait > 0)
 
