@@ -393,7 +393,7 @@ def instructions_section(d: dict[str, Any]) -> list[str]:
 
 
 def tracing_section(d: dict[str, Any]) -> list[str]:
-    out = _head("1c. Tracing and store cost (instructions per step: the hook taken out, tracing off, no-op, on)", d)
+    out = _head("1c. Tracing and store cost (instructions per step: each hook taken out, tracing off, no-op, on)", d)
     if d.get("skipped"):
         return out
     st = d["settings"]
