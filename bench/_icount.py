@@ -14,6 +14,7 @@ from toolplan.execute import execute_compiled, prepare
 from toolplan.plan import compile_plan
 from toolplan.tools import ToolRegistry
 
+from ._unhook import unhook_store
 from .dags import Shape
 from .executors import floor_run
 from .overhead import Case, _noop_fn, noop
@@ -23,7 +24,8 @@ PHASES = ("floor", "compile", "toolplan")
 TRACED = "traced"  # tracing on, spans recorded by the OpenTelemetry SDK
 TRACED_NOOP = "traced_noop"  # tracing on, into OpenTelemetry's no-op provider (toolplan's span code, no recording)
 UNHOOKED = "unhooked"  # the engine's one tracing check taken out: the run never asks whether it is traced
-TRACING_PHASES = (TRACED, TRACED_NOOP, UNHOOKED)
+STORE_UNHOOKED = "store_unhooked"  # the engine's store checks taken out: the run never asks whether it has a store
+TRACING_PHASES = (TRACED, TRACED_NOOP, UNHOOKED, STORE_UNHOOKED)
 
 
 def _trace_everything() -> None:
@@ -69,6 +71,8 @@ async def _main(shape: Shape, n: int, phase: str, k: int) -> None:
         _trace_into_noop()
     elif phase == UNHOOKED:
         _unhook()
+    elif phase == STORE_UNHOOKED:
+        unhook_store()  # (`bench/_unhook.py`)
     case = Case(shape, n, seed=0)
     registry = ToolRegistry.of([noop])
     compiled, invoker = prepare(case.plan, registry, max_steps=n)

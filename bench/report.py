@@ -393,13 +393,14 @@ def instructions_section(d: dict[str, Any]) -> list[str]:
 
 
 def tracing_section(d: dict[str, Any]) -> list[str]:
-    out = _head("1c. Tracing cost (instructions per step: the hook taken out, tracing off, no-op, on)", d)
+    out = _head("1c. Tracing and store cost (instructions per step: each hook taken out, tracing off, no-op, on)", d)
     if d.get("skipped"):
         return out
     st = d["settings"]
     out += [
         f"Counter: {st['counter']}. Method: {st['method']}. The same code each time: unhooked: "
-        f"{st.get('unhooked', '-')}; off: tracing not configured; no-op: {st.get('noop', '-')}; on: {st['traced']}.",
+        f"{st.get('unhooked', '-')}; off: tracing not configured, no store; no-op: {st.get('noop', '-')}; "
+        f"on: {st['traced']}; store unhooked: {st.get('store_unhooked', '-')}.",
         "",
         "| shape | steps | unhooked | off | no-op | on | off - unhooked | tracing per step |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
@@ -413,7 +414,15 @@ def tracing_section(d: dict[str, Any]) -> list[str]:
             f"| {row['shape']} | {row['n']:,} | {row['unhooked']:,} | {row['off']:,} | {row['noop']:,} | {row['on']:,} "
             f"| {row['off_cost_per_step']:+,} ({row['off_cost_pct']:+.2f}%) | {row['tracing_per_step']:,} |"
         )
-    out += ["", *tracing_verdict(d)]
+    stored = [row for row in d["cases"] if "store_unhooked" in row]
+    if stored:
+        out += ["", "| shape | steps | store unhooked | off | off - store unhooked |", "|---|---:|---:|---:|---:|"]
+        out += [
+            f"| {row['shape']} | {row['n']:,} | {row['store_unhooked']:,} | {row['off']:,} "
+            f"| {row['store_off_cost_per_step']:+,} ({row['store_off_cost_pct']:+.2f}%) |"
+            for row in stored
+        ]
+    out += ["", *tracing_verdict(d), *store_verdict(d)]
     return out
 
 
@@ -431,6 +440,18 @@ def tracing_verdict(d: dict[str, Any]) -> list[str]:
         f"- Target: tracing costs nothing measurable when off (the same code with and without its hook, "
         f"< {target}% a step): {_ok(abs(worst) < target)} (worst {worst:+.2f}%)."
     ]
+
+
+def store_verdict(d: dict[str, Any]) -> list[str]:
+    """The durable store's "cost when off": a run without a store, with the store's questions and without them."""
+    target = d["settings"].get("off_target_pct", 0.5)
+    costs = [row["store_off_cost_pct"] for row in d["cases"] if "store_off_cost_pct" in row]
+    what = "- Target: the durable store costs nothing measurable when a run has none (the same code with and without "
+    what += "its hook, "
+    if not costs:
+        return [f"{what}< {target}% a step): not judged (not measured in this result; run `python -m bench tracing`)."]
+    worst = max(costs, key=abs)
+    return [f"{what}< {target}% a step): {_ok(abs(worst) < target)} (worst {worst:+.2f}%)."]
 
 
 def _ms(row: dict[str, Any], name: str) -> str:

@@ -10,7 +10,10 @@ For each shape it counts toolplan's whole run per step (``prepare`` + ``execute_
   hook costs when tracing is off (the goal: < 0.5% of a step);
 - ``noop``: traced into OpenTelemetry's no-op provider: toolplan's span code runs, nothing records;
 - ``on``: traced into the OpenTelemetry SDK with a `SimpleSpanProcessor` whose exporter drops the
-  spans: toolplan's spans plus the SDK's recording of them, without an exporter's own work.
+  spans: toolplan's spans plus the SDK's recording of them, without an exporter's own work;
+- ``store_unhooked``: "off" with the durable store's questions taken out (a run without a store asks
+  per step whether it has one; `bench._unhook` recompiles the engine with each answer folded in):
+  ``off - store_unhooked`` is what the store's hook costs a run that has no store (the same goal).
 """
 
 from __future__ import annotations
@@ -26,13 +29,13 @@ from typing import Any
 
 from . import common
 from . import instructions as icount
-from ._icount import TRACED, TRACED_NOOP, UNHOOKED
+from ._icount import STORE_UNHOOKED, TRACED, TRACED_NOOP, UNHOOKED
 
 SHAPES = ("chain", "fanout")
 N = 100
 K = 20  # runs per count: 2,000 steps
-PHASES = {"off": "toolplan", "unhooked": UNHOOKED, "noop": TRACED_NOOP, "on": TRACED}
-OFF_TARGET_PCT = 0.5  # what tracing may cost a step when it is off
+PHASES = {"off": "toolplan", "unhooked": UNHOOKED, "noop": TRACED_NOOP, "on": TRACED, "store_unhooked": STORE_UNHOOKED}
+OFF_TARGET_PCT = 0.5  # what tracing, or the durable store, may cost a step when it is off
 
 
 def _instructions(*args: object) -> int:
@@ -76,10 +79,12 @@ def run() -> list[dict[str, Any]]:
             "noop_per_step": round(c["noop"] - c["off"]),
             "off_cost_per_step": round(c["off"] - c["unhooked"]),
             "off_cost_pct": round(100 * (c["off"] - c["unhooked"]) / c["unhooked"], 2),
+            "store_off_cost_per_step": round(c["off"] - c["store_unhooked"]),
+            "store_off_cost_pct": round(100 * (c["off"] - c["store_unhooked"]) / c["store_unhooked"], 2),
         }
         common.log(
             f"tracing {shape:7} n={N} unhooked={c['unhooked']:,.0f} off={c['off']:,.0f} "
-            f"noop={c['noop']:,.0f} on={c['on']:,.0f} per step"
+            f"noop={c['noop']:,.0f} on={c['on']:,.0f} store_unhooked={c['store_unhooked']:,.0f} per step"
         )
         rows.append(row)
     return rows
@@ -95,6 +100,8 @@ def main(args: Any, argv: list[str]) -> Path:
         traced="OpenTelemetry SDK TracerProvider + SimpleSpanProcessor, exporter that drops the spans",
         noop="configure_tracing(tracer_provider=opentelemetry.trace.NoOpTracerProvider())",
         unhooked="the same run with toolplan.execute._run.get_tracer replaced by NoneType (the hook taken out)",
+        store_unhooked="the same run with the engine's store questions (x.journal / x.stored / store is [not] None) "
+        "folded to a run without a store's answers and compiled away (bench/_unhook.py)",
         off_target_pct=OFF_TARGET_PCT,
     )
     if args.quick:
