@@ -201,6 +201,34 @@ async def test_a_ranker_by_meaning_is_fused_with_the_words() -> None:
     assert repr(ranker).startswith("EmbeddingToolRanker(")
 
 
+class KindEmbeddings:
+    """Two-dimensional vectors by kind: a passage points along x, a query along y (the model boundary)."""
+
+    name = "kinds"
+
+    def __init__(self) -> None:
+        self.kinds: list[str] = []
+
+    async def embed(self, texts: Any, *, kind: str = "passage") -> list[list[float]]:
+        self.kinds.append(kind)
+        return [[3.0, 0.0] if kind == "passage" else [0.0, 2.0] for _ in texts]
+
+
+async def test_tool_texts_are_embedded_as_passage_and_query_and_averaged() -> None:
+    pytest.importorskip("numpy")
+    from toolplan import UserError
+    from toolplan.knowledge import EmbeddingToolRanker
+
+    both = EmbeddingToolRanker(KindEmbeddings())
+    matrix = await both.prepare(["a", "b"])
+    assert both.embeddings.kinds == ["passage", "query"]  # type: ignore[attr-defined]
+    assert [x for row in matrix.tolist() for x in row] == pytest.approx([0.5**0.5] * 4)  # unit, averaged, unit
+    once = EmbeddingToolRanker(KindEmbeddings(), tool_kinds=("passage",))
+    assert (await once.prepare(["a"])).tolist() == [[1.0, 0.0]] and once.embeddings.kinds == ["passage"]  # type: ignore[attr-defined]
+    with pytest.raises(UserError, match="tool_kinds"):
+        EmbeddingToolRanker(KindEmbeddings(), tool_kinds=())
+
+
 class FixedScorer:
     """Similarities by tool name (the model boundary): a `ToolScorer`, so words are fused by score."""
 
