@@ -1,12 +1,12 @@
 """PostgreSQL: a turn's writes committed from the event loop itself, with no hop to the database thread.
 
 When the database thread is idle (nothing handed to it is pending) and no lease of the batch's runs
-is due, the writes of a turn of the event loop go to the server from the loop: as one
-multi-statement query (the simple query protocol, values as SQL literals, `Literals`), which
-PostgreSQL runs as one implicit transaction, committed at its end and rolled back whole if any
+is due, the writes of a turn of the event loop go to the server from the loop: as one pipeline of
+prepared statements (`Prepared`: parsed and planned once per connection) ended by a sync, which
+PostgreSQL runs as one implicit transaction, committed at the sync and rolled back whole if any
 statement fails. The loop sends it on the thread's own connection (which it holds, as the thread
 does, through the database's ``_busy`` lock) and is woken by the socket when the answer is in: a
-chain step's commit then wakes no thread, and the thread wakes no loop.
+chain step's commit is one round trip that wakes no thread, and no thread wakes the loop.
 
 Writes of later turns of the same loop, made while a query is in flight, wait behind it and go
 together in the next one (a group commit). Anything else goes to the thread as before: a batch
@@ -18,6 +18,7 @@ path holds. A query left in flight by a loop that stopped is finished by the thr
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import select
 import threading
 import time
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _faults
 from .._errors import StoreError
+from ._prepared import Call, Prepared
 from ._writes import Write, complete
 
 if TYPE_CHECKING:
@@ -34,14 +36,29 @@ __all__ = ("OnLoop",)
 
 _MAX_STATEMENTS = 256  # a larger batch goes to the thread
 _IDLE = 0  # pq.TransactionStatus.IDLE: no transaction open on the connection
-_OK = (1, 2)  # pq.ExecStatus.COMMAND_OK, TUPLES_OK: a statement's result that is no error
+_OK = (1, 2)  # pq.ExecStatus.COMMAND_OK, TUPLES_OK: a command's result that is no error
+_SQLSTATE = ord("C")  # pq.DiagnosticField.SQLSTATE
+_SYNC = 10  # pq.ExecStatus.PIPELINE_SYNC: the end of a pipeline's results
 Done = list[tuple[asyncio.Future[Any], BaseException | None, Any]]
 
 
 class OnLoop:
     """The database's commits from an event loop (PostgreSQL only); the query in flight is guarded by ``_lock``."""
 
-    __slots__ = ("_behind", "_db", "_fd", "_flying", "_lock", "_loop", "_now")
+    __slots__ = (
+        "_behind",
+        "_db",
+        "_expect",
+        "_failed",
+        "_fd",
+        "_flying",
+        "_got",
+        "_live",
+        "_lock",
+        "_loop",
+        "_now",
+        "_statements",
+    )
 
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -51,6 +68,11 @@ class OnLoop:
         self._behind: list[Write] = []  # that loop's later writes, for the next query
         self._fd = -1
         self._now = 0.0
+        self._statements = Prepared()  # the statements prepared on the connection, by text and parameter types
+        self._expect: list[tuple[bytes, bool]] = []  # the commands in flight: a statement's name, and if prepared
+        self._got = 0  # the results read so far
+        self._live: set[int] = set()  # the writes in flight whose run was not broken when sent
+        self._failed = False  # one of them was an error (the pipeline rolled back)
 
     def send(self, batch: list[Write], loop: asyncio.AbstractEventLoop) -> bool:
         """Commit ``batch`` from ``loop`` (True), or leave it to the caller to hand to the thread (False)."""
@@ -68,8 +90,8 @@ class OnLoop:
 
     def _start(self, batch: list[Write], loop: asyncio.AbstractEventLoop) -> bool:
         db = self._db
-        raw, literals = db._raw, db._literals
-        if raw is None or literals is None or sum(len(w.statements) for w in batch) > _MAX_STATEMENTS:
+        raw = db._raw
+        if raw is None or db._literals is None or sum(len(w.statements) for w in batch) > _MAX_STATEMENTS:
             return False
         if not db._busy.acquire(blocking=False):
             return False
@@ -82,14 +104,15 @@ class OnLoop:
             live = [w for w in batch if w.writer.broken is None]
             if any(not w.writer.creating and now - w.writer.renewed_at >= third for w in live):
                 return False  # a lease to renew: the thread renews and checks it in its transaction
-            text = ";\n".join(literals.statement(sql, params) for w in live for sql, params in w.statements)
+            calls = self._statements.calls([s for w in live for s in w.statements], raw)
             pgconn = raw.pgconn
-            if not text or pgconn.transaction_status != _IDLE:
-                return False
+            if not calls or pgconn.transaction_status != _IDLE:
+                return False  # nothing to write, a value to leave to psycopg, or a transaction open
             if _faults.ACTIVE and _faults.fails("commit_error"):
                 return False  # the thread's try comes next, as after a failed commit
-            pgconn.send_query(text.encode(raw.info.encoding))
             sent = True
+            self._live = {id(w) for w in live}
+            self._send(pgconn, calls)
             self._fd = pgconn.socket
             self._flying, self._loop, self._now = batch, loop, now
             if pgconn.flush():  # not all of it went out yet
@@ -106,6 +129,19 @@ class OnLoop:
             if not sent:
                 db._busy.release()
         return True
+
+    def _send(self, pgconn: Any, calls: list[Call]) -> None:
+        """The statements in one pipeline, each prepared on first use, then a sync: one implicit transaction."""
+        expect: list[tuple[bytes, bool]] = []
+        self._expect, self._got, self._failed = expect, 0, False
+        pgconn.enter_pipeline_mode()
+        for name, text, types, values in calls:
+            if text is not None:
+                pgconn.send_prepare(name, text, types)
+                expect.append((name, True))
+            pgconn.send_query_prepared(name, values)
+            expect.append((name, False))
+        pgconn.pipeline_sync()
 
     def _writable(self) -> None:
         with self._lock:
@@ -142,18 +178,30 @@ class OnLoop:
             self._db._put(behind)
 
     def _read(self) -> bool | None:
-        """Read what the server sent: None while the answer is incomplete, else whether the query committed."""
+        """Read what the server sent: None while the answer is incomplete, else whether the batch committed."""
         pgconn = self._db._raw.pgconn
-        ok = True
         try:
             pgconn.consume_input()
             while not pgconn.is_busy():
                 result = pgconn.get_result()
                 if result is None:
-                    return ok
-                if result.status not in _OK:  # the implicit transaction was rolled back
-                    ok = False
-        except Exception:
+                    continue  # between two commands' results
+                status = result.status
+                if status == _SYNC:  # the pipeline's end: committed, unless a command failed
+                    pgconn.exit_pipeline_mode()
+                    return not self._failed and self._got == len(self._expect)
+                name, prepare = self._expect[self._got] if self._got < len(self._expect) else (b"", False)
+                self._got += 1
+                if status in _OK:
+                    if prepare:  # a session's, not the transaction's: kept even if the pipeline fails
+                        self._statements.known([name])
+                    continue
+                self._failed = True
+                self._statements.failed(name, prepare, result.error_field(_SQLSTATE))
+        except Exception:  # the connection failed: the thread finds out, and retries
+            if pgconn.pipeline_status:
+                with contextlib.suppress(Exception):
+                    pgconn.exit_pipeline_mode()
             return False
         return None
 
@@ -180,8 +228,8 @@ class OnLoop:
         done: Done = []
         for w in batch:
             if w.future is not None:
-                broken = w.writer.broken
-                done.append((w.future, None if broken is None else StoreError(broken), None))
+                failure = None if id(w) in self._live else StoreError(w.writer.broken or "")
+                done.append((w.future, failure, None))
         return done, behind
 
     def rescue(self) -> None:
