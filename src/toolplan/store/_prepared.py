@@ -101,5 +101,5 @@ class Prepared:
         """A command of ``name`` failed with ``sqlstate``: what the server has is learned from it."""
         if prepare and sqlstate == _DUPLICATE:
             self._known.add(name)
-        elif not prepare and sqlstate == _UNDEFINED:
-            self._known.discard(name)
+        elif not prepare and sqlstate == _UNDEFINED:  # the session's were dropped (DEALLOCATE ALL, DISCARD ALL)
+            self._known.clear()
