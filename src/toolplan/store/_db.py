@@ -10,8 +10,10 @@ run are refused, so its event numbers never have a gap).
 The writes of one turn of the event loop are gathered first and committed at its end in one
 transaction, handed to the thread in one piece; on SQLite, on the loop itself when the thread is
 idle and the batch is small (a WAL commit with synchronous=NORMAL writes no fsync, and there the
-connection waits for no other process's lock: it fails at once and the thread takes the batch). On PostgreSQL a
-transaction goes to the server with its commit as one query (one round trip).
+connection waits for no other process's lock: it fails at once and the thread takes the batch). On
+PostgreSQL, from the loop too when the thread is idle and no lease is due (`OnLoop`: a pipeline of
+prepared statements and a sync, one round trip); the thread sends a transaction with its commit as
+one query (one round trip).
 
 Blocking database calls never run on the event loop: async callers wait on futures.
 """
