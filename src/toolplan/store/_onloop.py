@@ -22,15 +22,12 @@ import contextlib
 import select
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .. import _faults
 from .._errors import StoreError
 from ._prepared import Call, Prepared
-from ._writes import Write, complete
-
-if TYPE_CHECKING:
-    from ._db import Database
+from ._writes import Write, WriteCounts, complete
 
 __all__ = ("OnLoop",)
 
@@ -40,6 +37,19 @@ _OK = (1, 2)  # pq.ExecStatus.COMMAND_OK, TUPLES_OK: a command's result that is 
 _SQLSTATE = ord("C")  # pq.DiagnosticField.SQLSTATE
 _SYNC = 10  # pq.ExecStatus.PIPELINE_SYNC: the end of a pipeline's results
 Done = list[tuple[asyncio.Future[Any], BaseException | None, Any]]
+
+
+class Database(Protocol):
+    """What `OnLoop` uses of its `toolplan.store._db.Database`."""
+
+    lease: float
+    counts: WriteCounts
+    _raw: Any  # the thread's connection (psycopg), None until the database is open
+    _literals: Any  # None unless PostgreSQL
+    _busy: threading.Lock  # held by whoever uses the connection
+    _pending: int  # what was handed to the thread and is not done yet
+
+    def _put(self, item: Any) -> None: ...
 
 
 class OnLoop:
