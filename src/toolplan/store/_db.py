@@ -117,7 +117,10 @@ class Database:
         turn = self._turns.get(loop)
         if turn is None:
             turn = self._turns[loop] = []
-            loop.call_soon(self._end_turn, loop)
+            if self.qmark:
+                loop.call_soon(self._end_turn, loop)
+            else:  # PostgreSQL: the next turn's writes join too (steps a tick started write theirs in it)
+                loop.call_soon(loop.call_soon, self._end_turn, loop)
         turn.append(item)
 
     def _put(self, item: Any) -> None:
