@@ -111,3 +111,27 @@ def test_a_query_left_in_flight_by_a_stopped_loop_is_finished_by_the_thread(post
     finally:
         asyncio.run(store.close())
         first.close()
+
+
+def test_prepared_statements_take_values_as_text_and_leave_others_to_psycopg() -> None:
+    from toolplan.store._prepared import Prepared
+
+    class Info:
+        encoding = "utf-8"
+
+    class Raw:
+        info = Info()
+
+    prepared, raw = Prepared(), Raw()
+    sql = "INSERT INTO t (a, b, c, d) VALUES (%s, %s, %s, %s)"
+    calls = prepared.calls([(sql, ("it's", -3, 0.1, None)), (sql, ("x", 1, 2.5, None))], raw)
+    assert calls is not None
+    (name, text, types, values), again = calls
+    assert text == b"INSERT INTO t (a, b, c, d) VALUES ($1, $2, $3, $4)" and list(types or ()) == [0, 20, 701, 0]
+    assert values == [b"it's", b"-3", b"0.1", None]
+    assert again[0] == name and again[1] is None  # prepared once per pipeline
+    prepared.known([name])
+    assert (prepared.calls([(sql, ("y", 2, 3.5, None))], raw) or [])[0][1] is None  # known: not prepared again
+    for value in (True, b"bytes", "nul\x00", float("inf"), 2**64):
+        assert prepared.calls([(sql, (value, 1, 1.0, None))], raw) is None
+    assert prepared.calls([("SELECT 1 WHERE a LIKE '10%%' AND b = %s", ("x",))], raw) is None

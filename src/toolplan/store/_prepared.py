@@ -29,20 +29,22 @@ _UNDEFINED = b"26000"  # invalid_sql_statement_name: the name is not prepared
 class Prepared:
     """The statements prepared on one connection (names ``toolplan_<n>``), and the pipelines that use them."""
 
-    __slots__ = ("_conn", "_known", "_names", "_texts")
+    __slots__ = ("_conn", "_known", "_names", "_texts", "_utf8")
 
     def __init__(self) -> None:
         self._conn: Any = None  # the connection the names were prepared on
         self._names: dict[tuple[str, tuple[int, ...]], bytes] = {}  # by statement and parameter types
         self._known: set[bytes] = set()  # names the server has (their preparation committed, or existed)
         self._texts: dict[str, bytes | None] = {}  # a statement with $n placeholders (None: not written here)
+        self._utf8 = False  # the connection's client encoding is UTF-8 (values are encoded so)
 
     def calls(self, statements: Iterable[tuple[str, Sequence[Any]]], raw: Any) -> list[Call] | None:
         """The pipeline's commands for ``statements`` on ``raw`` (None: a value or statement not written here)."""
         if raw is not self._conn:
             self._conn = raw
             self._known.clear()
-        if raw.info.encoding != "utf-8":
+            self._utf8 = raw.info.encoding == "utf-8"
+        if not self._utf8:
             return None
         out: list[Call] = []
         preparing: set[bytes] = set()
