@@ -10,8 +10,10 @@ run are refused, so its event numbers never have a gap).
 The writes of one turn of the event loop are gathered first and committed at its end in one
 transaction, handed to the thread in one piece; on SQLite, on the loop itself when the thread is
 idle and the batch is small (a WAL commit with synchronous=NORMAL writes no fsync, and there the
-connection waits for no other process's lock: it fails at once and the thread takes the batch). On PostgreSQL a
-transaction goes to the server with its commit as one query (one round trip).
+connection waits for no other process's lock: it fails at once and the thread takes the batch). On
+PostgreSQL, from the loop too when the thread is idle and no lease is due (`OnLoop`: a pipeline of
+prepared statements and a sync, one round trip); the thread sends a transaction with its commit as
+one query (one round trip).
 
 Blocking database calls never run on the event loop: async callers wait on futures.
 """
@@ -23,47 +25,26 @@ import contextlib
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import sqlalchemy as sa
 
 from .. import _faults
 from .._errors import RunConflictError, StoreError, ToolplanError
 from ._literals import Literals
+from ._onloop import OnLoop
+from ._writes import Statement, Write, WriteCounts, Writer, complete
 
 __all__ = ("Database", "Statement", "WriteCounts", "Writer")
 
 
-Statement = tuple[str, Sequence[Any]]
 _RETRIES = (0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0)  # waits between tries of a failed transaction
 _TRIES = (*_RETRIES, None)  # each try's wait before the next (None: the last)
 _CHECKPOINT_IDLE = 1.0  # seconds without writes after which SQLite's WAL is checkpointed (a pause between runs)
 _CHECKPOINT_EVERY = 2000  # commits after which it is checkpointed anyway
 _INLINE_MAX = 64  # SQLite: at most this many statements of a turn of the event loop are committed on the loop
-
-
-class Writer(Protocol):
-    """A run's journal as the database thread sees it."""
-
-    run_id: str
-    owner: str
-    broken: str | None
-    creating: bool  # its rows are being created in its first transaction: no lease to check yet
-    renewed_at: float  # when its lease was last renewed (time.time), by a transaction that committed
-
-    def lease_statement(self, until: float, now: float) -> Statement:
-        """The fenced lease renewal (with the run's latest counters)."""
-        ...
-
-
-@dataclass(slots=True)
-class _Write:
-    writer: Writer
-    statements: list[Statement]
-    future: asyncio.Future[None] | None
-    loop: asyncio.AbstractEventLoop | None
 
 
 @dataclass(slots=True)
@@ -75,22 +56,6 @@ class _Call:
 
 _STOP = object()
 _POKE = object()  # SQLite: the loop committed: the thread re-arms its checkpoint
-
-
-@dataclass(slots=True)
-class WriteCounts:
-    """What the write path of a `Database` has done so far (read by ``python -m bench durable``).
-
-    Attributes:
-        commits: Transactions of journal writes committed (a group commit counts once).
-        round_trips: Client-server exchanges those transactions took (PostgreSQL: each wait for the
-            server's answer; SQLite, in-process, counts none).
-        wakeups: Hand-offs from the database thread to an event loop (one per loop per batch).
-    """
-
-    commits: int = 0
-    round_trips: int = 0
-    wakeups: int = 0
 
 
 class Database:
@@ -116,11 +81,12 @@ class Database:
         # SQLite: a turn of an event loop's writes, committed at its end on the loop when the thread
         # is idle (`_end_turn`); the thread holds ``_busy`` while it uses the connection, and
         # ``_pending`` counts what was handed to it and is not done yet (kept under ``_plock``).
-        self._turns: dict[asyncio.AbstractEventLoop, list[_Write]] = {}
+        self._turns: dict[asyncio.AbstractEventLoop, list[Write]] = {}
         self._busy = threading.Lock()
         self._plock = threading.Lock()
         self._pending = 0
         self.counts = WriteCounts()
+        self._onloop = OnLoop(self)  # PostgreSQL: a turn's writes committed from its loop
 
     # -- from the event loop (or any thread) -----------------------------------------------------
 
@@ -144,14 +110,17 @@ class Database:
         """
         self._start()
         loop = future.get_loop() if future is not None else None
-        item = _Write(writer, statements, future, loop)
+        item = Write(writer, statements, future, loop)
         if loop is None:
             self._put(item)
             return
         turn = self._turns.get(loop)
         if turn is None:
             turn = self._turns[loop] = []
-            loop.call_soon(self._end_turn, loop)
+            if self.qmark:
+                loop.call_soon(self._end_turn, loop)
+            else:  # PostgreSQL: the next turn's writes join too (steps a tick started write theirs in it)
+                loop.call_soon(loop.call_soon, self._end_turn, loop)
         turn.append(item)
 
     def _put(self, item: Any) -> None:
@@ -177,10 +146,10 @@ class Database:
                     w.future.set_exception(StoreError("The store was closed."))
                     w.future.exception()
             return
-        if not (self.qmark and self._inline(batch)):
+        if not (self._inline(batch) if self.qmark else self._onloop.send(batch, loop)):
             self._put(batch)
 
-    def _inline(self, batch: list[_Write]) -> bool:
+    def _inline(self, batch: list[Write]) -> bool:
         raw = self._raw
         if raw is None or sum(len(w.statements) for w in batch) > _INLINE_MAX:
             return False
@@ -266,6 +235,9 @@ class Database:
             turn = self._turns.pop(loop, None)
             if turn:
                 self._put(turn)
+        behind = self._onloop.take_behind()  # writes waiting behind a query in flight on a loop go after it
+        if behind:
+            self._put(behind)
         with self._lock:
             self.closed = True
             thread = self._thread
@@ -331,7 +303,7 @@ class Database:
                             more = self._queue.get_nowait()
                         except queue.Empty:
                             break
-                        if isinstance(more, _Write | list):
+                        if isinstance(more, Write | list):
                             batch += more if isinstance(more, list) else [more]
                             taken += 1
                         elif more is not _POKE:
@@ -350,7 +322,9 @@ class Database:
         On SQLite the write connection waits for no lock otherwise: a commit on the event loop
         (`_inline`) that meets another process's write fails at once and goes to the thread.
         """
-        with self._busy:
+        while not self._busy.acquire(timeout=0.5):  # held by a loop's query in flight (`OnLoop`)
+            self._onloop.rescue()
+        try:
             raw = self._raw if self.qmark else None
             if raw is not None:
                 with contextlib.suppress(Exception):
@@ -362,6 +336,8 @@ class Database:
                 if raw is not None:
                     with contextlib.suppress(Exception):
                         raw.execute("PRAGMA busy_timeout=0")
+        finally:
+            self._busy.release()
 
     def checkpoint(self) -> None:
         """SQLite's WAL checkpoint, done here between transactions rather than inside a commit.
@@ -388,14 +364,14 @@ class Database:
             except Exception as exc:  # the database failed, or holds something no toolplan wrote
                 error = StoreError(f"The store failed: {_describe(exc)}")
                 self._rollback()
-        _complete(item.loop, [(item.future, error, value)])
+        complete(item.loop, [(item.future, error, value)])
 
     def _rollback(self) -> None:
         with contextlib.suppress(Exception):
             if self._raw is not None:
                 self._raw.rollback()
 
-    def _commit(self, batch: list[_Write]) -> None:
+    def _commit(self, batch: list[Write]) -> None:
         outcome: dict[int, BaseException | None] = {}
         error: BaseException | None = self._open()
         if error is None:
@@ -432,9 +408,9 @@ class Database:
                 by_loop.setdefault(w.loop, []).append((w.future, failure, None))
         for loop, done in by_loop.items():
             self.counts.wakeups += 1
-            _complete(loop, done)
+            complete(loop, done)
 
-    def _transaction(self, batch: list[_Write]) -> dict[int, BaseException]:
+    def _transaction(self, batch: list[Write]) -> dict[int, BaseException]:
         """Write ``batch`` in one transaction; returns the writers whose lease was lost (their writes dropped)."""
         raw = self._raw
         now = time.time()
@@ -479,7 +455,7 @@ class Database:
         lost[id(writer)] = RunConflictError(message, run_id=writer.run_id)
 
     def _write(
-        self, raw: Any, batch: list[_Write], due: list[Writer], until: float, now: float, lost: dict[int, Any]
+        self, raw: Any, batch: list[Write], due: list[Writer], until: float, now: float, lost: dict[int, Any]
     ) -> None:
         """The batch's statements in order, behind the leases ``due``; a run whose lease is lost writes nothing."""
         cur = raw.cursor()
@@ -497,7 +473,7 @@ class Database:
                 self.counts.round_trips += len(due) + sum(len(w.statements) for w in batch if id(w.writer) not in lost)
             cur.close()
 
-    def _write_at_once(self, raw: Any, batch: list[_Write], literals: Literals) -> None:
+    def _write_at_once(self, raw: Any, batch: list[Write], literals: Literals) -> None:
         """PostgreSQL, when no lease is due: the batch's statements and their commit in ONE round trip.
 
         The statements go as one multi-statement query (the simple query protocol, values written as
@@ -516,7 +492,7 @@ class Database:
             raw.autocommit = False
 
     def _write_pipelined(
-        self, raw: Any, batch: list[_Write], due: list[Writer], until: float, now: float, lost: dict[int, Any]
+        self, raw: Any, batch: list[Write], due: list[Writer], until: float, now: float, lost: dict[int, Any]
     ) -> None:
         """PostgreSQL: every statement of the batch in one round trip (psycopg's pipeline mode).
 
@@ -547,47 +523,31 @@ class Database:
             return
         writers = [w for w in self._writers.values() if w.broken is None]
         with contextlib.suppress(Exception):
-            lost = self._transaction([_Write(w, [], None, None) for w in writers])
+            lost = self._transaction([Write(w, [], None, None) for w in writers])
             for key in lost:
                 self._writers.pop(key, None)
             return
         self._rollback()
 
     def _shutdown(self) -> None:
-        while True:  # fail whatever was queued after the stop
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            for one in item if isinstance(item, list) else [item]:
-                if isinstance(one, _Write | _Call) and one.future is not None and one.loop is not None:
-                    _complete(one.loop, [(one.future, StoreError("The store was closed."), None)])
-        with contextlib.suppress(Exception):
-            if self._fairy is not None:
-                self._fairy.close()
+        with self._patient():  # a loop's query in flight ends first (a failed one is failed here, with the rest)
+            while True:  # fail whatever was queued after the stop
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                for one in item if isinstance(item, list) else [item]:
+                    if isinstance(one, Write | _Call) and one.future is not None and one.loop is not None:
+                        complete(one.loop, [(one.future, StoreError("The store was closed."), None)])
+            with contextlib.suppress(Exception):
+                if self._fairy is not None:
+                    self._fairy.close()
         self.engine.dispose()
 
 
 def _fault() -> None:
     if _faults.ACTIVE and _faults.fails("commit_error"):
         raise sa.exc.OperationalError("COMMIT", (), Exception("fault point commit_error"))
-
-
-def _complete(
-    loop: asyncio.AbstractEventLoop, done: list[tuple[asyncio.Future[Any], BaseException | None, Any]]
-) -> None:
-    def run() -> None:
-        for future, error, value in done:
-            if future.done():
-                continue
-            if error is None:
-                future.set_result(value)
-            else:
-                future.set_exception(error)
-                future.exception()  # marked seen: a failed write nobody awaits fails its run (`Writer.broken`)
-
-    with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits any more
-        loop.call_soon_threadsafe(run)
 
 
 def _describe(exc: BaseException) -> str:
