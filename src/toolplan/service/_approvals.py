@@ -28,6 +28,7 @@ from ..store import Store
 from ..store import _internal as t
 from ..tools import ToolRegistry
 from ._errors import ApiError
+from ._read import Readers
 from ._read import read as read_here
 from ._store import ServiceStore, _append_event, _move, _unfinished
 
@@ -197,7 +198,9 @@ _RULE_AND_ANSWERS = (
 )
 
 
-async def rule_and_answers(store: Store, run_id: str) -> tuple[ApprovalRule | None, dict[str, Approval]]:
+async def rule_and_answers(
+    store: Store, run_id: str, readers: Readers | None = None
+) -> tuple[ApprovalRule | None, dict[str, Approval]]:
     """The execution's approval rule (None: it has none) and the answers given, later ones first.
 
     A step whose wait the timer ended (an ``approval_expired`` event) is answered with a rejection,
@@ -212,7 +215,7 @@ async def rule_and_answers(store: Store, run_id: str) -> tuple[ApprovalRule | No
             rows = conn.execute(_RULE_AND_ANSWERS, {"run_id": run_id}).all()
         return [(str(r[0]), str(r[1])) for r in rows]
 
-    rows = await read_here(store, read)
+    rows = await read_here(store, read, readers)
     rule: ApprovalRule | None = None
     answers: dict[str, Approval] = {}
     for kind, payload in rows:

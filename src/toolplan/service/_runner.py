@@ -171,9 +171,10 @@ class Runner:
         try:
             if run_id in self._cancelled:
                 return  # `finally` lets go of the claim
-            key, key_ttl = await key_of(self.store, run_id)  # one read: the budget's key and its cache setting
+            readers = self.data.readers  # the app's read pool on PostgreSQL (one round trip a read)
+            key, key_ttl = await key_of(self.store, run_id, readers)  # one read: the budget's key and its cache setting
             window = None if self.window is None else WindowCharge(self.window, key or "(no key)")
-            rule, answers = await rule_and_answers(self.store, run_id)
+            rule, answers = await rule_and_answers(self.store, run_id, readers)
             cache = cache_of(self.store, key_ttl, self.config.cache_ttl)
             await resume(
                 run_id,
