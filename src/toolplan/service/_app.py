@@ -34,7 +34,7 @@ def create_app(service: Service) -> FastAPI:
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         db = service.store.db
         readers = Readers(db.engine) if db.engine.dialect.name != "sqlite" else None
-        service.data.readers = readers
+        service.data.readers = service.runner.data.readers = readers  # the runner's reads too
         try:
             async with asyncio.TaskGroup() as group:
                 runner = group.create_task(service.runner.run(), name="toolplan:runner")
@@ -43,7 +43,7 @@ def create_app(service: Service) -> FastAPI:
                 finally:
                     runner.cancel()  # executions still running are queued again for the next process
         finally:
-            service.data.readers = None
+            service.data.readers = service.runner.data.readers = None
             if readers is not None:
                 readers.close()
 

@@ -28,6 +28,7 @@ from ..store import Store
 from ..store import _internal as t
 from ..tools import ToolRegistry
 from ._errors import ApiError
+from ._read import Readers
 from ._read import read as read_here
 from ._store import ServiceStore, _append_event, _move, _unfinished
 
@@ -186,7 +187,20 @@ async def answer(store: Store, tools: ToolRegistry, run_id: str, answers: Mappin
     return await ServiceStore(store)._call(write)  # type: ignore[no-any-return]
 
 
-async def rule_and_answers(store: Store, run_id: str) -> tuple[ApprovalRule | None, dict[str, Approval]]:
+# Built once: every execution the runner takes up reads them.
+_RULE_AND_ANSWERS = (
+    sa.select(t.events.c.type, t.events.c.payload)
+    .where(
+        t.events.c.execution_id == sa.bindparam("run_id"),
+        t.events.c.type.in_(("approval_rule", "approval_answered", EXPIRED)),
+    )
+    .order_by(t.events.c.seq)
+)
+
+
+async def rule_and_answers(
+    store: Store, run_id: str, readers: Readers | None = None
+) -> tuple[ApprovalRule | None, dict[str, Approval]]:
     """The execution's approval rule (None: it has none) and the answers given, later ones first.
 
     A step whose wait the timer ended (an ``approval_expired`` event) is answered with a rejection,
@@ -195,18 +209,13 @@ async def rule_and_answers(store: Store, run_id: str) -> tuple[ApprovalRule | No
     The answers are for the steps that have not ended only (a step answered before has run since):
     those that wait now, and those answered ahead of time that are not ready yet.
     """
-    ev = t.events
 
     def read(engine: sa.Engine) -> list[tuple[str, str]]:
         with engine.connect() as conn:
-            rows = conn.execute(
-                sa.select(ev.c.type, ev.c.payload)
-                .where(ev.c.execution_id == run_id, ev.c.type.in_(("approval_rule", "approval_answered", EXPIRED)))
-                .order_by(ev.c.seq)
-            ).all()
+            rows = conn.execute(_RULE_AND_ANSWERS, {"run_id": run_id}).all()
         return [(str(r[0]), str(r[1])) for r in rows]
 
-    rows = await read_here(store, read)
+    rows = await read_here(store, read, readers)
     rule: ApprovalRule | None = None
     answers: dict[str, Approval] = {}
     for kind, payload in rows:

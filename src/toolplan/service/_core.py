@@ -21,6 +21,7 @@ from ._errors import ApiError
 from ._keep import Finish
 from ._runner import FINISHED, SETTLED, Runner
 from ._store import ServiceStore
+from ._views import Views
 
 __all__ = ("Service", "draft_view", "execution_view", "issue_view")
 
@@ -48,6 +49,7 @@ class Service:
     ) -> None:
         self.store = store
         self.data = ServiceStore(store)
+        self.views = Views(self.data, execution_view)  # status reads
         self.tools = ToolRegistry.of(tools)
         self.config = config or ServiceConfig()
         self.planner = Planner(model, self.tools, store=store, spend=self.config.spend) if model is not None else None

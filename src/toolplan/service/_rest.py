@@ -13,7 +13,7 @@ from .._defaults import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from .._json import dumps
 from .._ui import graph_view
 from ._approvals import AnswerIn, ApprovalIn, parse_answers, rule_of
-from ._core import Service, check_text, execution_view
+from ._core import Service, check_text
 from ._errors import ApiError
 from ._events import event_stream
 from ._idem import Outcome, idempotent
@@ -190,7 +190,7 @@ async def _execute(request: Request, svc: Service, plan_ref: str, wait: float, b
 @router.get("/executions/{execution_id}", tags=["executions"], response_model=Record)
 async def get_execution(execution_id: str, svc: Svc) -> Response:
     """An execution: status, the table of its steps, and its outputs once it has finished."""
-    return encoded(execution_view(await svc.data.run_info(execution_id)))
+    return Response(await svc.views.execution(execution_id), media_type="application/json")
 
 
 @router.get("/executions/{execution_id}/graph", tags=["executions"])

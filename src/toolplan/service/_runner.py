@@ -49,6 +49,7 @@ class Runner:
         self._wake = asyncio.Event()
         self._group: asyncio.TaskGroup | None = None
         self._next_local_check = 0.0
+        self._next_cancel_check = 0.0  # (loop time) when turns woken for work queued here look for cancels again
         self._next_expiry_check = 0.0  # (time.time) when to look for approvals past their deadline
         self._next_deadline: float | None = None  # the earliest deadline seen ahead
         self._full = False  # the last look for work stopped at the slots' limit: an ending run frees one
@@ -83,7 +84,7 @@ class Runner:
                         try:
                             wait = min(wait, await self._expire())
                             await self._fill(group, None if look else queued)
-                            await self._pass_cancels()
+                            await self._pass_cancels(look)
                         except Exception:  # the store failed: log it and try again on the next turn
                             self._look = True
                             log.exception("toolplan service: looking for work failed")
@@ -139,7 +140,16 @@ class Runner:
             self.tasks[run_id] = group.create_task(self._execute(run_id), name=f"toolplan:{run_id}")
         self._full = True
 
-    async def _pass_cancels(self) -> None:
+    async def _pass_cancels(self, look: bool) -> None:
+        """Stop the runs here whose cancel was asked of another process: at a look, else once a poll interval.
+
+        (A cancel asked of this process stops its run at once: `cancel`.) A turn woken only for an
+        execution queued here does not look again sooner.
+        """
+        now = asyncio.get_running_loop().time()
+        if not (look or now >= self._next_cancel_check):
+            return
+        self._next_cancel_check = now + self.config.poll_interval
         for run_id in await self.data.cancels_for(self.store.owner, list(self.tasks)):
             self.cancel(run_id)
 
@@ -161,9 +171,10 @@ class Runner:
         try:
             if run_id in self._cancelled:
                 return  # `finally` lets go of the claim
-            key, key_ttl = await key_of(self.store, run_id)  # one read: the budget's key and its cache setting
+            readers = self.data.readers  # the app's read pool on PostgreSQL (one round trip a read)
+            key, key_ttl = await key_of(self.store, run_id, readers)  # one read: the budget's key and its cache setting
             window = None if self.window is None else WindowCharge(self.window, key or "(no key)")
-            rule, answers = await rule_and_answers(self.store, run_id)
+            rule, answers = await rule_and_answers(self.store, run_id, readers)
             cache = cache_of(self.store, key_ttl, self.config.cache_ttl)
             await resume(
                 run_id,

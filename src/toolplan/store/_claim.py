@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -23,34 +24,92 @@ from ._journal import RunWrites
 from ._reads import stored_run
 from ._records import STREAMING, plan_id, plan_row
 
-__all__ = ("Claim", "claim_next", "insert_queued")
+__all__ = ("Claim", "Taken", "claim_next", "insert_queued")
 
 
-def claim_next(writes: RunWrites, engine: sa.Engine, skip: set[str], dead_local: bool) -> str | None:
-    """`Store.claim_next` in one worker thread's transactions: the run taken, or None."""
+_e = t.executions
+# The statements of a claim, built once (building one costs more than running it on SQLite).
+# A run that needs a process. Checked again by the UPDATE: a run listed here may have been
+# taken, or even finished (its owner NULL again), by another process since.
+_BASE = (_e.c.status.in_(("queued", "running")), _e.c.plan_id != STREAMING)
+_NEEDS = (*_BASE, sa.or_(_e.c.owner.is_(None), _e.c.lease_until < sa.bindparam("now")))
+_LISTED = sa.select(_e.c.id, _e.c.owner).where(*_NEEDS).order_by(_e.c.created_at).limit(sa.bindparam("n"))
+_HELD_HERE = sa.select(_e.c.id, _e.c.owner).where(*_BASE, _e.c.owner.like(sa.bindparam("host"))).limit(200)
+_TAKE = {"owner": sa.bindparam("owner"), "lease_until": sa.bindparam("until"), "status": "running"}
+_TAKE_NEEDED = (
+    sa.update(_e).where(_e.c.id == sa.bindparam("run_id"), *_NEEDS).values(**_TAKE, updated_at=sa.bindparam("now"))
+)
+_TAKE_DEAD = (
+    sa.update(_e)
+    .where(_e.c.id == sa.bindparam("run_id"), *_BASE, _e.c.owner == sa.bindparam("dead"))
+    .values(**_TAKE, updated_at=sa.bindparam("at"))
+)
+
+
+def claim_next(writes: RunWrites, engine: sa.Engine, skip: set[str], dead_local: bool) -> Taken | str | None:
+    """`Store.claim_next` in one worker thread's transactions: the run taken (`Taken`, or its id alone), or None."""
     now = time.time()
-    e = t.executions
-    # A run that needs a process. Checked again by the UPDATE: a run listed here may have been
-    # taken, or even finished (its owner NULL again), by another process since.
-    base = (e.c.status.in_(("queued", "running")), e.c.plan_id != STREAMING)
-    needs = (*base, sa.or_(e.c.owner.is_(None), e.c.lease_until < now))
     with engine.begin() as conn:
-        listed = sa.select(e.c.id, e.c.owner).where(*needs).order_by(e.c.created_at).limit(20 + len(skip))
-        candidates = [(c[0], None) for c in conn.execute(listed).all() if c[0] not in skip]
+        listed = conn.execute(_LISTED, {"now": now, "n": 20 + len(skip)})
+        candidates: list[tuple[Any, str | None]] = [(c[0], None) for c in listed if c[0] not in skip]
         if dead_local and not candidates:
-            held_here = sa.select(e.c.id, e.c.owner).where(*base, e.c.owner.like(f"{HOST}:%")).limit(200)
-            candidates = [(c[0], c[1]) for c in conn.execute(held_here).all() if c[0] not in skip and dead_here(c[1])]
+            held_here = conn.execute(_HELD_HERE, {"host": f"{HOST}:%"})
+            candidates = [(c[0], c[1]) for c in held_here if c[0] not in skip and dead_here(c[1])]
+    take = {"owner": writes.owner, "until": now + writes.lease}
     for run_id, dead in candidates:
         with engine.begin() as conn:
-            where = (e.c.id == run_id, *base, e.c.owner == dead) if dead is not None else (e.c.id == run_id, *needs)
-            taken = conn.execute(
-                sa.update(e)
-                .where(*where)
-                .values(owner=writes.owner, lease_until=now + writes.lease, status="running", updated_at=now)
-            ).rowcount
-        if taken == 1:  # held by this process now: its `begin` (resume) takes it up
-            return str(run_id)
+            if dead is not None:
+                taken = conn.execute(_TAKE_DEAD, {"run_id": run_id, "dead": dead, "at": now, **take}).rowcount
+            else:
+                taken = conn.execute(_TAKE_NEEDED, {"run_id": run_id, "now": now, **take}).rowcount
+            if taken == 1:  # held by this process now: its `begin` (resume) takes it up with what is read here
+                return _taken(conn, str(run_id), now)
     return None
+
+
+@dataclass(slots=True, eq=False)
+class Taken:
+    """A run `claim_next` took, and what its resume needs, read in the claim's transaction.
+
+    `Store.plan_of` and `Store.begin` use it instead of reading the run again: the process holds
+    the run (its lease) from the claim on, so nothing else has written its steps since. ``session``
+    is the session its begin opens, written with the begin's first event (``sql_session``).
+    """
+
+    run_id: str
+    plan_id: str
+    body: str
+    limits: str
+    stored: StoredRun
+    next_seq: int
+    session: int
+    at: float  # when the claim set the lease
+    plan: Plan | None = None  # ``body`` decoded by `Store.plan_of`
+    decoded_limits: RunLimits | None = None
+
+
+_RUN_ROW = sa.select(t.executions).where(t.executions.c.id == sa.bindparam("run_id"))
+_PLAN_BODY = sa.select(t.plans.c.body).where(t.plans.c.id == sa.bindparam("plan_id"))
+_LAST_SEQ = sa.select(sa.func.max(t.events.c.seq)).where(t.events.c.execution_id == sa.bindparam("run_id"))
+
+
+def _taken(conn: sa.Connection, run_id: str, now: float) -> Taken | str:
+    """What the resume of ``run_id``, just taken in ``conn``'s transaction, needs (its id alone: a streamed plan)."""
+    row = conn.execute(_RUN_ROW, {"run_id": run_id}).mappings().one()
+    body = conn.execute(_PLAN_BODY, {"plan_id": row["plan_id"]}).scalar() if row["plan_id"] != STREAMING else None
+    if body is None or body == "null" or row["limits"] is None:
+        return run_id  # its resume reads (and reports) it as usual
+    seq = conn.execute(_LAST_SEQ, {"run_id": run_id}).scalar()
+    return Taken(
+        run_id=run_id,
+        plan_id=str(row["plan_id"]),
+        body=str(body),
+        limits=str(row["limits"]),
+        stored=stored_run(conn, run_id, row),
+        next_seq=int(seq or 0) + 1,
+        session=int(row["session"] or 0) + 1,
+        at=now,
+    )
 
 
 class Claim:

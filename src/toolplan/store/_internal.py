@@ -8,6 +8,7 @@ from ._claim import insert_queued as insert_queued
 from ._codec import decode as decode
 from ._codec import encode as encode
 from ._codec import plan_hash as plan_hash
+from ._reads import info_of as info_of
 from ._reads import load_info as load_info
 from ._records import not_found as not_found
 from ._records import plan_id as plan_id

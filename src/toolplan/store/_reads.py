@@ -24,6 +24,7 @@ from ._codec import decode, result_from_row, step_from_row
 from ._records import ENDED, STREAMING, RunInfo, RunSummary, StoredEvent, not_found
 
 __all__ = (
+    "info_of",
     "list_runs",
     "load_info",
     "read_declarations",
@@ -169,8 +170,13 @@ def load_info(engine: sa.Engine, run_id: str) -> RunInfo:
         row = conn.execute(_RUN, {"run_id": run_id}).mappings().first()
         if row is None:
             raise not_found(run_id)
-        stored = stored_run(conn, run_id, row)
-        plan = _plan_of(conn, row, stored.steps)
+        return info_of(conn, run_id, row)
+
+
+def info_of(conn: sa.Connection, run_id: str, row: Mapping[Any, Any]) -> RunInfo:
+    """Everything stored about run ``row`` (its row in toolplan_executions, read in ``conn``)."""
+    stored = stored_run(conn, run_id, row)
+    plan = _plan_of(conn, row, stored.steps)
     records = {sid: s.result for sid, s in stored.steps.items() if s.result is not None}
     for sid, s in stored.steps.items():
         if s.result is None:

@@ -21,8 +21,8 @@ from ..plan import Plan, parse_plan
 from ..policy import ArmStats, Observation
 from . import _cache, _reads, _stats
 from . import _schema as t
-from ._claim import Claim, claim_next
-from ._codec import encode
+from ._claim import Claim, Taken, claim_next
+from ._codec import decode, encode
 from ._connect import HOST, make_engine, masked, open_database
 from ._db import Database
 from ._journal import KNOWN_PLANS, Journal, RunWrites
@@ -64,6 +64,9 @@ class Store:
         self._limits_text: dict[int, tuple[RunLimits, str]] = {}  # by id(): each kept alive, so its id is its own
         self.db = Database(make_engine(url), lease=self.lease, opener=open_database)
         self.writes = RunWrites(self.db, owner=self.owner, lease=self.lease)
+        # Runs `claim_next` took, with what their resume needs (read in the claim's transaction), until it begins.
+        self._taken: dict[str, Taken] = {}
+        self._sql_session = self.db.sql("UPDATE toolplan_executions SET session = ? WHERE id = ? AND owner = ?")
 
     def __repr__(self) -> str:
         return f"Store({self.url_shown!r})"
@@ -114,6 +117,17 @@ class Store:
         """Claim run ``run_id`` (new when None) for this process; see `toolplan.execute.RunStore`."""
         fresh = run_id is None
         run_id = new_run_id() if run_id is None else check_run_id(run_id)
+        taken = self._taken.pop(run_id, None) if not fresh else None
+        if taken is not None and time.time() - taken.at > self.lease / 3:
+            taken = None  # not taken up at once: claimed again below, as any resume
+        if (
+            taken is not None
+            and not reopen
+            and parent is None
+            and plan is not None
+            and (plan is taken.plan or plan_id(encode(plan)) == taken.plan_id)
+        ):
+            return self._take_up(taken), taken.stored
         body = encode(plan) if plan is not None else None
         dialect = plan.dialect if plan is not None else "native"
         if fresh and self.db.opened:  # a new id: nothing to look up, so no round trip (see `_create_later`)
@@ -136,6 +150,21 @@ class Store:
             else:
                 journal.event("run_resumed", None, {"owner": self.owner})
         return journal, stored
+
+    def _take_up(self, taken: Taken) -> Journal:
+        """The journal of a run `claim_next` took: what `Claim` would read was read by the claim.
+
+        The run's new session is written with its first event, in the transaction that renews its
+        lease (fenced: a process that lost the run meanwhile writes neither, and stops running it).
+        """
+        run_id = taken.run_id
+        journal = Journal(self.writes, run_id, claimed=True, next_seq=taken.next_seq, session=taken.session)
+        # renewed_at stays 0: its first commit renews (and checks) the lease the claim set.
+        journal.calls, journal.cost = taken.stored.calls, taken.stored.cost
+        self.db.register(journal)
+        journal._add([(self._sql_session, (taken.session, run_id, self.owner))])
+        journal.event("run_started" if taken.session == 1 else "run_resumed", None, {"owner": self.owner})
+        return journal
 
     def _create_later(
         self, run_id: str, plan: Plan | None, body: str | None, dialect: str, limits: str, parent: str | None
@@ -201,7 +230,13 @@ class Store:
         wait out its lease). Cancelled runs are left alone (someone stopped them), as are runs in ``skip``.
         """
         writes = self.writes
-        return await self.db.transact(lambda engine: claim_next(writes, engine, set(skip), dead_local))  # type: ignore[no-any-return]
+        taken = await self.db.transact(lambda engine: claim_next(writes, engine, set(skip), dead_local))
+        if not isinstance(taken, Taken):
+            return taken  # type: ignore[no-any-return]
+        if len(self._taken) >= KNOWN_PLANS:  # claims never taken up (a caller that did not resume them)
+            self._taken.clear()
+        self._taken[taken.run_id] = taken
+        return taken.run_id
 
     # -- planning requests: the planner's (`toolplan.planner`) ------------------------------------
 
@@ -223,6 +258,11 @@ class Store:
         Raises:
             RunNotFoundError: no run has that id.
         """
+        taken = self._taken.get(run_id)
+        if taken is not None:  # just claimed here: read by the claim
+            if taken.plan is None or taken.decoded_limits is None:
+                taken.plan, taken.decoded_limits = decode(taken.body), decode(taken.limits)
+            return taken.plan, taken.decoded_limits
         return await self.db.read(lambda engine: _reads.read_plan_and_limits(engine, run_id))  # type: ignore[no-any-return]
 
     async def get_plan(self, plan_id: str) -> Plan:
