@@ -65,7 +65,9 @@ class ThreadServer:
                 store = open_store(self.db_url, lease=2.0)
                 tools = TOOLS if self.tools is None else await self.tools(store)
                 service = Service(store, tools, model=self.model, config=self.config)
-                config = uvicorn.Config(create_app(service), log_level="warning", lifespan="on")
+                config = uvicorn.Config(
+                    create_app(service), log_level="warning", lifespan="on", timeout_graceful_shutdown=1
+                )
                 self._server = uvicorn.Server(config)
                 ready.set()
                 try:

@@ -117,7 +117,10 @@ class ServiceThread:
                 store = open_store(self.db_url, lease=2.0)
                 self.key = (await ServiceStore(store).create_key("ui-test"))[1]
                 service = Service(store, TOOLS, config=ServiceConfig(poll_interval=0.05))
-                self._server = uvicorn.Server(uvicorn.Config(create_app(service), log_level="warning"))
+                # a browser's open event stream would hold a stop for ever without a grace limit (a stop
+                # from this thread is no signal, so the streams are not told the server is going)
+                config = uvicorn.Config(create_app(service), log_level="warning", timeout_graceful_shutdown=1)
+                self._server = uvicorn.Server(config)
                 ready.set()
                 try:
                     await self._server.serve(sockets=[sock])

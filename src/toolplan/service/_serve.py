@@ -32,7 +32,9 @@ async def serve(
     again for the next process.
     """
     service = Service(store, tools, model=model, config=config, api_keys=api_keys)
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(service), host=host, port=port, log_level=log_level, lifespan="on")
+    # A stop waits at most this long for open requests (an SSE stream a browser keeps open) to end.
+    config = uvicorn.Config(
+        create_app(service), host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=5
     )
+    server = uvicorn.Server(config)
     await server.serve()
