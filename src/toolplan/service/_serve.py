@@ -33,8 +33,8 @@ async def serve(
     """
     service = Service(store, tools, model=model, config=config, api_keys=api_keys)
     # A stop waits at most this long for open requests (an SSE stream a browser keeps open) to end.
-    config = uvicorn.Config(
+    web = uvicorn.Config(
         create_app(service), host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=5
     )
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(web)
     await server.serve()
