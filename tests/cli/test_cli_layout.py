@@ -67,3 +67,34 @@ def test_importing_the_cli_imports_no_optional_dependency() -> None:
     optional = {"fastapi", "uvicorn", "strawberry", "sse_starlette", "ray", "mcp", "httpx", "openai", "anthropic"}
     assert not loaded & optional, loaded & optional
     assert "sqlalchemy" not in loaded  # the store is imported when a command opens one
+
+
+_LOADED_BY_COMMAND = """
+import json, sys
+from toolplan.cli import main
+sys.argv = ["toolplan", *sys.argv[1:]]
+try:
+    main()
+except SystemExit:
+    pass
+print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))
+"""
+
+
+def _loaded_by(*args: str) -> set[str]:
+    """The top-level modules loaded once ``toolplan ARGS`` has run (in a fresh interpreter)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    command = [sys.executable, "-c", _LOADED_BY_COMMAND, *args]
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60, check=True)
+    return set(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def test_store_only_commands_do_not_load_the_web_app(tmp_path: Path) -> None:
+    # `keys` and `runs` read and write the store: the service's FastAPI app, GraphQL schema and server stay unloaded.
+    web = {"fastapi", "starlette", "strawberry", "uvicorn", "sse_starlette", "graphql"}
+    db = f"sqlite:///{tmp_path / 'keys.db'}"
+    assert _loaded_by("keys", "create", "ops", "--db", db) & web == set()
+    loaded = _loaded_by("keys", "list", "--db", db)
+    assert "sqlalchemy" in loaded  # the command did open the store
+    assert loaded & web == set()
+    assert _loaded_by("runs", "list", "--db", db) & web == set()
