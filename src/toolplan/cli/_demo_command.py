@@ -8,7 +8,6 @@ import typer
 
 from .._errors import ToolplanError
 from ._common import fail, model_option, out, running_model
-from ._demo import run_demo
 from ._spend import MaxMoneyOpt, MaxTotalTokensOpt, PriceOpt, PricesFileOpt, spend_limits
 
 __all__ = ("demo_command",)
@@ -32,6 +31,7 @@ def demo_command(
     --max-total-tokens and --max-money cap each agent run's model spend (a run at a cap shows status usage_limit).
     """
     from ._agent_demo import real_demo_model, run_agent_demo  # the agent and its models: only for the demo
+    from ._demo import run_demo  # its tools build their schemas at import (~20 ms): only for the demo
 
     try:
         spend = spend_limits(max_total_tokens=max_total_tokens, max_money=max_money, prices=price, prices_file=prices)

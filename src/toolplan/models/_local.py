@@ -19,11 +19,8 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 import weakref
 from collections.abc import AsyncGenerator, Sequence
 from pathlib import Path
@@ -122,6 +119,9 @@ def _free_port(host: str) -> int:
 
 
 def _ready(url: str) -> bool:
+    import urllib.error  # here, not at import: urllib.request and http.client cost ~5 ms of every `import toolplan`
+    import urllib.request
+
     try:
         with urllib.request.urlopen(url, timeout=2) as response:
             return int(response.status) == 200
@@ -192,6 +192,8 @@ class LlamaServerProcess:
             "--n_ctx", str(self.n_ctx),
             "--verbose", "False",
         ]  # fmt: skip
+        import tempfile  # here, not at import (see _ready)
+
         read_end, self._pipe = os.pipe()
         self._log = tempfile.TemporaryFile(mode="w+b")  # noqa: SIM115 - kept open while the server runs
         try:
