@@ -11,7 +11,7 @@
 (() => {
   "use strict";
 
-  const FINISHED_STEP = new Set(["succeeded", "failed", "timed_out", "cancelled", "skipped", "not_run", "unknown_outcome"]);
+  const FINISHED_STEP = new Set(["succeeded", "failed", "timed_out", "cancelled", "skipped", "not_run", "unknown_outcome", "rejected"]);
   const FINISHED_PLAN = new Set(["succeeded", "failed", "cancelled"]);
   const LEGEND = [
     ["pending", "pending"], ["running", "running"], ["succeeded", "succeeded"], ["failed", "failed / timed out"],
@@ -208,7 +208,8 @@
         s.retrying = null;
         if (row.started_at != null) s.started = row.started_at;
         if (row.ended_at != null) s.ended = row.ended_at;
-      } else if (row.status === "pending_approval") {
+      } else if (row.status === "pending_approval" && !FINISHED_STEP.has(s.status) && s.status !== "running") {
+        // (a view read before an answer may arrive after the events of the step's run: never go back)
         s.status = "pending_approval";
       } else if (row.status === "running" && s.status === "pending") {
         s.status = "running";
