@@ -6,20 +6,10 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from toolplan import execute_plan, tool
+from chain_support import chain, step
+
+from toolplan import execute_plan
 from toolplan.store import open_store
-
-
-@tool
-def step(prev: int) -> int:
-    """One step of a chain."""
-    return prev + 1
-
-
-def _chain(n: int) -> dict[str, Any]:
-    steps: list[dict[str, Any]] = [{"id": "s0", "tool": "step", "arguments": {"prev": 0}}]
-    steps += [{"id": f"s{i}", "tool": "step", "arguments": {"prev": f"$ref:s{i - 1}"}} for i in range(1, n)]
-    return {"steps": steps}
 
 
 @dataclass
@@ -51,10 +41,10 @@ def _seqs(engine: Any) -> list[int]:
 def test_a_chain_commits_from_the_loop_without_waking_it_from_the_thread(postgres_url: str) -> None:
     async def main() -> None:
         async with open_store(postgres_url) as store:
-            assert (await execute_plan(_chain(3), [step], store=store)).ok  # opens the database
+            assert (await execute_plan(chain(3), [step], store=store)).ok  # opens the database
             counts = store.db.counts
             before = (counts.commits, counts.round_trips, counts.wakeups)
-            result = await execute_plan(_chain(20), [step], store=store)
+            result = await execute_plan(chain(20), [step], store=store)
             assert result.ok and result.steps["s19"].output == 20
             assert counts.commits - before[0] == 21 == counts.round_trips - before[1]
             assert counts.wakeups == before[2]  # no future completed from the thread
@@ -69,14 +59,14 @@ def test_a_batch_the_server_rejects_on_the_loop_is_committed_by_the_thread(postg
 
     async def main() -> None:
         async with open_store(postgres_url) as store:
-            assert (await execute_plan(_chain(3), [step], store=store)).ok
+            assert (await execute_plan(chain(3), [step], store=store)).ok
             await store.db.call(lambda _engine, raw: raw.execute("DEALLOCATE ALL"))
             wakeups = store.db.counts.wakeups
-            result = await execute_plan(_chain(5), [step], store=store)
+            result = await execute_plan(chain(5), [step], store=store)
             assert result.ok and result.steps["s4"].output == 5
             assert store.db.counts.wakeups > wakeups  # the failed batch was the thread's
             wakeups = store.db.counts.wakeups
-            again = await execute_plan(_chain(5), [step], store=store)  # prepared again: on the loop
+            again = await execute_plan(chain(5), [step], store=store)  # prepared again: on the loop
             assert again.ok and store.db.counts.wakeups == wakeups
             for run in (result, again):
                 events = await store.events(run.run_id)
@@ -91,7 +81,7 @@ def test_a_query_left_in_flight_by_a_stopped_loop_is_finished_by_the_thread(post
     db = store.db
     first = asyncio.new_event_loop()
     try:
-        first.run_until_complete(execute_plan(_chain(2), [step], store=store))  # opens the database
+        first.run_until_complete(execute_plan(chain(2), [step], store=store))  # opens the database
 
         async def send() -> asyncio.Future[None]:
             done = asyncio.get_running_loop().create_future()

@@ -7,6 +7,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from chain_support import chain, step
+
 from toolplan import execute_plan, tool
 from toolplan.store import open_store
 
@@ -28,26 +30,14 @@ def echo(value: Any) -> Any:
     return value
 
 
-@tool
-def step(prev: int) -> int:
-    """One step of a chain."""
-    return prev + 1
-
-
-def _chain(n: int) -> dict[str, Any]:
-    steps: list[dict[str, Any]] = [{"id": "s0", "tool": "step", "arguments": {"prev": 0}}]
-    steps += [{"id": f"s{i}", "tool": "step", "arguments": {"prev": f"$ref:s{i - 1}"}} for i in range(1, n)]
-    return {"steps": steps}
-
-
 def test_a_chain_step_commits_once(store_url: str) -> None:
     """A chain step is one commit (its ``running`` row, with its predecessor's result): one round trip on PostgreSQL."""
 
     async def main() -> None:
         async with open_store(store_url) as store:
-            assert (await execute_plan(_chain(3), [step], store=store)).ok  # opens the database
+            assert (await execute_plan(chain(3), [step], store=store)).ok  # opens the database
             before = (store.db.counts.commits, store.db.counts.round_trips)
-            result = await execute_plan(_chain(20), [step], store=store)
+            result = await execute_plan(chain(20), [step], store=store)
             assert result.ok and result.steps["s19"].output == 20
             commits = store.db.counts.commits - before[0]
             trips = store.db.counts.round_trips - before[1]
@@ -90,11 +80,11 @@ def test_sqlite_commit_never_waits_on_the_loop_for_another_writer(tmp_path: Path
 
     async def main() -> None:
         async with open_store(url) as store:
-            assert (await execute_plan(_chain(2), [step], store=store)).ok  # opens the database
+            assert (await execute_plan(chain(2), [step], store=store)).ok  # opens the database
             other = sqlite3.connect(tmp_path / "runs.db", isolation_level=None)
             other.execute("BEGIN IMMEDIATE")  # holds the write lock
             wakeups = store.db.counts.wakeups
-            run = asyncio.ensure_future(execute_plan(_chain(3), [step], store=store))
+            run = asyncio.ensure_future(execute_plan(chain(3), [step], store=store))
             for _ in range(1000):  # the first step's running row went to the thread, which waits for the lock
                 await asyncio.sleep(0.01)
                 if store.db._pending:

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from .. import _faults
 from .._errors import StoreError
 from ._prepared import Call, Prepared
-from ._writes import Write, WriteCounts, complete
+from ._writes import Done, Write, WriteCounts, complete, settle
 
 __all__ = ("OnLoop",)
 
@@ -36,7 +36,6 @@ _IDLE = 0  # pq.TransactionStatus.IDLE: no transaction open on the connection
 _OK = (1, 2)  # pq.ExecStatus.COMMAND_OK, TUPLES_OK: a command's result that is no error
 _SQLSTATE = ord("C")  # pq.DiagnosticField.SQLSTATE
 _SYNC = 10  # pq.ExecStatus.PIPELINE_SYNC: the end of a pipeline's results
-Done = list[tuple[asyncio.Future[Any], BaseException | None, Any]]
 
 
 class Database(Protocol):
@@ -176,14 +175,7 @@ class OnLoop:
             loop.remove_writer(self._fd)
             self._flying = self._loop = None
             done, behind = self._finish(batch, committed)
-        for future, error, _ in done:
-            if future.done():
-                continue
-            if error is None:
-                future.set_result(None)
-            else:
-                future.set_exception(error)
-                future.exception()  # marked seen, as the thread's (`complete`)
+        settle(done)  # on this loop: its own futures
         if behind and not self._start(behind, loop):
             self._db._put(behind)
 

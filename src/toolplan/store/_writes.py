@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ("Statement", "Write", "WriteCounts", "Writer", "complete")
+__all__ = ("Done", "Statement", "Write", "WriteCounts", "Writer", "complete", "settle")
 
 
 Statement = tuple[str, Sequence[Any]]
@@ -54,20 +54,22 @@ class WriteCounts:
     wakeups: int = 0
 
 
-def complete(
-    loop: asyncio.AbstractEventLoop, done: list[tuple[asyncio.Future[Any], BaseException | None, Any]]
-) -> None:
-    """Complete futures of ``loop`` from another thread (nothing if the loop has closed)."""
+Done = list[tuple[asyncio.Future[Any], BaseException | None, Any]]
 
-    def run() -> None:
-        for future, error, value in done:
-            if future.done():
-                continue
-            if error is None:
-                future.set_result(value)
-            else:
-                future.set_exception(error)
-                future.exception()  # marked seen: a failed write nobody awaits fails its run (`Writer.broken`)
 
+def settle(done: Done) -> None:
+    """On the futures' loop: give each future of ``done`` its error, or its value (one already done is left)."""
+    for future, error, value in done:
+        if future.done():
+            continue
+        if error is None:
+            future.set_result(value)
+        else:
+            future.set_exception(error)
+            future.exception()  # marked seen: a failed write nobody awaits fails its run (`Writer.broken`)
+
+
+def complete(loop: asyncio.AbstractEventLoop, done: Done) -> None:
+    """`settle` ``done`` on ``loop`` from another thread (nothing if the loop has closed)."""
     with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits any more
-        loop.call_soon_threadsafe(run)
+        loop.call_soon_threadsafe(settle, done)
